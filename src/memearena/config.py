@@ -1,0 +1,324 @@
+"""Run configs: the YAML users write, validated by pydantic. Errors name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memearena.errors import ConfigError
+from memearena.models.types import GenParams
+
+CRITERIA: tuple[str, ...] = (
+    "instruction_following",
+    "redundancy",
+    "correctness",
+    "relevance",
+    "accuracy",
+)
+"""The Arena's five judging criteria, in the order judges are asked for them."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    """USD per one million tokens."""
+
+    input: float = Field(0.0, ge=0)
+    """USD per 1M input (prompt) tokens."""
+    output: float = Field(0.0, ge=0)
+    """USD per 1M output (completion) tokens."""
+
+
+class _ModelCommon(_Strict):
+    max_concurrency: int = Field(16, gt=0)
+    """Most requests in flight to this model at once."""
+    rpm: float | None = Field(None, gt=0)
+    """Most requests per minute (None: unlimited)."""
+    timeout: float = Field(120.0, gt=0)
+    """Seconds before one request is abandoned (and retried)."""
+    max_retries: int = Field(6, ge=0)
+    """Retries of a transient failure (429, 5xx, timeout) before the call is recorded as failed."""
+    temperature: float | None = Field(None, ge=0)
+    """Sampling temperature (None: the endpoint's default)."""
+    top_p: float | None = Field(None, gt=0, le=1)
+    """Nucleus sampling mass (None: the endpoint's default)."""
+    max_tokens: int | None = Field(None, gt=0)
+    """Most output tokens per call (None: the endpoint's default)."""
+    seed: int | None = None
+    """Sampling seed passed to endpoints that honour it."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """Reasoning effort for reasoning models (sent only when set)."""
+    price: Price = Field(default_factory=Price)
+    """Cost per 1M tokens, used for accounting, --dry-run estimates and --max-cost."""
+
+    def gen_params(self) -> GenParams:
+        """The generation parameters this model is called with."""
+        return GenParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            reasoning_effort=self.reasoning_effort,
+        )
+
+
+class OpenAIModelConfig(_ModelCommon):
+    """Any OpenAI-compatible chat-completions endpoint (OpenAI, Gemini/Anthropic compatibility
+    endpoints, vLLM, SGLang, Ollama, LM Studio)."""
+
+    provider: Literal["openai"]
+    """Always ``openai`` for OpenAI-compatible endpoints."""
+    model: str
+    """Model name the endpoint expects (e.g. ``gpt-4o-2024-08-06``)."""
+    base_url: str | list[str] | None = None
+    """Endpoint URL, or several replicas to balance over (None: api.openai.com)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    family: str | None = None
+    """Model family (e.g. ``gpt``), used to measure self-preference of judges."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
+        urls = [v] if isinstance(v, str) else (v or [])
+        for u in urls:
+            if not u.startswith(("http://", "https://")):
+                raise ValueError(f"must start with http:// or https://, got {u!r}")
+        if isinstance(v, list) and not v:
+            raise ValueError("must list at least one URL")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and (not v.replace("_", "").isalnum() or v.startswith("sk-")):
+            raise ValueError("must be the NAME of an environment variable, not a key")
+        return v
+
+    def urls(self) -> list[str]:
+        """The replica URLs (empty: the SDK default)."""
+        if self.base_url is None:
+            return []
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+
+class SimModelConfig(_ModelCommon):
+    """A simulated model (offline; labelled simulated everywhere it appears)."""
+
+    provider: Literal["sim"]
+    """Always ``sim`` for the built-in simulated world."""
+    skill: float = Field(0.5, ge=0, le=1)
+    """Latent skill of a simulated target: probability each background fact it states is right."""
+    family: str | None = None
+    """Family name; a self-preferring judge favours answers of its own family."""
+    position_bias: float = Field(0.0, ge=-1, le=1)
+    """Judge: extra preference for the response shown first (A); negative favours B."""
+    verbosity_bias: float = Field(0.0, ge=0, le=1)
+    """Judge: extra preference for the longer response."""
+    self_bias: float = Field(0.0, ge=0, le=1)
+    """Judge: extra preference for responses of its own family."""
+    noise: float = Field(0.15, ge=0, le=2)
+    """Judge: standard deviation of the noise added to every quality comparison."""
+    refusal_rate: float = Field(0.0, ge=0, le=1)
+    """Target: probability of refusing to answer."""
+    format_error_rate: float = Field(0.0, ge=0, le=1)
+    """Probability an answer omits the requested sections / JSON (a malformed output)."""
+    latency_ms: float = Field(0.0, ge=0)
+    """Simulated response latency."""
+    model: str | None = None
+    """Display name (defaults to the config key)."""
+
+
+ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator="provider")]
+
+DatasetFormat = Literal["fhm", "harm", "mami", "mm-judgebias", "folder", "jsonl", "csv", "demo"]
+
+
+class DatasetConfig(_Strict):
+    """One dataset to load; paths are relative to the config file."""
+
+    format: DatasetFormat
+    """File format: fhm, harm, mami, mm-judgebias, folder, jsonl, csv or demo (bundled)."""
+    path: Path | None = None
+    """Annotation file (or folder for ``folder``); not needed for ``demo``."""
+    image_root: Path | None = None
+    """Folder image paths are relative to (default: the annotation file's folder)."""
+    split: str | None = None
+    """Split name recorded on every item (default: the file's stem)."""
+    harmful_only: bool = False
+    """Keep only items labelled harmful."""
+    limit: int | None = Field(None, gt=0)
+    """Keep at most this many items (after sampling)."""
+    sample: int | None = Field(None, gt=0)
+    """Draw this many items at random, stratified by the harmful label, with ``sample_seed``."""
+    sample_seed: int = 0
+    """Seed of the stratified sample."""
+    skip_bad: bool = False
+    """Record and skip malformed rows instead of stopping at the first one."""
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> DatasetConfig:
+        if self.format != "demo" and self.path is None:
+            raise ValueError(f"format {self.format!r} needs a 'path'")
+        return self
+
+
+class ImageConfig(_Strict):
+    """How images are prepared before they are sent."""
+
+    max_side: int = Field(1024, ge=64)
+    """Longest side in pixels after resizing."""
+    max_pixels: int = Field(40_000_000, gt=0)
+    """Images with more pixels are rejected (decompression-bomb guard)."""
+
+
+class ArenaConfig(_Strict):
+    """The Arena method: contexts, answers, guideline fusion, pairwise battles."""
+
+    targets: list[str] = Field(min_length=2)
+    """Models being evaluated (keys of ``models``)."""
+    judges: list[str] = Field(min_length=1)
+    """Judge panel (keys of ``models``)."""
+    context_model: str
+    """Model that writes the interpretive contexts."""
+    contexts: Literal[1, 2, 3] = 3
+    """Contexts per meme: highly relevant, moderately relevant, unrelated (first n)."""
+    fusion_rounds: int = Field(8, ge=0)
+    """Guideline refinement rounds per meme (must be >= number of judges)."""
+    setting: Literal["memearena", "none", "self", "human"] = "memearena"
+    """Guideline used when judging: fused, none, each judge's own, or from a file."""
+    human_guidelines: Path | None = None
+    """JSONL of {"meme": id, "guideline": text} for ``setting: human``."""
+    pairs: Literal["all", "active"] = "all"
+    """Which target pairs are compared per task: all (round-robin) or active sampling."""
+    battle_budget: int | None = Field(None, gt=0)
+    """With ``pairs: active``: number of (task, pair) comparisons to run."""
+    resolution: Literal["tie", "both"] = "tie"
+    """Both orders are always judged: ``tie`` resolves disagreement to a tie, ``both`` keeps
+    each order as its own battle."""
+    criteria: list[str] = Field(default_factory=lambda: list(CRITERIA))
+    """Criteria to judge on (subset of the five)."""
+    max_reasks: int = Field(2, ge=0)
+    """Re-asks of an output that does not parse before it is recorded as a failure."""
+    elo_k: float = Field(4.0, gt=0)
+    """Online Elo K factor."""
+    bootstrap: int = Field(1000, ge=0)
+    """Bootstrap rounds for the Bradley–Terry confidence intervals."""
+
+    @field_validator("criteria")
+    @classmethod
+    def _known_criteria(cls, v: list[str]) -> list[str]:
+        bad = [c for c in v if c not in CRITERIA]
+        if bad:
+            raise ValueError(f"unknown criteria {bad}; choose from {list(CRITERIA)}")
+        if not v:
+            raise ValueError("must name at least one criterion")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArenaConfig:
+        if self.setting == "memearena" and self.fusion_rounds < len(self.judges):
+            raise ValueError(
+                f"fusion_rounds ({self.fusion_rounds}) must be >= number of judges "
+                f"({len(self.judges)}) so every judge refines at least once"
+            )
+        if self.setting == "human" and self.human_guidelines is None:
+            raise ValueError("setting 'human' needs 'human_guidelines'")
+        if self.pairs == "active" and self.battle_budget is None:
+            raise ValueError("pairs 'active' needs 'battle_budget'")
+        if len(set(self.targets)) != len(self.targets):
+            raise ValueError("targets must be distinct")
+        return self
+
+
+class RunConfig(_Strict):
+    """A whole run: models, datasets and one section per method."""
+
+    run: str = "run"
+    """Run directory name under --out."""
+    seed: int = 0
+    """Seed of every random choice in the run."""
+    models: dict[str, ModelConfig]
+    """Every model any role uses, by the name the sections refer to."""
+    data: list[DatasetConfig] = Field(min_length=1)
+    """Datasets to load, concatenated."""
+    image: ImageConfig = Field(default_factory=ImageConfig)
+    """Image preparation."""
+    cache: bool = True
+    """Reuse identical earlier calls from the content-addressed cache."""
+    arena: ArenaConfig | None = None
+    """The Arena method."""
+    adapt: dict[str, Any] | None = None
+    """The Adapt method (reserved; not implemented yet)."""
+    judge_audit: dict[str, Any] | None = None
+    """The Judge audit method (reserved; not implemented yet)."""
+
+    @model_validator(mode="after")
+    def _models_exist(self) -> RunConfig:
+        if self.arena is not None:
+            a = self.arena
+            named = [("arena.targets", m) for m in a.targets]
+            named += [("arena.judges", m) for m in a.judges]
+            named.append(("arena.context_model", a.context_model))
+            for where, name in named:
+                if name not in self.models:
+                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        return self
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if not str(p).startswith("function-after"))
+    # Discriminated unions add the tag to the location; drop it for readability.
+    loc = loc.replace(".openai.", ".").replace(".sim.", ".")
+    msg = first["msg"].removeprefix("Value error, ")
+    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
+
+
+def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> RunConfig:
+    """Validate a config mapping; relative dataset paths are resolved against ``base_dir``."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the config must be a mapping at the top level")
+    try:
+        cfg = RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source)) from None
+    if base_dir is not None:
+        cfg = _resolve_paths(cfg, base_dir)
+    return cfg
+
+
+def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
+    def fix(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else (base / p).resolve()
+
+    data = [
+        d.model_copy(update={"path": fix(d.path) or d.path, "image_root": fix(d.image_root) or d.image_root})
+        for d in cfg.data
+    ]
+    update: dict[str, Any] = {"data": data}
+    if cfg.arena is not None and cfg.arena.human_guidelines is not None:
+        hg = fix(cfg.arena.human_guidelines) or cfg.arena.human_guidelines
+        update["arena"] = cfg.arena.model_copy(update={"human_guidelines": hg})
+    return cfg.model_copy(update=update)
+
+
+def load_config(path: Path) -> RunConfig:
+    """Read and validate a YAML run config; any problem is one ConfigError line naming the field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    return parse_config(raw, str(path), path.parent.resolve())

@@ -1,0 +1,83 @@
+"""Message, content and completion types shared by every backend and the call stack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class TextPart:
+    """A piece of text in a message."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An image in a message: sent as a data URL, identified (and cached) by its content hash."""
+
+    data_url: str
+    sha256: str
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message: a role and an ordered tuple of text / image parts."""
+
+    role: Role
+    content: tuple[ContentPart, ...]
+
+    @staticmethod
+    def text(role: Role, text: str) -> Message:
+        """A message holding a single text part."""
+        return Message(role, (TextPart(text),))
+
+    def plain_text(self) -> str:
+        """The message's text parts joined (images omitted)."""
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """Generation parameters sent with a request; None means the endpoint's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    reasoning_effort: str | None = None
+
+    def merged(self, other: GenParams | None) -> GenParams:
+        """These params with every non-None field of ``other`` taking precedence."""
+        if other is None:
+            return self
+        values = {k: v for k, v in other.__dict__.items() if v is not None}
+        return GenParams(**{**self.__dict__, **values})
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one model call returned, after the call stack (cache, retries) is done with it."""
+
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    refusal: bool = False
+    cached: bool = False
+    cost_usd: float = 0.0
