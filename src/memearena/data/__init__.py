@@ -1,1 +1,45 @@
-"""data."""
+"""Datasets: one typed :class:`Meme`, loaders for every supported format, safe image I/O.
+
+Formats: fhm, harm, mami, mm-judgebias, folder, jsonl, csv and the bundled synthetic demo set.
+"""
+
+from memearena.data.demo import demo_annotations, demo_dir, normalize_text
+from memearena.data.filters import apply_filters, stratified_sample
+from memearena.data.images import (
+    IMAGE_EXTENSIONS,
+    ImageError,
+    PreparedImage,
+    prepare_image,
+    safe_join,
+    verify_image,
+)
+from memearena.data.loaders import (
+    DEMO_CATEGORIES,
+    ItemError,
+    LoadResult,
+    check_unique,
+    load_dataset,
+    load_datasets,
+)
+from memearena.data.meme import Meme
+
+__all__ = [
+    "DEMO_CATEGORIES",
+    "IMAGE_EXTENSIONS",
+    "ImageError",
+    "ItemError",
+    "LoadResult",
+    "Meme",
+    "PreparedImage",
+    "apply_filters",
+    "check_unique",
+    "demo_annotations",
+    "demo_dir",
+    "load_dataset",
+    "load_datasets",
+    "normalize_text",
+    "prepare_image",
+    "safe_join",
+    "stratified_sample",
+    "verify_image",
+]

@@ -1,0 +1,183 @@
+"""The ``memearena`` command line. Errors are one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from memearena.errors import MemearenaError
+
+app = typer.Typer(
+    name="memearena",
+    help="Evaluate how well multimodal LLMs understand harmful memes, and audit their judges.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
+models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(models_app, name="models")
+
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+]
+MaxCostOpt = Annotated[
+    float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+]
+
+
+def one_line_errors(fn: F) -> F:
+    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemearenaError as e:
+            err_console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted: re-run the same command to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@one_line_errors
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/demo"),
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run the Arena offline on the bundled demo memes with simulated models."""
+    from memearena.demo import run_demo
+
+    run_demo(out, console=console, show_progress=not no_progress)
+
+
+@app.command()
+@one_line_errors
+def arena(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    out: OutOpt = None,
+    dry_run: DryRunOpt = False,
+    max_cost: MaxCostOpt = None,
+    compare_settings: Annotated[
+        bool,
+        typer.Option(
+            "--compare-settings",
+            help="Judge the same answers under every guideline setting; compare judge NDCG.",
+        ),
+    ] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
+    from memearena.config import load_config
+    from memearena.report.console import print_arena_summary, print_plan
+    from memearena.runner import plan_arena, run_arena
+
+    cfg = load_config(config)
+    if cfg.arena is None:
+        raise MemearenaError(f"{config}: arena: section is missing")
+    settings = _settings(cfg.arena, compare_settings)
+    if dry_run:
+        print_plan(console, cfg, plan_arena(cfg, settings))
+        return
+    run_dir = (out or Path("runs")) / cfg.run
+    result = run_arena(
+        cfg,
+        run_dir,
+        max_cost=max_cost,
+        settings=settings,
+        console=console,
+        show_progress=not no_progress,
+        cache_path=(out or Path("runs")) / "cache.sqlite",
+    )
+    print_arena_summary(console, result)
+    if result.stopped:
+        raise typer.Exit(3)
+
+
+def _settings(acfg: Any, compare: bool) -> list[str]:
+    if not compare:
+        return [acfg.setting]
+    chosen = [acfg.setting, *(s for s in ("memearena", "none", "self") if s != acfg.setting)]
+    if acfg.human_guidelines is not None and "human" not in chosen:
+        chosen.append("human")
+    return chosen
+
+
+@app.command("sim-serve")
+@one_line_errors
+def sim_serve(
+    port: Annotated[int, typer.Option("--port")] = 8000,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    latency_ms: Annotated[float, typer.Option("--latency-ms")] = 0.0,
+    fail_rate: Annotated[float, typer.Option("--fail-rate")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+) -> None:
+    """Serve the simulated world as an OpenAI-compatible endpoint (with injected faults)."""
+    from memearena.sim.serve import serve_world
+
+    console.print(
+        f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
+        f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
+    )
+    serve_world(host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed)
+
+
+@models_app.command("check")
+@one_line_errors
+def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).")]) -> None:
+    """Ping every configured model with a tiny multimodal request."""
+    from memearena.config import load_config
+    from memearena.models_check import check_models
+
+    ok = check_models(load_config(config), console)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _register_optional() -> None:
+    """Commands whose modules are owned elsewhere; registered when importable."""
+    try:
+        from memearena.cli_rank import rank_command
+
+        app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
+            one_line_errors(rank_command)
+        )
+    except ImportError:  # pragma: no cover - module always ships
+        pass
+    try:
+        from memearena.cli_data import check_command
+
+        data_app.command("check", help="Validate every item of a config's datasets.")(
+            one_line_errors(check_command)
+        )
+    except ImportError:  # pragma: no cover
+        pass
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Entry point of the ``memearena`` script."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

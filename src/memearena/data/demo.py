@@ -1,0 +1,28 @@
+"""The bundled synthetic demo set, and the lookup the simulated world uses to find its truth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from memearena.data.meme import Meme
+
+
+def demo_dir() -> Path:
+    """The folder of the bundled synthetic demo set (``memes.jsonl`` + ``img/``)."""
+    return Path(__file__).resolve().parent / "demo"
+
+
+def normalize_text(text: str) -> str:
+    """Lowercase and collapse whitespace: the key meme text is looked up by."""
+    return " ".join(text.lower().split())
+
+
+def demo_annotations(memes: Iterable[Meme]) -> dict[str, dict[str, Any]]:
+    """Map each meme's normalized text to its annotations plus ``id``.
+
+    The simulated world sees only the prompt; it finds the world facts of the meme it is asked
+    about (category, target, facts, false_facts, misbelief, harm) by the meme text in it.
+    """
+    return {normalize_text(m.text): {**m.annotations, "id": m.id} for m in memes}

@@ -1,0 +1,64 @@
+"""``memearena models check``: one tiny multimodal request to every configured model."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import time
+
+from PIL import Image, ImageDraw
+from rich.console import Console
+from rich.table import Table
+
+from memearena.config import RunConfig
+from memearena.errors import MemearenaError
+from memearena.models import ModelPool
+from memearena.models.types import ImagePart
+from memearena.prompts import build_messages
+from memearena.sim.serve import demo_world
+
+
+def ping_image() -> ImagePart:
+    """A tiny drawn image (a red square on white) as a data URL."""
+    im = Image.new("RGB", (64, 64), "white")
+    ImageDraw.Draw(im).rectangle((16, 16, 48, 48), fill="red")
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    raw = buf.getvalue()
+    url = "data:image/png;base64," + base64.b64encode(raw).decode()
+    return ImagePart(url, hashlib.sha256(raw).hexdigest())
+
+
+def check_models(cfg: RunConfig, console: Console) -> bool:
+    """Ping each model (no cache); print a table; True when every model answered."""
+    messages = build_messages("common/ping.j2", image=ping_image())
+    pool = ModelPool(cfg.models, responder=demo_world(cfg.seed))
+
+    async def one(name: str) -> tuple[str, str, float, str]:
+        t0 = time.perf_counter()
+        try:
+            c = await pool.complete(name, messages, role="ping")
+        except MemearenaError as e:
+            return name, "failed", time.perf_counter() - t0, str(e)
+        status = "refused" if c.refusal else ("empty" if not c.text.strip() else "ok")
+        return name, status, time.perf_counter() - t0, c.text.strip()[:60]
+
+    async def go() -> list[tuple[str, str, float, str]]:
+        try:
+            return await asyncio.gather(*(one(n) for n in cfg.models))
+        finally:
+            await pool.aclose()
+
+    rows = asyncio.run(go())
+    table = Table(title="models check")
+    for col in ("model", "provider", "status", "latency", "reply / error"):
+        table.add_column(col)
+    for name, status, dt, text in rows:
+        colour = "green" if status == "ok" else "red"
+        table.add_row(
+            name, cfg.models[name].provider, f"[{colour}]{status}[/]", f"{dt * 1000:.0f} ms", text
+        )
+    console.print(table)
+    return all(r[1] == "ok" for r in rows)

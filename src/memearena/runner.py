@@ -1,0 +1,188 @@
+"""Opening a run: directory, store, cache, model pool, data — and running the Arena in it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from memearena.config import RunConfig, SimModelConfig
+from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
+from memearena.errors import DataError
+from memearena.models import ModelPool, ResponseCache
+from memearena.pipelines.arena import ArenaOutcome, ArenaPipeline
+from memearena.pipelines.progress import StageProgress
+from memearena.prompts import template_hashes
+from memearena.sim.world import SimWorld
+from memearena.store import RunStore
+
+CACHE_FILE = "cache.sqlite"
+
+
+@dataclass
+class ArenaRunResult:
+    """Where a finished (or budget-stopped) Arena run left its outputs."""
+
+    run_dir: Path
+    outcomes: list[ArenaOutcome]
+    leaderboard: dict[str, Any]
+    new_calls: int
+    cost_usd: float
+    stopped: str | None
+
+
+def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
+    """Load every dataset of the config; per-item problems are recorded in the store."""
+    loaded = load_datasets(cfg.data, cfg.image, check_images=True)
+    if store is not None:
+        for err in loaded.errors:
+            store.record_error("data", f"{err.source}|{err.item}", err.reason)
+    if not loaded.memes:
+        raise DataError("no usable items in the configured datasets")
+    return loaded
+
+
+def sim_world(cfg: RunConfig, memes: Sequence[Meme]) -> SimWorld:
+    """The simulated world for the config's ``provider: sim`` models (labelled simulated)."""
+    sims = {n: m for n, m in cfg.models.items() if isinstance(m, SimModelConfig)}
+    return SimWorld(sims, demo_annotations(memes), seed=cfg.seed)
+
+
+def open_pool(
+    cfg: RunConfig,
+    memes: Sequence[Meme],
+    store: RunStore | None,
+    *,
+    cache_path: Path | None,
+    max_cost: float | None,
+) -> ModelPool:
+    """The model pool of a run: every configured model behind cache, limits and retries."""
+    cache = ResponseCache(cache_path) if (cache_path is not None and cfg.cache) else None
+    return ModelPool(
+        cfg.models, store=store, cache=cache, max_cost=max_cost, responder=sim_world(cfg, memes)
+    )
+
+
+def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
+    """Record the config (no secrets: keys are only env-var names) and prompt hashes."""
+    store.save_snapshot(json.loads(cfg.model_dump_json()), template_hashes())
+
+
+def run_arena(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    max_cost: float | None = None,
+    settings: Sequence[str] | None = None,
+    cache_path: Path | None = None,
+    console: Console | None = None,
+    show_progress: bool = True,
+    bootstrap: int | None = None,
+) -> ArenaRunResult:
+    """Run (or resume) the Arena in ``run_dir`` and write its leaderboard and battles."""
+    from memearena.report.arena import arena_leaderboard, write_arena_outputs
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = RunStore(run_dir / "run.db")
+    try:
+        snapshot_config(cfg, store)
+        memes = load_memes(cfg, store).memes
+        calls_before = len(store.calls())
+        pool = open_pool(
+            cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
+        )
+
+        async def go() -> list[ArenaOutcome]:
+            try:
+                with StageProgress(console, enabled=show_progress) as progress:
+                    pipe = ArenaPipeline(cfg, memes, pool, store, progress)
+                    return await pipe.run(settings)
+            finally:
+                await pool.aclose()
+
+        outcomes = asyncio.run(go())
+        stopped = next((o.stopped for o in outcomes if o.stopped), None)
+        done = [o for o in outcomes if not o.stopped]
+        board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
+        if done:
+            write_arena_outputs(run_dir, board, done)
+        new_calls = sum(
+            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
+        )
+        return ArenaRunResult(run_dir, outcomes, board, new_calls, store.total_cost(), stopped)
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True)
+class PlannedCalls:
+    """The calls a run would make, per model, with estimated tokens and cost."""
+
+    per_model: dict[str, dict[str, float]]
+
+    @property
+    def calls(self) -> int:
+        """Total planned calls."""
+        return int(sum(v["calls"] for v in self.per_model.values()))
+
+    @property
+    def cost_usd(self) -> float:
+        """Total estimated cost in USD."""
+        return sum(v["cost_usd"] for v in self.per_model.values())
+
+
+def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> PlannedCalls:
+    """Dry run: the Arena with every model stood in for by a simulated one of the same name.
+
+    Counts are exact for a run without re-asks or refusals; input tokens are estimated from the
+    real prompts, output tokens from the simulated replies; cost uses each model's real price.
+    No endpoint is called."""
+    stand_ins: dict[str, Any] = {}
+    for name, m in cfg.models.items():
+        if isinstance(m, SimModelConfig):
+            stand_ins[name] = m.model_copy(update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0})
+        else:
+            stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
+    sim_cfg = cfg.model_copy(update={"models": stand_ins, "cache": False})
+    with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
+        store = RunStore(Path(tmp) / "run.db")
+        try:
+            memes = load_memes(sim_cfg).memes
+            pool = open_pool(sim_cfg, memes, store, cache_path=None, max_cost=None)
+
+            async def go() -> None:
+                try:
+                    await ArenaPipeline(sim_cfg, memes, pool, store).run(settings)
+                finally:
+                    await pool.aclose()
+
+            asyncio.run(go())
+            per_model: dict[str, dict[str, float]] = {}
+            for c in store.calls():
+                row = per_model.setdefault(
+                    c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+                )
+                row["calls"] += 1
+                row["input_tokens"] += c.input_tokens
+                row["output_tokens"] += c.output_tokens
+            for name, row in per_model.items():
+                price = cfg.models[name].price if name in cfg.models else None
+                if price is not None:
+                    row["cost_usd"] = (
+                        row["input_tokens"] * price.input + row["output_tokens"] * price.output
+                    ) / 1e6
+            return PlannedCalls(per_model)
+        finally:
+            store.close()
+
+
+def env_flag(name: str) -> bool:
+    """Whether an environment flag is set to a true value."""
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

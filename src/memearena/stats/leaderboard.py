@@ -1,0 +1,160 @@
+"""Leaderboards: the rows of `memearena rank --json`, overall and grouped by any battle field."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from memearena.stats.battles import Battle
+from memearena.stats.bt import BTResult, TieModel, bradley_terry
+from memearena.stats.counts import PairCounts
+from memearena.stats.elo import online_elo
+from memearena.stats.errors import StatsError
+from memearena.stats.winrate import average_win_rate
+
+MISSING_GROUP = "(none)"
+"""Group key for battles that lack the group-by field."""
+
+
+class LeaderboardRow(BaseModel):
+    """One model's line in a leaderboard (the `rank --json` contract)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    """Model name."""
+    rank: int
+    """1 = best, by Bradley–Terry rating."""
+    elo: float
+    """Online Elo rating (battles replayed in file order)."""
+    bt: float
+    """Bradley–Terry rating on the Elo scale (400 per factor-10 odds), anchored as noted."""
+    ci_low: float
+    """Lower bound of the 95% bootstrap percentile interval of `bt` (= bt without bootstrap)."""
+    ci_high: float
+    """Upper bound of the 95% bootstrap percentile interval of `bt` (= bt without bootstrap)."""
+    win_rate: float
+    """Mean pairwise win rate over the opponents met, ties counting half."""
+    battles: int
+    """Number of battles involving the model."""
+
+
+def leaderboard_from_fit(
+    fit: BTResult, battles: Sequence[Battle], *, elo_k: float = 4.0
+) -> list[LeaderboardRow]:
+    """Assemble rows from a Bradley–Terry fit and the battles it was fitted on."""
+    elo = online_elo(battles, k=elo_k, init=fit.init)
+    counts = PairCounts.from_battles(battles, fit.models)
+    win_rate = average_win_rate(counts)
+    played = counts.battles_per_model
+    order = fit.ranking()
+    rows = []
+    for rank, name in enumerate(order, start=1):
+        k = fit.models.index(name)
+        bt = float(fit.ratings[k])
+        rows.append(
+            LeaderboardRow(
+                model=name,
+                rank=rank,
+                elo=float(elo[name]),
+                bt=bt,
+                ci_low=float(fit.ci_low[k]) if fit.ci_low is not None else bt,
+                ci_high=float(fit.ci_high[k]) if fit.ci_high is not None else bt,
+                win_rate=win_rate[name],
+                battles=int(round(played[k])),
+            )
+        )
+    return rows
+
+
+def leaderboard_fit(
+    battles: Sequence[Battle],
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    anchor: str | None = None,
+    elo_k: float = 4.0,
+    prior: float = 0.0,
+    ties: TieModel = "half",
+) -> tuple[list[LeaderboardRow], BTResult]:
+    """Like `leaderboard`, also returning the fit (for its anchor note and bootstrap samples)."""
+    battles = list(battles)
+    if not battles:
+        raise StatsError("no battles to rank")
+    fit = bradley_terry(
+        PairCounts.from_battles(battles),
+        anchor=anchor,
+        bootstrap=bootstrap,
+        seed=seed,
+        prior=prior,
+        ties=ties,
+    )
+    return leaderboard_from_fit(fit, battles, elo_k=elo_k), fit
+
+
+def leaderboard(
+    battles: Sequence[Battle],
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    anchor: str | None = None,
+    elo_k: float = 4.0,
+    prior: float = 0.0,
+    ties: TieModel = "half",
+) -> list[LeaderboardRow]:
+    """Rank models by Bradley–Terry rating, with bootstrap CIs, online Elo and win rates."""
+    rows, _ = leaderboard_fit(
+        battles, bootstrap=bootstrap, seed=seed, anchor=anchor, elo_k=elo_k, prior=prior, ties=ties
+    )
+    return rows
+
+
+def group_battles(battles: Sequence[Battle], by: str) -> dict[str, list[Battle]]:
+    """Split battles by the value of one field (declared or extra); missing → `(none)`."""
+    groups: dict[str, list[Battle]] = {}
+    for battle in battles:
+        value = battle.field(by)
+        key = MISSING_GROUP if value is None else str(value)
+        groups.setdefault(key, []).append(battle)
+    return dict(sorted(groups.items()))
+
+
+def grouped_leaderboards(
+    battles: Sequence[Battle],
+    by: str = "criterion",
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    anchor: str | None = None,
+    elo_k: float = 4.0,
+    prior: float = 0.0,
+    ties: TieModel = "half",
+) -> dict[str, list[LeaderboardRow]]:
+    """One leaderboard per value of the battle field `by` (judge, criterion, item, any extra).
+
+    Each group is fitted on its own battles; an error in one group names the group.
+    """
+    out: dict[str, list[LeaderboardRow]] = {}
+    for key, group in group_battles(battles, by).items():
+        try:
+            out[key] = leaderboard(
+                group,
+                bootstrap=bootstrap,
+                seed=seed,
+                anchor=anchor,
+                elo_k=elo_k,
+                prior=prior,
+                ties=ties,
+            )
+        except StatsError as exc:
+            raise _in_group(exc, by, key) from None
+    return out
+
+
+def _in_group(exc: StatsError, by: str, key: str) -> StatsError:
+    """The same error, its message prefixed with the group it happened in."""
+    clone = StatsError.__new__(type(exc))
+    clone.__dict__.update(exc.__dict__)
+    clone.args = (f"{by}={key!r}: {exc}",)
+    return clone

@@ -1,0 +1,59 @@
+"""Comparing rankings: NDCG with linear gains, Kendall's τ-b and Spearman's ρ."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import kendalltau, spearmanr
+
+from memearena.stats.errors import StatsError
+
+
+def _check_unique(names: Sequence[str], what: str) -> None:
+    if len(set(names)) != len(names):
+        raise StatsError(f"{what} lists a model more than once")
+
+
+def ndcg(ranking: Sequence[str], reference: Sequence[str]) -> float:
+    """NDCG of `ranking` against `reference` (both best-first lists of model names).
+
+    Relevance of a model = K − its 0-based position in `reference` (K = len(reference)), 0 if
+    it is not in `reference`; the model at 0-based position i of `ranking` is discounted by
+    log2(i + 2); the result is divided by the DCG of `reference` itself (the ideal). A
+    reference model missing from `ranking` therefore earns nothing (the ranking is penalised),
+    and an extra model in `ranking` takes a place without earning anything.
+    """
+    _check_unique(ranking, "ranking")
+    _check_unique(reference, "reference")
+    if not reference:
+        raise StatsError("the reference ranking is empty")
+    k = len(reference)
+    relevance = {name: k - pos for pos, name in enumerate(reference)}
+    dcg = sum(relevance.get(name, 0) / math.log2(i + 2) for i, name in enumerate(ranking))
+    ideal = sum((k - i) / math.log2(i + 2) for i in range(k))
+    return dcg / ideal
+
+
+def _positions(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    _check_unique(a, "ranking")
+    _check_unique(b, "reference")
+    common = [name for name in a if name in set(b)]
+    if len(common) < 2:
+        raise StatsError("rank correlation needs at least two models present in both rankings")
+    pos_a = {name: i for i, name in enumerate(a)}
+    pos_b = {name: i for i, name in enumerate(b)}
+    return np.array([pos_a[n] for n in common]), np.array([pos_b[n] for n in common])
+
+
+def kendall_tau(ranking: Sequence[str], reference: Sequence[str]) -> float:
+    """Kendall's τ-b between two best-first rankings, over the models present in both."""
+    x, y = _positions(ranking, reference)
+    return float(kendalltau(x, y).statistic)
+
+
+def spearman_rho(ranking: Sequence[str], reference: Sequence[str]) -> float:
+    """Spearman's ρ between two best-first rankings, over the models present in both."""
+    x, y = _positions(ranking, reference)
+    return float(spearmanr(x, y).statistic)

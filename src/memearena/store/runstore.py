@@ -1,0 +1,338 @@
+"""The run database: one SQLite file (WAL) per run directory holding everything a run produces."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from memearena.errors import StoreError
+
+__all__ = ["SCHEMA_VERSION", "CallRecord", "ErrorRecord", "RunStore", "artifact_key"]
+
+SCHEMA_VERSION = 1
+"""Bumped on any incompatible schema change; a newer database is refused, never rewritten."""
+
+CallStatus = Literal["ok", "cached", "refusal", "error", "budget"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    request_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    role TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL,
+    attempts INTEGER NOT NULL,
+    error TEXT,
+    response TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_model ON calls(model);
+CREATE TABLE IF NOT EXISTS artifacts (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS errors (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    id INTEGER PRIMARY KEY,
+    created_at REAL NOT NULL,
+    config TEXT NOT NULL,
+    prompt_hashes TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call as it ended: served from cache, answered, refused, failed or over budget."""
+
+    request_hash: str
+    model: str
+    role: str
+    status: CallStatus
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 0
+    error: str | None = None
+    response: str | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """A pipeline step that failed for one item, with the reason shown in the report."""
+
+    kind: str
+    key: str
+    reason: str
+    detail: str
+    created_at: float
+
+
+_CALL_COLUMNS = tuple(f.name for f in fields(CallRecord))
+_INSERT_CALL = (
+    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _CALL_COLUMNS)})"
+)
+_SELECT_CALLS = f"SELECT {', '.join(_CALL_COLUMNS)} FROM calls ORDER BY id"
+
+
+def artifact_key(*parts: object) -> str:
+    """A deterministic key from parts, joined by ``|`` (e.g. ``fhm:42|ctx1|gpt-4o``)."""
+    return "|".join(str(p) for p in parts)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+class RunStore:
+    """The run database. Each write is its own transaction: a kill at any moment leaves a usable
+    database, and artifacts are first-write-wins so a re-run never duplicates them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Autocommit: every statement is atomic on its own; explicit BEGIN where needed.
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except (OSError, sqlite3.Error) as e:
+            raise StoreError(f"{self.path}: cannot open run database ({e})") from None
+        try:
+            self._init_schema()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise StoreError(f"{self.path}: not a usable run database ({e})") from None
+        except StoreError:
+            self._db.close()
+            raise
+
+    def _init_schema(self) -> None:
+        db = self._db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this memearena "
+                f"supports ({SCHEMA_VERSION}); upgrade memearena"
+            )
+        if version < SCHEMA_VERSION:
+            try:
+                db.executescript(
+                    "BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                )
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: read failed ({e})") from None
+
+    # calls ---------------------------------------------------------------------------------
+
+    def record_call(self, rec: CallRecord) -> None:
+        """Append one call record."""
+        if rec.created_at == 0.0:
+            rec = CallRecord(*astuple(rec)[:-1], created_at=time.time())
+        self._write(_INSERT_CALL, astuple(rec))
+
+    def calls(self) -> list[CallRecord]:
+        """Every call record, oldest first."""
+        return [CallRecord(*row) for row in self._read(_SELECT_CALLS)]
+
+    def usage_summary(self) -> dict[str, dict[str, float]]:
+        """Per model: calls, cached, errors, refusals, budget, tokens, cost and summed latency."""
+        rows = self._read(
+            "SELECT model, COUNT(*),"
+            " SUM(status='cached'), SUM(status='error'), SUM(status='refusal'),"
+            " SUM(status='budget'), SUM(input_tokens), SUM(output_tokens),"
+            " SUM(cost_usd), SUM(latency_s) FROM calls GROUP BY model ORDER BY model"
+        )
+        names = (
+            "calls",
+            "cached",
+            "errors",
+            "refusals",
+            "budget",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "latency_s",
+        )
+        return {r[0]: dict(zip(names, (v or 0 for v in r[1:]), strict=True)) for r in rows}
+
+    def total_cost(self) -> float:
+        """Summed cost of every recorded call, in USD."""
+        return float(self._read("SELECT COALESCE(SUM(cost_usd), 0) FROM calls")[0][0])
+
+    # artifacts -----------------------------------------------------------------------------
+
+    def put_artifact(self, kind: str, key: str, value: dict[str, Any]) -> bool:
+        """Store one step's output; the first write wins. True if this call wrote it."""
+        cur = self._write(
+            "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at) VALUES (?, ?, ?, ?)",
+            (kind, key, _dumps(value), time.time()),
+        )
+        return cur.rowcount == 1
+
+    def get_artifact(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The stored value, or None."""
+        rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", (kind, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def has_artifact(self, kind: str, key: str) -> bool:
+        """Whether an artifact is stored under (kind, key)."""
+        return bool(self._read("SELECT 1 FROM artifacts WHERE kind=? AND key=?", (kind, key)))
+
+    def artifacts(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every (key, value) of one kind, ordered by key."""
+        rows = self._read("SELECT key, value FROM artifacts WHERE kind=? ORDER BY key", (kind,))
+        return [(k, json.loads(v)) for k, v in rows]
+
+    def count_artifacts(self, kind: str | None = None) -> int:
+        """Number of artifacts, of one kind or of all."""
+        if kind is None:
+            return int(self._read("SELECT COUNT(*) FROM artifacts")[0][0])
+        return int(self._read("SELECT COUNT(*) FROM artifacts WHERE kind=?", (kind,))[0][0])
+
+    # errors --------------------------------------------------------------------------------
+
+    def record_error(self, kind: str, key: str, reason: str, detail: str = "") -> None:
+        """Record why a step failed for one item; one row per (kind, key), the latest wins, so a
+        resumed run that fails again does not duplicate it."""
+        self._write(
+            "INSERT OR REPLACE INTO errors (kind, key, reason, detail, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (kind, key, reason, detail, time.time()),
+        )
+
+    def errors(self, kind: str | None = None) -> list[ErrorRecord]:
+        """Recorded failures (of one kind or all), ordered by kind and key."""
+        cols = "kind, key, reason, detail, created_at"
+        if kind is None:
+            rows = self._read(f"SELECT {cols} FROM errors ORDER BY kind, key")
+        else:
+            rows = self._read(f"SELECT {cols} FROM errors WHERE kind=? ORDER BY key", (kind,))
+        return [ErrorRecord(*r) for r in rows]
+
+    def clear_errors(self, kind: str, key: str) -> None:
+        """Forget the failure of one item (a resumed step succeeded)."""
+        self._write("DELETE FROM errors WHERE kind=? AND key=?", (kind, key))
+
+    # config snapshots ----------------------------------------------------------------------
+
+    def save_snapshot(self, config: dict[str, Any], prompt_hashes: dict[str, str]) -> None:
+        """Append the config and prompt-template hashes of one run start."""
+        self._write(
+            "INSERT INTO snapshots (created_at, config, prompt_hashes) VALUES (?, ?, ?)",
+            (time.time(), _dumps(config), _dumps(prompt_hashes)),
+        )
+
+    def latest_snapshot(self) -> dict[str, Any] | None:
+        """``{"created_at", "config", "prompt_hashes"}`` of the latest run start, or None."""
+        rows = self._read(
+            "SELECT created_at, config, prompt_hashes FROM snapshots ORDER BY id DESC LIMIT 1"
+        )
+        if not rows:
+            return None
+        created, config, hashes = rows[0]
+        return {
+            "created_at": created,
+            "config": json.loads(config),
+            "prompt_hashes": json.loads(hashes),
+        }
+
+    # export --------------------------------------------------------------------------------
+
+    def _rows(self, table: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
+        if table == "calls":
+            return list(_CALL_COLUMNS), (
+                dict(zip(_CALL_COLUMNS, r, strict=True)) for r in self._read(_SELECT_CALLS)
+            )
+        if table == "artifacts":
+            cols = ["kind", "key", "value", "created_at"]
+            rows = self._read(f"SELECT {', '.join(cols)} FROM artifacts ORDER BY kind, key")
+            return cols, (
+                {"kind": k, "key": key, "value": json.loads(v), "created_at": t}
+                for k, key, v, t in rows
+            )
+        if table == "errors":
+            cols = [f.name for f in fields(ErrorRecord)]
+            return cols, (
+                dict(zip(cols, r, strict=True))
+                for r in self._read(f"SELECT {', '.join(cols)} FROM errors ORDER BY kind, key")
+            )
+        raise StoreError(f"unknown table {table!r}; choose calls, artifacts or errors")
+
+    def export(
+        self,
+        table: Literal["calls", "artifacts", "errors"],
+        path: Path,
+        fmt: Literal["jsonl", "csv"],
+    ) -> int:
+        """Write one table to JSONL or CSV (artifact values as JSON text); returns rows written."""
+        if fmt not in ("jsonl", "csv"):
+            raise StoreError(f"unknown export format {fmt!r}; choose jsonl or csv")
+        cols, rows = self._rows(table)
+        path = Path(path)
+        n = 0
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w", encoding="utf-8", newline="") as f:
+                if fmt == "jsonl":
+                    for row in rows:
+                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        n += 1
+                else:
+                    writer = csv.DictWriter(f, fieldnames=cols)
+                    writer.writeheader()
+                    for row in rows:
+                        if "value" in row:
+                            row["value"] = _dumps(row["value"])
+                        writer.writerow(row)
+                        n += 1
+        except OSError as e:
+            raise StoreError(f"{path}: cannot write export ({e.strerror})") from None
+        return n
