@@ -1,1 +1,42 @@
-"""prompts."""
+"""Agent prompts (Jinja2 templates), output schemas, parsers and the bounded re-ask."""
+
+from memearena.prompts.ask import AskResult, ModelPoolLike, ask
+from memearena.prompts.parsers import (
+    extract_json_objects,
+    parse_answer,
+    parse_contexts,
+    parse_guideline,
+    parse_verdicts,
+)
+from memearena.prompts.render import (
+    DELIMITER_TAGS,
+    ROLE_TEMPLATES,
+    build_messages,
+    reask_message,
+    render,
+    template_hashes,
+    template_path,
+)
+from memearena.prompts.schemas import LEVELS, Answer, Context, CriterionVerdict
+
+__all__ = [
+    "DELIMITER_TAGS",
+    "LEVELS",
+    "ROLE_TEMPLATES",
+    "Answer",
+    "AskResult",
+    "Context",
+    "CriterionVerdict",
+    "ModelPoolLike",
+    "ask",
+    "build_messages",
+    "extract_json_objects",
+    "parse_answer",
+    "parse_contexts",
+    "parse_guideline",
+    "parse_verdicts",
+    "reask_message",
+    "render",
+    "template_hashes",
+    "template_path",
+]

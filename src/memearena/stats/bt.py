@@ -367,7 +367,8 @@ def bradley_terry(
     )
 
 
-def bt_probability(rating_a: float, rating_b: float, scale: float = 400.0, base: float = 10.0) -> float:
+def bt_probability(
+    rating_a: float, rating_b: float, scale: float = 400.0, base: float = 10.0
+) -> float:
     """P(a beats b) under Bradley–Terry for two ratings on the Elo scale (ties as half)."""
     return 1.0 / (1.0 + base ** ((rating_b - rating_a) / scale))
-

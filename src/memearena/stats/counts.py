@@ -123,12 +123,18 @@ class PairCounts:
         return PairCounts(tuple(models), self.wins[np.ix_(idx, idx)], self.ties[np.ix_(idx, idx)])
 
 
-def as_counts(data: PairCounts | Iterable[Battle], models: Sequence[str] | None = None) -> PairCounts:
+def as_counts(
+    data: PairCounts | Iterable[Battle], models: Sequence[str] | None = None
+) -> PairCounts:
     """Accept either counts or battles (optionally re-ordered / extended to `models`)."""
     if isinstance(data, PairCounts):
         if models is None or tuple(models) == data.models:
             return data
-        unknown = [m for m in data.models if m not in set(models) and data.games[data.models.index(m)].any()]
+        unknown = [
+            m
+            for m in data.models
+            if m not in set(models) and data.games[data.models.index(m)].any()
+        ]
         if unknown:
             raise StatsError(f"counts involve models not in the model list: {unknown}")
         m = len(models)

@@ -62,7 +62,7 @@ def leaderboard_from_fit(
                 ci_low=float(fit.ci_low[k]) if fit.ci_low is not None else bt,
                 ci_high=float(fit.ci_high[k]) if fit.ci_high is not None else bt,
                 win_rate=win_rate[name],
-                battles=int(round(played[k])),
+                battles=round(float(played[k])),
             )
         )
     return rows

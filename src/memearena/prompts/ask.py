@@ -1,0 +1,84 @@
+"""One agent call with validated output and a bounded re-ask."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from memearena.errors import ModelError, ParseError
+from memearena.models.types import Completion, GenParams, Message
+from memearena.prompts.render import reask_message
+
+__all__ = ["AskResult", "ModelPoolLike", "ask"]
+
+T = TypeVar("T")
+
+
+class ModelPoolLike(Protocol):
+    """What ``ask`` needs from the call stack (``memearena.models.ModelPool`` provides it)."""
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[Message],
+        *,
+        role: str,
+        params: GenParams | None = None,
+    ) -> Completion:
+        """One completion; raises ModelError on permanent failure, BudgetExceeded on budget."""
+        ...
+
+
+@dataclass(frozen=True)
+class AskResult(Generic[T]):
+    """The outcome of one agent call: exactly one of ``value``, ``error`` or ``refusal`` is set."""
+
+    value: T | None
+    """The parsed output; None on refusal or error."""
+    raw: list[str] = field(default_factory=list)
+    """Every raw output received, in order (re-asks included)."""
+    error: str | None = None
+    """``"unparseable: <reason>"`` or ``"model error: <message>"``; None otherwise."""
+    refusal: bool = False
+    """The model refused (never re-asked, never parsed)."""
+    attempts: int = 0
+    """Calls made, the first one included."""
+
+    @property
+    def ok(self) -> bool:
+        """A parsed value came back."""
+        return self.error is None and not self.refusal
+
+
+async def ask(
+    pool: ModelPoolLike,
+    model: str,
+    role: str,
+    messages: Sequence[Message],
+    parser: Callable[[str], T],
+    *,
+    max_reasks: int = 2,
+    params: GenParams | None = None,
+) -> AskResult[T]:
+    """Call ``model`` as ``role`` and parse its output; on a ParseError show the model its output
+    and the reason and ask again, at most ``max_reasks`` times. BudgetExceeded propagates."""
+    convo = list(messages)
+    raw: list[str] = []
+    reason = ""
+    for attempt in range(1, max_reasks + 2):
+        try:
+            completion = await pool.complete(model, convo, role=role, params=params)
+        except ModelError as e:
+            return AskResult(None, raw, f"model error: {e}", False, attempt)
+        raw.append(completion.text)
+        if completion.refusal:
+            # A refusal is its own outcome: re-asking would only count it twice.
+            return AskResult(None, raw, None, True, attempt)
+        try:
+            return AskResult(parser(completion.text), raw, None, False, attempt)
+        except ParseError as e:
+            reason = str(e) or "output does not match the required format"
+        convo = [*convo, Message.text("assistant", completion.text), reask_message(reason)]
+    # An output that never parses is recorded as a failure, never turned into a default answer.
+    return AskResult(None, raw, f"unparseable: {reason}", False, max_reasks + 1)

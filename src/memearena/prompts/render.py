@@ -1,0 +1,124 @@
+"""Template rendering: every prompt is a Jinja2 file under ``templates/``, rendered strictly."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import cache
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from memearena.models.types import ImagePart, Message, TextPart
+
+__all__ = [
+    "DELIMITER_TAGS",
+    "ROLE_TEMPLATES",
+    "build_messages",
+    "reask_message",
+    "render",
+    "template_hashes",
+    "template_path",
+]
+
+ROLE_TEMPLATES: dict[str, str] = {
+    "arena.context": "arena/context.j2",
+    "arena.answer": "arena/answer.j2",
+    "arena.guideline_draft": "arena/guideline_draft.j2",
+    "arena.guideline_self": "arena/guideline_draft.j2",
+    "arena.guideline_refine": "arena/guideline_refine.j2",
+    "arena.judge": "arena/judge_pairwise.j2",
+    "ping": "common/ping.j2",
+    "reask": "common/reask.j2",
+}
+"""Agent role -> the template that prompts it (``render`` accepts either)."""
+
+_SYSTEM_TEMPLATES: dict[str, str] = {
+    "arena/context.j2": "common/system_context.j2",
+    "arena/answer.j2": "common/system_target.j2",
+    "arena/guideline_draft.j2": "common/system_judge.j2",
+    "arena/guideline_refine.j2": "common/system_judge.j2",
+    "arena/judge_pairwise.j2": "common/system_judge.j2",
+}
+_DEFAULT_SYSTEM = "common/system_default.j2"
+
+DELIMITER_TAGS: tuple[str, ...] = (
+    "meme_text",
+    "context_background",
+    "task",
+    "guideline",
+    "analysis",
+    "response_a",
+    "response_b",
+    "criteria",
+)
+"""Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
+
+# A meme's text or a quoted response must not be able to close its block and open a forged one:
+# delimiter tags inside an inserted value are defanged before they reach the prompt.
+_TAG_IN_VALUE = re.compile(r"<(\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\s*>)", re.IGNORECASE)
+
+
+def _defang(value: object) -> object:
+    if isinstance(value, str):
+        return _TAG_IN_VALUE.sub(r"‹\1", value)
+    return value
+
+
+@cache
+def _env() -> Environment:
+    return Environment(
+        loader=PackageLoader("memearena.prompts", "templates"),
+        undefined=StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_defang,
+    )
+
+
+def template_path(template: str) -> str:
+    """The template file for a role name (``arena.judge``) or a path with or without ``.j2``."""
+    if template in ROLE_TEMPLATES:
+        return ROLE_TEMPLATES[template]
+    return template if template.endswith(".j2") else template + ".j2"
+
+
+def render(template: str, **vars: object) -> str:
+    """Render a template (role name or path) strictly: a missing variable raises."""
+    return _env().get_template(template_path(template)).render(**vars).strip()
+
+
+def build_messages(
+    template: str, *, image: ImagePart | None = None, **vars: object
+) -> list[Message]:
+    """A role-appropriate system message and one user message: the image first (if any), then
+    the rendered prompt."""
+    path = template_path(template)
+    system = render(_SYSTEM_TEMPLATES.get(path, _DEFAULT_SYSTEM))
+    text = TextPart(render(path, **vars))
+    parts: tuple[ImagePart | TextPart, ...] = (image, text) if image is not None else (text,)
+    return [Message.text("system", system), Message("user", parts)]
+
+
+def reask_message(reason: str) -> Message:
+    """The user message asking again after an output that could not be parsed."""
+    return Message.text("user", render("common/reask.j2", reason=reason))
+
+
+def _walk(node: Traversable, prefix: str) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for child in node.iterdir():
+        name = f"{prefix}{child.name}"
+        if child.is_dir():
+            out.extend(_walk(child, name + "/"))
+        elif child.is_file() and not child.name.startswith("."):
+            out.append((name, child.read_bytes()))
+    return out
+
+
+def template_hashes() -> dict[str, str]:
+    """sha256 of every template file, keyed by its path under ``templates/`` (sorted)."""
+    root = files("memearena.prompts") / "templates"
+    return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(_walk(root, ""))}

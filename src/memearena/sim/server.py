@@ -1,0 +1,446 @@
+"""An OpenAI-compatible HTTP server in front of a simulated responder, with fault injection.
+
+``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models`` and ``GET /v1/stats``. The
+official ``openai`` client talks to it; the agent role comes from the ``X-Memearena-Role``
+header. Every answer is simulated, never a real model's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import multiprocessing
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from memearena.errors import ModelError, TransientModelError
+from memearena.models.accounting import estimate_text_tokens, estimate_tokens
+from memearena.models.backends import ROLE_HEADER, SimResponder
+from memearena.models.types import ContentPart, GenParams, ImagePart, Message, Role, TextPart
+from memearena.sim.faults import FAULTS, FaultPlan, garble
+
+__all__ = [
+    "STATS_KEY",
+    "BackgroundServer",
+    "EchoResponder",
+    "ServerStats",
+    "make_app",
+    "parse_messages",
+    "serve",
+]
+
+
+@dataclass
+class ServerStats:
+    """Request counters of one server (read by tests and benches through ``/v1/stats``)."""
+
+    requests: int = 0
+    """Chat-completion requests received (every attempt, faulty or not)."""
+    completed: int = 0
+    """Requests answered with a proper completion."""
+    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULTS, 0))
+    """Injected faults by kind."""
+    bad_requests: int = 0
+    """Requests rejected with 400."""
+    responder_errors: int = 0
+    """Requests the responder itself failed."""
+    in_flight: int = 0
+    """Requests being handled now."""
+    max_in_flight: int = 0
+    """Most requests handled at once."""
+    roles: dict[str, int] = field(default_factory=dict)
+    """Requests by agent role."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return {
+            "requests": self.requests,
+            "completed": self.completed,
+            "faults": dict(self.faults),
+            "bad_requests": self.bad_requests,
+            "responder_errors": self.responder_errors,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "roles": dict(self.roles),
+        }
+
+
+STATS_KEY = web.AppKey("memearena_stats", ServerStats)
+"""Where ``make_app`` keeps the server's counters on the application."""
+
+
+class EchoResponder:
+    """A trivial responder for tests and benches: echoes the role, model and last user text."""
+
+    def respond(
+        self, model: str, role: str, messages: Sequence[Message], params: GenParams
+    ) -> str:
+        """``[role] model: <last user text>`` (plus the number of images, if any)."""
+        last = next((m for m in reversed(messages) if m.role == "user"), None)
+        text = last.plain_text() if last is not None else ""
+        images = sum(isinstance(p, ImagePart) for m in messages for p in m.content)
+        suffix = f" (+{images} image{'s' * (images != 1)})" if images else ""
+        return f"[{role}] {model}: {text}{suffix}"
+
+
+class _BadRequest(Exception):
+    pass
+
+
+_ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+}
+
+
+def _image_part(url: Any) -> ImagePart:
+    if not isinstance(url, str):
+        raise _BadRequest("image_url.url must be a string")
+    if url.startswith("data:"):
+        header, sep, payload = url.partition(",")
+        if not sep or ";base64" not in header:
+            raise _BadRequest("image data URL must be base64-encoded")
+        try:
+            raw = base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            raise _BadRequest("image data URL is not valid base64") from None
+        return ImagePart(url, hashlib.sha256(raw).hexdigest())
+    # A remote URL cannot be fetched offline: identify it by the URL itself.
+    return ImagePart(url, hashlib.sha256(url.encode()).hexdigest())
+
+
+def parse_messages(raw: Any) -> list[Message]:
+    """Chat-completions wire messages back into ``Message``s (ValueError if malformed)."""
+    if not isinstance(raw, list) or not raw:
+        raise _BadRequest("'messages' must be a non-empty array")
+    out: list[Message] = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise _BadRequest(f"messages[{i}] must be an object")
+        role = _ROLES.get(m.get("role"))  # type: ignore[arg-type]
+        if role is None:
+            raise _BadRequest(f"messages[{i}].role {m.get('role')!r} is not supported")
+        content = m.get("content")
+        parts: list[ContentPart] = []
+        if content is None:
+            pass
+        elif isinstance(content, str):
+            parts.append(TextPart(content))
+        elif isinstance(content, list):
+            for j, p in enumerate(content):
+                kind = p.get("type") if isinstance(p, dict) else None
+                if kind == "text" and isinstance(p.get("text"), str):
+                    parts.append(TextPart(p["text"]))
+                elif kind == "image_url" and isinstance(p.get("image_url"), dict):
+                    parts.append(_image_part(p["image_url"].get("url")))
+                else:
+                    raise _BadRequest(f"messages[{i}].content[{j}] is not a text or image part")
+        else:
+            raise _BadRequest(f"messages[{i}].content must be a string or an array")
+        out.append(Message(role, tuple(parts)))
+    return out
+
+
+def _params(body: dict[str, Any]) -> GenParams:
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    return GenParams(
+        temperature=body.get("temperature"),
+        top_p=body.get("top_p"),
+        max_tokens=max_tokens,
+        seed=body.get("seed"),
+        reasoning_effort=body.get("reasoning_effort"),
+    )
+
+
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+def make_app(
+    responder: SimResponder,
+    *,
+    latency_ms: float = 0,
+    fail_rate: float = 0,
+    seed: int = 0,
+    faults: Sequence[str] = FAULTS,
+    hang_s: float = 30.0,
+    retry_after_s: float = 0.1,
+    models: Sequence[str] = ("sim",),
+) -> web.Application:
+    """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
+    (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
+    of ``retry_after_s``), ``500``, ``timeout`` (hangs ``hang_s``) or ``malformed``."""
+    plan = FaultPlan.of(fail_rate, seed, faults)
+    delay = latency_ms / 1000.0
+    stats = ServerStats()
+    known_models = list(models)
+    app = web.Application()
+    app[STATS_KEY] = stats
+    retry_header = {"Retry-After": f"{retry_after_s:g}"}
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        seq = stats.requests
+        stats.requests += 1
+        stats.in_flight += 1
+        if stats.in_flight > stats.max_in_flight:
+            stats.max_in_flight = stats.in_flight
+        try:
+            try:
+                body = await request.json()
+                if not isinstance(body, dict):
+                    raise _BadRequest("the request body must be a JSON object")
+                if body.get("stream"):
+                    raise _BadRequest("stream=true is not supported by the simulated server")
+                model = body.get("model")
+                if not isinstance(model, str) or not model:
+                    raise _BadRequest("'model' must be a non-empty string")
+                messages = parse_messages(body.get("messages"))
+                params = _params(body)
+            except (_BadRequest, ValueError) as e:
+                stats.bad_requests += 1
+                msg = str(e) if isinstance(e, _BadRequest) else "the request body is not JSON"
+                return _error(400, msg, "invalid_request_error")
+            role = request.headers.get(ROLE_HEADER, "chat")
+            stats.roles[role] = stats.roles.get(role, 0) + 1
+            if model not in known_models:
+                known_models.append(model)
+
+            fault = plan.draw(seq)
+            if fault == "429":
+                stats.faults["429"] += 1
+                msg = "Rate limit reached (simulated)."
+                return _error(429, msg, "rate_limit_error", retry_header)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if fault == "500":
+                stats.faults["500"] += 1
+                return _error(500, "The server had an error (simulated).", "server_error")
+            if fault == "timeout":
+                stats.faults["timeout"] += 1
+                await asyncio.sleep(hang_s)
+            try:
+                text = responder.respond(model, role, messages, params)
+            except TransientModelError as e:
+                stats.responder_errors += 1
+                headers = None
+                if e.retry_after is not None:
+                    headers = {"Retry-After": f"{e.retry_after:g}"}
+                return _error(503, str(e), "server_error", headers)
+            except ModelError as e:
+                stats.responder_errors += 1
+                return _error(400, str(e), "invalid_request_error")
+            if fault == "malformed":
+                stats.faults["malformed"] += 1
+                text = garble(text, seq, plan.seed)
+            elif fault is None:
+                stats.completed += 1
+            prompt_tokens = estimate_tokens(messages)
+            completion_tokens = estimate_text_tokens(text)
+            reply = {
+                "id": f"chatcmpl-sim-{seq}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+                "system_fingerprint": "memearena-sim",
+            }
+            return web.Response(text=json.dumps(reply), content_type="application/json")
+        finally:
+            stats.in_flight -= 1
+
+    async def list_models(request: web.Request) -> web.StreamResponse:
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "memearena-sim"}
+            for m in known_models
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def get_stats(request: web.Request) -> web.StreamResponse:
+        return web.json_response(stats.as_dict())
+
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/stats", get_stats)
+    return app
+
+
+_RUN_OPTS: dict[str, Any] = {
+    "access_log": None,
+    "handler_cancellation": True,  # a client that gave up must not keep a hung handler alive
+    "shutdown_timeout": 0.5,
+}
+
+
+def serve(
+    responder: SimResponder, *, host: str = "127.0.0.1", port: int = 8000, **opts: Any
+) -> None:
+    """Serve until interrupted (``memearena sim-serve``); ``opts`` as for ``make_app``."""
+    app = make_app(responder, **opts)
+    url = f"http://{host}:{port}/v1"
+    web.run_app(
+        app,
+        host=host,
+        port=port,
+        print=lambda *_: print(f"simulated OpenAI-compatible server on {url} (Ctrl-C to stop)"),
+        **_RUN_OPTS,
+    )
+
+
+def _bind_loopback() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _child_main(responder: SimResponder, opts: dict[str, Any], conn: Any) -> None:
+    sock = _bind_loopback()
+    conn.send(sock.getsockname()[1])
+    conn.close()
+    web.run_app(make_app(responder, **opts), sock=sock, print=None, **_RUN_OPTS)
+
+
+class BackgroundServer:
+    """The server on a free loopback port, for tests and benches: in a background thread with
+    its own event loop, or (``process=True``) in its own process so that client and server do
+    not share one interpreter lock. The responder must be picklable in process mode."""
+
+    def __init__(
+        self,
+        responder: SimResponder | None = None,
+        *,
+        process: bool = False,
+        **opts: Any,
+    ) -> None:
+        self.responder: SimResponder = responder if responder is not None else EchoResponder()
+        self.opts = opts
+        self.process = process
+        self.port = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._proc: multiprocessing.process.BaseProcess | None = None
+        self.app: web.Application | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> BackgroundServer:
+        """Start serving; returns once the port accepts connections."""
+        if self.process:
+            self._start_process()
+        else:
+            self._start_thread()
+        return self
+
+    def _start_thread(self) -> None:
+        self.app = make_app(self.responder, **self.opts)
+        sock = _bind_loopback()
+        self.port = sock.getsockname()[1]
+        ready = threading.Event()
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+
+        async def up() -> None:
+            assert self.app is not None
+            runner = web.AppRunner(self.app, **_RUN_OPTS)
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+            self._runner = runner
+
+        def main() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(up())
+            ready.set()
+            loop.run_forever()
+            if self._runner is not None:
+                loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="memearena-sim-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("simulated server did not start")
+
+    def _start_process(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(
+            target=_child_main,
+            args=(self.responder, self.opts, child),
+            name="memearena-sim-server",
+            daemon=True,
+        )
+        self._proc.start()
+        child.close()
+        if not parent.poll(30):
+            self._proc.kill()
+            raise RuntimeError("simulated server process did not start")
+        self.port = parent.recv()
+        parent.close()
+        deadline = time.monotonic() + 30
+        while True:  # the port is bound before the app runs: wait until it answers
+            try:
+                self.stats()
+                return
+            except OSError:
+                if time.monotonic() > deadline or not self._proc.is_alive():
+                    raise RuntimeError("simulated server process did not start") from None
+                time.sleep(0.05)
+
+    def stats(self) -> dict[str, Any]:
+        """The server's counters (``GET /v1/stats``)."""
+        if self.app is not None:
+            return self.app[STATS_KEY].as_dict()
+        with urllib.request.urlopen(f"{self.base_url}/stats", timeout=10) as r:
+            data: dict[str, Any] = json.loads(r.read())
+        return data
+
+    def stop(self) -> None:
+        """Stop serving (idempotent)."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = None
+            self._thread = None
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.join(10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(5)
+            self._proc = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
