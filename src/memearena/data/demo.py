@@ -20,9 +20,16 @@ def normalize_text(text: str) -> str:
 
 
 def demo_annotations(memes: Iterable[Meme]) -> dict[str, dict[str, Any]]:
-    """Map each meme's normalized text to its annotations plus ``id``.
+    """Map each meme's normalized text to its annotations plus ``id`` and ``label`` (0/1).
 
     The simulated world sees only the prompt; it finds the world facts of the meme it is asked
-    about (category, target, facts, false_facts, misbelief, harm) by the meme text in it.
+    about (category, target, facts, false_facts, misbelief, harm, label) by the meme text in it.
+    ``label`` is present only for memes with a harmful label.
     """
-    return {normalize_text(m.text): {**m.annotations, "id": m.id} for m in memes}
+    out: dict[str, dict[str, Any]] = {}
+    for m in memes:
+        entry: dict[str, Any] = {**m.annotations, "id": m.id}
+        if m.harmful is not None:
+            entry["label"] = int(m.harmful)
+        out[normalize_text(m.text)] = entry
+    return out

@@ -34,6 +34,9 @@ IMAGE_EXTENSIONS: frozenset[str] = frozenset({".png", ".jpg", ".jpeg", ".webp", 
 _FORMATS: tuple[str, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 # Only decoders for the formats memes come in; never EPS/PS (Ghostscript), never exotic plugins.
 
+DEFAULT_IMAGE_CONFIG: ImageConfig = ImageConfig.model_validate({})
+"""Image settings used when none are given (max_side 1024, max_pixels 40M)."""
+
 _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
 
@@ -93,8 +96,15 @@ def safe_join(root: Path, relative: str) -> Path:
     return target
 
 
-def _open_checked(path: Path, image_cfg: ImageConfig) -> Image.Image:
-    """Open, verify and fully decode an image, refusing bombs before any pixel is decoded."""
+def _open_checked(
+    path: Path, image_cfg: ImageConfig, draft_side: int
+) -> tuple[Image.Image, tuple[int, int]]:
+    """Open, verify and decode an image, refusing bombs before any pixel is decoded.
+
+    JPEGs are decoded at a reduced scale when the result needs no more than ``draft_side``
+    pixels a side: every byte is still read, so truncation is still caught, but faster.
+    Returns the decoded image and its stored size.
+    """
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -114,11 +124,11 @@ def _open_checked(path: Path, image_cfg: ImageConfig) -> Image.Image:
                 probe.verify()
             im = Image.open(path, formats=_FORMATS)
         try:
-            _check_pixels(path, im.size, image_cfg)
+            dims = im.size
+            _check_pixels(path, dims, image_cfg)
             im.seek(0)  # first frame of an animated GIF / WebP
             if im.format == "JPEG":
-                # Decode at a reduced scale when the image will be shrunk anyway (fast, safe).
-                im.draft("RGB", (image_cfg.max_side, image_cfg.max_side))
+                im.draft("RGB", (draft_side, draft_side))
             im.load()  # a truncated file fails here, not later in a worker
         except BaseException:
             im.close()
@@ -130,7 +140,7 @@ def _open_checked(path: Path, image_cfg: ImageConfig) -> Image.Image:
     except Exception as e:
         # Untrusted bytes: decoders raise OSError, SyntaxError, ValueError, struct.error, ...
         raise ImageError("corrupt image", path, f"{type(e).__name__}: {e}") from None
-    return im
+    return im, dims
 
 
 def _check_pixels(path: Path, size: tuple[int, int], image_cfg: ImageConfig) -> None:
@@ -150,12 +160,10 @@ def verify_image(path: Path, image_cfg: ImageConfig | None = None) -> tuple[int,
 
     Returns its stored (width, height); raises :class:`ImageError` (a DataError) naming the file.
     """
-    cfg = image_cfg or ImageConfig()
-    im = _open_checked(path, cfg)
-    try:
-        return im.size
-    finally:
-        im.close()
+    cfg = image_cfg or DEFAULT_IMAGE_CONFIG
+    im, size = _open_checked(path, cfg, draft_side=1)
+    im.close()
+    return size
 
 
 def _to_rgb(im: Image.Image) -> Image.Image:
@@ -178,8 +186,8 @@ def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedI
     photos; see the module docstring), base64. Raises :class:`ImageError` (a DataError) naming the
     file on any problem.
     """
-    cfg = image_cfg or ImageConfig()
-    im = _open_checked(path, cfg)
+    cfg = image_cfg or DEFAULT_IMAGE_CONFIG
+    im, _ = _open_checked(path, cfg, draft_side=cfg.max_side)
     try:
         try:
             oriented = ImageOps.exif_transpose(im)

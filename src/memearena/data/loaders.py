@@ -25,7 +25,13 @@ from typing import Any
 from memearena.config import DatasetConfig, ImageConfig
 from memearena.data.demo import demo_dir
 from memearena.data.filters import apply_filters
-from memearena.data.images import IMAGE_EXTENSIONS, ImageError, safe_join, verify_image
+from memearena.data.images import (
+    DEFAULT_IMAGE_CONFIG,
+    IMAGE_EXTENSIONS,
+    ImageError,
+    safe_join,
+    verify_image,
+)
 from memearena.data.meme import Meme
 from memearena.errors import DataError
 
@@ -193,11 +199,15 @@ def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]
 
 
 def _table_rows(
-    ctx: _Ctx, path: Path, *, delimiter: str, required: Sequence[str], quoting: int
+    ctx: _Ctx, path: Path, *, delimiter: str, required: Sequence[str], quoted: bool = True
 ) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
     """Header and rows of a CSV/TSV file; a missing required column is fatal (line 1)."""
     text = _read_text(path)
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, quoting=quoting)
+    lines = text.splitlines(keepends=True)
+    if quoted:
+        reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL)
+    else:
+        reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
@@ -475,9 +485,9 @@ def _read_table_format(
     *,
     delimiter: str,
     required: Sequence[str],
-    quoting: int = csv.QUOTE_MINIMAL,
+    quoted: bool = True,
 ) -> list[_Item]:
-    _, rows = _table_rows(ctx, ctx.file, delimiter=delimiter, required=required, quoting=quoting)
+    _, rows = _table_rows(ctx, ctx.file, delimiter=delimiter, required=required, quoted=quoted)
     items = []
     for line, row in rows:
         item = ctx.parse(line, row, parser)
@@ -492,9 +502,7 @@ def _read_folder(ctx: _Ctx) -> list[_Item]:
     cap_file = folder / "captions.csv"
     if cap_file.is_file():
         cap_ctx = _Ctx(ctx.cfg, cap_file, folder)
-        _, rows = _table_rows(
-            cap_ctx, cap_file, delimiter=",", required=("file", "text"), quoting=csv.QUOTE_MINIMAL
-        )
+        _, rows = _table_rows(cap_ctx, cap_file, delimiter=",", required=("file", "text"))
 
         def caption_row(row: dict[str, Any]) -> _Item:
             name = _path(row, "file")
@@ -516,7 +524,8 @@ def _read_folder(ctx: _Ctx) -> list[_Item]:
     items = []
     for p in sorted(folder.iterdir(), key=lambda p: p.name):
         if p.suffix.lower() in IMAGE_EXTENSIONS and (p.is_file() or p.is_symlink()):
-            items.append(captions.pop(p.name, None) or _Item(id=p.name, text="", image=p.name))
+            item = captions.pop(p.name) if p.name in captions else None
+            items.append(item or _Item(id=p.name, text="", image=p.name))
     # Captions naming an image that is not in the folder stay items: they fail the image check
     # (missing / escaping) and are reported instead of vanishing.
     items.extend(captions.values())
@@ -555,7 +564,7 @@ def load_dataset(
     With ``check_images=False`` paths are still confined to the dataset root but files are not
     opened.
     """
-    image_cfg = image_cfg or ImageConfig()
+    image_cfg = image_cfg or DEFAULT_IMAGE_CONFIG
     file, root = _locate(cfg)
     ctx = _Ctx(cfg, file, root)
     if cfg.format == "fhm":
@@ -569,7 +578,7 @@ def load_dataset(
             _mami_row,
             delimiter="\t",
             required=("file_name", _MAMI_TEXT),
-            quoting=csv.QUOTE_NONE,
+            quoted=False,
         )
     elif cfg.format == "mm-judgebias":
         items = _read_json_format(ctx, _judgebias_row)
