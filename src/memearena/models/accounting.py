@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from memearena.config import Price
 from memearena.models.types import ImagePart, Message, TextPart
+
+if TYPE_CHECKING:
+    from memearena.config import Price
 
 __all__ = ["IMAGE_TOKENS", "cost_usd", "estimate_text_tokens", "estimate_tokens"]
 

@@ -8,11 +8,13 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memearena.config import ModelConfig, OpenAIModelConfig
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
+
+if TYPE_CHECKING:
+    from memearena.config import ModelConfig
 
 __all__ = ["CACHE_KEY_VERSION", "ResponseCache", "endpoint_id", "key_for_endpoint", "request_key"]
 
@@ -37,7 +39,7 @@ def _message_json(m: Message) -> list[Any]:
 def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
     """Canonical JSON naming what answers a request: provider, model id, sorted base URLs (for a
     simulated model: its name and every setting that shapes its answers)."""
-    if isinstance(model_cfg, OpenAIModelConfig):
+    if model_cfg.provider == "openai":
         endpoint: Any = ["openai", model_cfg.model, sorted(model_cfg.urls())]
     else:
         behaviour = model_cfg.model_dump(mode="json", exclude=_SIM_BEHAVIOUR_EXCLUDE)

@@ -8,9 +8,8 @@ import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memearena.config import ModelConfig, OpenAIModelConfig
 from memearena.errors import BudgetExceeded, ModelError, TransientModelError
 from memearena.models.accounting import estimate_tokens
 from memearena.models.backends import ChatBackend, OpenAIBackend, SimBackend, SimResponder
@@ -19,6 +18,9 @@ from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
 from memearena.models.types import Completion, GenParams, Message
 from memearena.store.runstore import CallRecord, CallStatus, RunStore
+
+if TYPE_CHECKING:
+    from memearena.config import ModelConfig
 
 __all__ = ["DEFAULT_OUTPUT_ESTIMATE", "USAGE_FIELDS", "ModelPool"]
 
@@ -115,7 +117,7 @@ class ModelPool:
 
     def _backend(self, m: _Model) -> ChatBackend:
         if m.backend is None:
-            if isinstance(m.cfg, OpenAIModelConfig):
+            if m.cfg.provider == "openai":
                 m.backend = OpenAIBackend(m.name, m.cfg)
             else:
                 if self._responder is None:
@@ -240,21 +242,17 @@ class ModelPool:
                         raw = await backend.chat(messages, p, role)
                 break
             except TimeoutError:
-                err: TransientModelError = TransientModelError(
-                    f"{m.name}: no reply within {cfg.timeout:g}s"
-                )
+                err: TransientModelError = TransientModelError(f"no reply within {cfg.timeout:g}s")
             except TransientModelError as e:
                 err = e
             except ModelError as e:
-                self._fail(m, key, role, t0, attempt, str(e))
-                raise
+                raise self._fail(m, key, role, t0, attempt, str(e)) from None
             except Exception as e:  # a bug in a backend or responder: on record, then raised
                 self._fail(m, key, role, t0, attempt, f"{type(e).__name__}: {e}")
                 raise
             if attempt > cfg.max_retries:
                 reason = f"{err} (gave up after {attempt} attempts)"
-                self._fail(m, key, role, t0, attempt, reason)
-                raise ModelError(reason) from None
+                raise self._fail(m, key, role, t0, attempt, reason) from None
             delay = backoff_delay(
                 attempt,
                 self._rng,
@@ -297,7 +295,10 @@ class ModelPool:
         )
         return completion
 
-    def _fail(self, m: _Model, key: str, role: str, t0: float, attempts: int, reason: str) -> None:
+    def _fail(
+        self, m: _Model, key: str, role: str, t0: float, attempts: int, reason: str
+    ) -> ModelError:
+        """Record a failed call; returns the error to raise (naming the model)."""
         log.warning("%s: call failed: %s", m.name, reason)
         self._record(
             m,
@@ -308,6 +309,7 @@ class ModelPool:
             attempts=attempts,
             error=reason,
         )
+        return ModelError(f"{m.name}: {reason}")
 
     async def aclose(self) -> None:
         """Close every backend this pool opened (the store and cache belong to the caller)."""

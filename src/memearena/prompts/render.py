@@ -61,7 +61,7 @@ _TAG_IN_VALUE = re.compile(r"<(\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\s*>
 
 
 def _defang(value: object) -> object:
-    if isinstance(value, str):
+    if isinstance(value, str) and "<" in value:
         return _TAG_IN_VALUE.sub(r"‹\1", value)
     return value
 

@@ -14,13 +14,15 @@ def demo_world(seed: int = 0) -> SimWorld:
     return SimWorld(demo_models(), demo_annotations(memes), seed=seed)
 
 
-def serve_world(
-    *, host: str, port: int, latency_ms: float, fail_rate: float, seed: int
-) -> None:
+def serve_world(*, host: str, port: int, latency_ms: float, fail_rate: float, seed: int) -> None:
     """Serve the demo world until interrupted."""
     from memearena.sim.server import serve
 
     serve(
-        demo_world(seed), host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate,
+        demo_world(seed),
+        host=host,
+        port=port,
+        latency_ms=latency_ms,
+        fail_rate=fail_rate,
         seed=seed,
     )

@@ -12,8 +12,10 @@ import base64
 import binascii
 import hashlib
 import json
-import multiprocessing
+import pickle
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -82,9 +84,7 @@ STATS_KEY = web.AppKey("memearena_stats", ServerStats)
 class EchoResponder:
     """A trivial responder for tests and benches: echoes the role, model and last user text."""
 
-    def respond(
-        self, model: str, role: str, messages: Sequence[Message], params: GenParams
-    ) -> str:
+    def respond(self, model: str, role: str, messages: Sequence[Message], params: GenParams) -> str:
         """``[role] model: <last user text>`` (plus the number of images, if any)."""
         last = next((m for m in reversed(messages) if m.role == "user"), None)
         text = last.plain_text() if last is not None else ""
@@ -319,10 +319,12 @@ def _bind_loopback() -> socket.socket:
     return sock
 
 
-def _child_main(responder: SimResponder, opts: dict[str, Any], conn: Any) -> None:
+def _child_main() -> None:
+    """Entry of a process-mode server: (responder, opts) pickled on stdin, port on stdout."""
+    responder, opts = pickle.load(sys.stdin.buffer)
     sock = _bind_loopback()
-    conn.send(sock.getsockname()[1])
-    conn.close()
+    sys.stdout.write(f"{sock.getsockname()[1]}\n")
+    sys.stdout.flush()
     web.run_app(make_app(responder, **opts), sock=sock, print=None, **_RUN_OPTS)
 
 
@@ -345,7 +347,7 @@ class BackgroundServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
-        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self.app: web.Application | None = None
 
     @property
@@ -391,28 +393,29 @@ class BackgroundServer:
             raise RuntimeError("simulated server did not start")
 
     def _start_process(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(
-            target=_child_main,
-            args=(self.responder, self.opts, child),
-            name="memearena-sim-server",
-            daemon=True,
+        # A fresh interpreter (not fork, not spawn's re-import of __main__): safe from any
+        # script, and the responder travels pickled, so its class must be importable.
+        payload = pickle.dumps((self.responder, self.opts))
+        code = "from memearena.sim.server import _child_main; _child_main()"
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
-        self._proc.start()
-        child.close()
-        if not parent.poll(30):
-            self._proc.kill()
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(payload)
+        self._proc.stdin.close()
+        line = self._proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.stop()
             raise RuntimeError("simulated server process did not start")
-        self.port = parent.recv()
-        parent.close()
+        self.port = int(line)
         deadline = time.monotonic() + 30
         while True:  # the port is bound before the app runs: wait until it answers
             try:
                 self.stats()
                 return
             except OSError:
-                if time.monotonic() > deadline or not self._proc.is_alive():
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    self.stop()
                     raise RuntimeError("simulated server process did not start") from None
                 time.sleep(0.05)
 
@@ -433,10 +436,13 @@ class BackgroundServer:
             self._thread = None
         if self._proc is not None:
             self._proc.terminate()
-            self._proc.join(10)
-            if self._proc.is_alive():
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
-                self._proc.join(5)
+                self._proc.wait(5)
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
             self._proc = None
 
     def __enter__(self) -> BackgroundServer:

@@ -55,18 +55,21 @@ def _scores(
     mu: FloatArray, cov: FloatArray, i: np.ndarray, j: np.ndarray, info: FloatArray
 ) -> FloatArray:
     """Expected drop in misordered pairs from one more battle on each candidate pair."""
-    # b_c^T Σ b_t for all candidate c, target t (candidates and targets are the same pairs).
-    cb = cov[:, i] - cov[:, j]  # Σ b_c, (m, P)
-    cross = cb[i, :] - cb[j, :]  # (P_t, P_c)
-    var_t = np.maximum(np.diag(cross), 1e-300)  # s_t²
-    var_c = np.diag(cross)
-    shrink = info * cross**2 / (1 + info * var_c)  # s_t² − s_t'², (P_t, P_c)
-    s_after = np.sqrt(np.maximum(var_t[:, None] - shrink, 1e-300))
-    mean_t = (mu[i] - mu[j])[:, None, None]
+    mean_all = mu[i] - mu[j]
+    cb = cov[:, i] - cov[:, j]  # Σ b_c for every candidate c, (m, P)
+    var_c = np.maximum(cb[i, np.arange(len(i))] - cb[j, np.arange(len(i))], 1e-300)
+    before_all = ndtr(-np.abs(mean_all) / np.sqrt(var_c))
+    # Pairs whose order is already certain cannot gain: only score the open ones as targets.
+    t = np.flatnonzero(before_all > 1e-9)
+    if not len(t):
+        return np.zeros(len(i))
+    cross = cb[i[t], :] - cb[j[t], :]  # b_t^T Σ b_c, (targets, candidates)
+    shrink = info * cross**2 / (1 + info * var_c)  # s_t² − s_t'²
+    s_after = np.sqrt(np.maximum(var_c[t, None] - shrink, 1e-300))
+    mean_t = mean_all[t, None, None]
     shift = np.sqrt(shrink)[:, :, None] * _NODES
     after = (ndtr(-np.abs(mean_t + shift) / s_after[:, :, None]) * _WEIGHTS).sum(axis=2)
-    before = ndtr(-np.abs(mean_t[:, :, 0]) / np.sqrt(var_t)[:, None])
-    return np.maximum(before - after, 0.0).sum(axis=0)
+    return np.maximum(before_all[t, None] - after, 0.0).sum(axis=0)
 
 
 def next_pairs(

@@ -98,11 +98,11 @@ def _records(text: str, source: str) -> Iterable[tuple[int, Any, str]]:
     """Yield (line number, decoded object or None, JSON error) for JSONL or a JSON array."""
     stripped = text.lstrip()
     if not stripped.startswith("["):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for number, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
                 continue
             try:
-                yield number, json.loads(line), ""
+                yield number, json.loads(raw), ""
             except json.JSONDecodeError as exc:
                 yield number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
         return

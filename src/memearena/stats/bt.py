@@ -28,7 +28,9 @@ TieModel = Literal["half", "davidson"]
 FALLBACK_PRIOR = 1.0
 """Virtual ties per model used for a bootstrap resample whose MLE does not exist."""
 
-_KAPPA_LIMIT = 30.0  # log Davidson tie strength when a round has no ties (or only ties)
+_CHECKED_STEP = 0.1  # natural-log units; larger Newton steps get a likelihood check
+_KAPPA_LIMIT = 30.0  # |log Davidson tie strength| when a round has no ties (or only ties)
+_CHUNK_ELEMENTS = 4_000_000  # rounds per batch × models² (about 32 MB of float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +88,7 @@ class BTResult:
 
 
 def _log_sigmoid(x: FloatArray) -> FloatArray:
-    return -np.logaddexp(0.0, -x)
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
 
 
 class _Problem:
@@ -180,7 +182,8 @@ class _Problem:
         # solvable and, as the gradient sums to zero, yields the mean-zero Newton step.
         c = self.gauge * np.maximum(diag.mean(axis=1), 1e-12) / self.m
         hess[:, : self.m, : self.m] += c[:, None, None]
-        return np.linalg.solve(hess, grad[..., None])[..., 0]
+        step = np.asarray(np.linalg.solve(hess, grad[..., None])[..., 0], dtype=np.float64)
+        return step
 
 
 def _newton(problem: _Problem, tol: float = 1e-10, max_iter: int = 100) -> FloatArray:
@@ -188,34 +191,60 @@ def _newton(problem: _Problem, tol: float = 1e-10, max_iter: int = 100) -> Float
     x = problem.start()
     all_rows = np.arange(len(x))
     ll = problem.loglik(x, all_rows)
+    fresh = np.ones(len(x), dtype=bool)  # whether ll[r] is the likelihood at the current x[r]
     for _ in range(max_iter):
         step = problem.newton_step(x)
         if problem.ties == "davidson":
             step[:, -1] = np.clip(step[:, -1], -2.0, 2.0)
         size = np.ones(len(x))
-        trial = problem.loglik(x + step, all_rows)
-        # Backtrack the rounds whose likelihood dropped (beyond rounding noise).
-        for _ in range(40):
-            bad = np.flatnonzero(trial < ll - 1e-12 * (1.0 + np.abs(ll)))
-            if not len(bad):
-                break
-            size[bad] *= 0.5
-            trial[bad] = problem.loglik(x[bad] + size[bad, None] * step[bad], bad)
+        # Near the optimum a full Newton step on a concave likelihood cannot overshoot: only
+        # rounds still taking large steps are checked, and backtracked if their likelihood drops.
+        check = np.flatnonzero(np.abs(step).max(axis=1) > _CHECKED_STEP)
+        if len(check):
+            stale = check[~fresh[check]]
+            ll[stale] = problem.loglik(x[stale], stale)
+            trial = problem.loglik(x[check] + step[check], check)
+            for _ in range(40):
+                worse = trial < ll[check] - 1e-12 * (1.0 + np.abs(ll[check]))
+                if not worse.any():
+                    break
+                bad = check[worse]
+                size[bad] *= 0.5
+                trial[worse] = problem.loglik(x[bad] + size[bad, None] * step[bad], bad)
+            ll[check] = trial
+        fresh[:] = False
+        fresh[check] = True
         x = x + size[:, None] * step
-        ll = trial
         if np.max(np.abs(size[:, None] * step)) < tol:
             break
-    return x
+    return np.asarray(x, dtype=np.float64)
 
 
-def _strongly_connected(scores: FloatArray) -> np.ndarray:
-    """For each round's score table (rounds × m × m), whether i→j (i scored on j) is strongly
-    connected: exactly when the Bradley–Terry MLE exists (Zermelo / Ford)."""
-    m = scores.shape[-1]
-    reach = ((scores > 0) | np.eye(m, dtype=bool)).astype(np.float32)
-    for _ in range(max(1, math.ceil(math.log2(max(m, 2))))):
-        reach = ((reach @ reach) > 0).astype(np.float32)
-    return np.asarray(reach.all(axis=(1, 2)))
+def _mle_exists(tables: FloatArray, i: IntArray, j: IntArray, m: int) -> np.ndarray:
+    """Per round: is the graph "i scored on j" strongly connected? Exactly then the
+    Bradley–Terry MLE exists (Zermelo, Ford). `tables` is (3, rounds, pairs): i won, j won, tie."""
+    forward = (tables[0] + tables[2]) > 0
+    backward = (tables[1] + tables[2]) > 0
+    rounds = tables.shape[1]
+    out = np.zeros(rounds, dtype=bool)
+    chunk = max(1, _CHUNK_ELEMENTS // (m * m))
+    if m > 64:  # boolean matrix powers get costly: use a graph search per round
+        for r in range(rounds):
+            rows = np.concatenate([i[forward[r]], j[backward[r]]])
+            cols = np.concatenate([j[forward[r]], i[backward[r]]])
+            graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m))
+            out[r] = connected_components(graph, connection="strong")[0] == 1
+        return out
+    for start in range(0, rounds, chunk):
+        sl = slice(start, start + chunk)
+        reach = np.zeros((len(out[sl]), m, m), dtype=np.float32)
+        reach[:, i, j] = forward[sl]
+        reach[:, j, i] = backward[sl]
+        reach[:, np.arange(m), np.arange(m)] = 1.0
+        for _ in range(max(1, math.ceil(math.log2(m)))):
+            reach = ((reach @ reach) > 0).astype(np.float32)
+        out[sl] = reach.all(axis=(1, 2))
+    return out
 
 
 def check_identifiable(counts: PairCounts) -> None:
@@ -255,6 +284,19 @@ def resample(counts: PairCounts, rounds: int, seed: int | np.random.Generator = 
     return rng.multinomial(total, cell_counts / cell_counts.sum(), size=rounds).astype(np.float64)
 
 
+def _pair_tables(
+    counts: PairCounts, cell_counts: FloatArray
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Pairs (i < j) met in `counts`, and per-round tables (3, rounds, pairs) of cell counts."""
+    i_c, j_c, outcome, _ = counts.cells()
+    cell_counts = np.atleast_2d(cell_counts)
+    m = counts.n_models
+    pair_keys, pair_of_cell = np.unique(i_c * m + j_c, return_inverse=True)
+    tables = np.zeros((3, len(cell_counts), len(pair_keys)))
+    tables[outcome, :, pair_of_cell] = cell_counts.T
+    return pair_keys // m, pair_keys % m, tables
+
+
 def fit_cells(
     counts: PairCounts,
     cell_counts: FloatArray,
@@ -267,31 +309,20 @@ def fit_cells(
 
     Returns (θ, Davidson log ν or None). No identifiability check: see `bradley_terry`.
     """
-    i_c, j_c, outcome, _ = counts.cells()
-    cell_counts = np.atleast_2d(cell_counts)
-    rounds = len(cell_counts)
-    pair_keys, pair_of_cell = np.unique(i_c * counts.n_models + j_c, return_inverse=True)
-    i, j = pair_keys // counts.n_models, pair_keys % counts.n_models
-    tables = np.zeros((3, rounds, len(pair_keys)))
-    tables[outcome, :, pair_of_cell] = cell_counts.T
-    priors = np.broadcast_to(np.asarray(prior, dtype=np.float64), (rounds,)).copy()
-    problem = _Problem(i, j, tables[0], tables[1], tables[2], counts.n_models, priors, ties)
-    x = _newton(problem, tol=tol)
-    return x[:, : counts.n_models], (x[:, -1] if ties == "davidson" else None)
-
-
-def round_scores(counts: PairCounts, cell_counts: FloatArray) -> FloatArray:
-    """Per-round score tables (rounds × m × m), ties as half, from resampled cell counts."""
-    i, j, outcome, _ = counts.cells()
+    i, j, tables = _pair_tables(counts, cell_counts)
     m = counts.n_models
-    out = np.zeros((len(cell_counts), m, m))
-    winner = np.where(outcome == 1, j, i)
-    loser = np.where(outcome == 1, i, j)
-    weight = np.where(outcome == 2, 0.5, 1.0)
-    np.add.at(out, (slice(None), winner, loser), cell_counts * weight)
-    tie = outcome == 2
-    np.add.at(out, (slice(None), j[tie], i[tie]), cell_counts[:, tie] * 0.5)
-    return out
+    rounds = tables.shape[1]
+    priors = np.broadcast_to(np.asarray(prior, dtype=np.float64), (rounds,))
+    dim = m + (ties == "davidson")
+    chunk = max(1, _CHUNK_ELEMENTS // (dim * dim))  # bounds the (rounds × dim × dim) Hessians
+    parts = []
+    for start in range(0, rounds, chunk):
+        sl = slice(start, start + chunk)
+        t = tables[:, sl]
+        problem = _Problem(i, j, t[0], t[1], t[2], m, priors[sl].copy(), ties)
+        parts.append(_newton(problem, tol=tol))
+    x = np.concatenate(parts)
+    return x[:, :m], (x[:, -1] if ties == "davidson" else None)
 
 
 def bradley_terry(
@@ -345,7 +376,8 @@ def bradley_terry(
         draws = resample(counts, bootstrap, seed)
         priors = np.full(bootstrap, prior)
         if prior == 0:
-            ok = _strongly_connected(round_scores(counts, draws))
+            i, j, tables = _pair_tables(counts, draws)
+            ok = _mle_exists(tables, i, j, counts.n_models)
             priors[~ok] = FALLBACK_PRIOR
             regularised = int((~ok).sum())
         boot_theta, _ = fit_cells(counts, draws, prior=priors, ties=ties)

@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -174,9 +174,24 @@ class RunStore:
 
     def record_call(self, rec: CallRecord) -> None:
         """Append one call record."""
-        if rec.created_at == 0.0:
-            rec = CallRecord(*astuple(rec)[:-1], created_at=time.time())
-        self._write(_INSERT_CALL, astuple(rec))
+        r = rec  # a flat tuple by hand: dataclasses.astuple deep-copies every field
+        self._write(
+            _INSERT_CALL,
+            (
+                r.request_hash,
+                r.model,
+                r.role,
+                r.status,
+                r.input_tokens,
+                r.output_tokens,
+                r.cost_usd,
+                r.latency_s,
+                r.attempts,
+                r.error,
+                r.response,
+                r.created_at or time.time(),
+            ),
+        )
 
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""

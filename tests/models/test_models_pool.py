@@ -1,0 +1,283 @@
+"""The call stack with in-process backends: cache, budget, limits, timeout, retries, records."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from models_helpers import FakeBackend, ScriptedResponder, openai_cfg, run, sim_cfg, user
+
+from memearena.config import Price
+from memearena.errors import BudgetExceeded, ModelError, TransientModelError
+from memearena.models import GenParams, ModelPool, RawReply, ResponseCache, Usage
+from memearena.store import RunStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    s = RunStore(tmp_path / "run.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ResponseCache:
+    c = ResponseCache(tmp_path / "cache.db")
+    yield c
+    c.close()
+
+
+def test_identical_request_is_served_from_cache_without_a_backend_call(store, cache):
+    backend = FakeBackend()
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": backend})
+
+    async def go():
+        first = await pool.complete("m", user("hi"), role="target")
+        second = await pool.complete("m", user("hi"), role="target")
+        return first, second
+
+    first, second = run(go())
+    assert backend.calls == 1
+    assert not first.cached and second.cached
+    assert second.text == first.text and second.cost_usd == 0.0
+    assert [c.status for c in store.calls()] == ["ok", "cached"]
+    assert store.calls()[1].cost_usd == 0.0
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        RawReply("I'm sorry, but I can't help with that.", Usage(10, 10), "stop"),
+        RawReply("", Usage(10, 0), "stop"),
+        RawReply("   ", Usage(10, 1), "stop"),
+        RawReply("partial text", Usage(10, 2), "content_filter"),
+        RawReply("", Usage(10, 0), "stop", refusal_field="I refuse."),
+    ],
+    ids=["refusal-phrase", "empty", "blank", "content-filter", "refusal-field"],
+)
+def test_refusal_empty_or_filtered_output_is_never_cached(store, cache, reply):
+    backend = FakeBackend(lambda n, m, r: reply)
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": backend})
+
+    async def go():
+        await pool.complete("m", user("q"), role="target")
+        return await pool.complete("m", user("q"), role="target")
+
+    second = run(go())
+    assert backend.calls == 2
+    assert not second.cached
+    assert len(cache) == 0
+    assert "cached" not in {c.status for c in store.calls()}
+
+
+def test_refusal_is_its_own_recorded_outcome(store):
+    backend = FakeBackend(lambda n, m, r: "I cannot assist with this request.")
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": backend})
+    c = run(pool.complete("m", user("q"), role="target"))
+    assert c.refusal
+    assert store.calls()[0].status == "refusal"
+    assert store.usage_summary()["m"]["refusals"] == 1
+
+
+def test_permanent_error_is_recorded_and_never_cached(store, cache):
+    def fail(n, m, r):
+        raise ModelError("HTTP 400: bad request")
+
+    backend = FakeBackend(fail)
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": backend})
+    with pytest.raises(ModelError, match="bad request"):
+        run(pool.complete("m", user("q"), role="judge"))
+    assert backend.calls == 1  # a non-transient error is not retried
+    rec = store.calls()[0]
+    assert (rec.status, rec.role, rec.attempts) == ("error", "judge", 1)
+    assert "bad request" in (rec.error or "")
+    assert len(cache) == 0
+
+
+def test_transient_errors_are_retried_to_success(store):
+    def flaky(n, m, r):
+        if n < 3:
+            raise TransientModelError("HTTP 500")
+        return "fine"
+
+    backend = FakeBackend(flaky)
+    cfg = sim_cfg(max_retries=5)
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend}, backoff_base=0.001)
+    c = run(pool.complete("m", user("q"), role="target"))
+    assert c.text == "fine" and backend.calls == 4
+    rec = store.calls()[0]
+    assert rec.status == "ok" and rec.attempts == 4
+
+
+def test_retries_give_up_after_max_retries_with_the_reason(store):
+    def always(n, m, r):
+        raise TransientModelError("HTTP 503: overloaded")
+
+    backend = FakeBackend(always)
+    pool = ModelPool(
+        {"m": sim_cfg(max_retries=2)}, store=store, backends={"m": backend}, backoff_base=0.001
+    )
+    with pytest.raises(ModelError, match=r"overloaded.*3 attempts"):
+        run(pool.complete("m", user("q"), role="target"))
+    assert backend.calls == 3
+    rec = store.calls()[0]
+    assert rec.status == "error" and rec.attempts == 3
+
+
+def test_retry_after_is_honoured(store):
+    def limited(n, m, r):
+        if n == 0:
+            raise TransientModelError("HTTP 429", retry_after=0.3)
+        return "ok"
+
+    backend = FakeBackend(limited)
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": backend}, backoff_base=0.001)
+    t = time.perf_counter()
+    run(pool.complete("m", user("q"), role="target"))
+    assert time.perf_counter() - t >= 0.29
+    assert backend.times[1] - backend.times[0] >= 0.29
+
+
+def test_timeout_is_retried_then_recorded_as_error(store):
+    backend = FakeBackend(delay=5.0)
+    cfg = sim_cfg(timeout=0.05, max_retries=2)
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend}, backoff_base=0.001)
+    t = time.perf_counter()
+    with pytest.raises(ModelError, match="no reply within"):
+        run(pool.complete("m", user("q"), role="target"))
+    assert time.perf_counter() - t < 2
+    assert backend.calls == 3
+    rec = store.calls()[0]
+    assert rec.status == "error" and rec.attempts == 3
+
+
+def test_concurrency_limit_holds():
+    backend = FakeBackend(delay=0.02)
+    pool = ModelPool({"m": sim_cfg(max_concurrency=3)}, backends={"m": backend})
+
+    async def go():
+        await asyncio.gather(*(pool.complete("m", user(f"q{i}"), role="t") for i in range(20)))
+
+    run(go())
+    assert backend.calls == 20
+    assert backend.max_in_flight == 3
+
+
+def test_rpm_limit_spaces_requests():
+    backend = FakeBackend()
+    pool = ModelPool({"m": sim_cfg(rpm=600)}, backends={"m": backend})  # one per 0.1 s
+
+    async def go():
+        await asyncio.gather(*(pool.complete("m", user(f"q{i}"), role="t") for i in range(5)))
+
+    run(go())
+    gaps = [b - a for a, b in zip(backend.times, backend.times[1:], strict=False)]
+    assert min(gaps) >= 0.09
+    assert backend.times[-1] - backend.times[0] >= 0.38
+
+
+def test_budget_stops_before_the_call_that_would_exceed_it(store):
+    backend = FakeBackend()  # every reply: 100 input + 50 output tokens
+    cfg = sim_cfg(price=Price(input=1000.0, output=1000.0))  # $0.001 per token
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend}, max_cost=0.2)
+    params = GenParams(max_tokens=50)
+
+    async def go():
+        await pool.complete("m", user("q1"), role="t", params=params)  # costs $0.15
+        await pool.complete("m", user("q2"), role="t", params=params)  # ~$0.05 more: over
+
+    with pytest.raises(BudgetExceeded, match="max-cost"):
+        run(go())
+    assert backend.calls == 1  # nothing sent for the refused call
+    assert pool.spent_usd == pytest.approx(0.15)
+    assert [c.status for c in store.calls()] == ["ok", "budget"]
+    assert store.total_cost() == pytest.approx(0.15)
+
+
+def test_budget_counts_calls_in_flight():
+    backend = FakeBackend(delay=0.05)
+    cfg = sim_cfg(price=Price(input=0.0, output=1000.0))  # max_tokens 100 -> est. $0.10 each
+    pool = ModelPool({"m": cfg}, backends={"m": backend}, max_cost=0.25)
+
+    async def go():
+        return await asyncio.gather(
+            *(
+                pool.complete("m", user(f"q{i}"), role="t", params=GenParams(max_tokens=100))
+                for i in range(5)
+            ),
+            return_exceptions=True,
+        )
+
+    results = run(go())
+    assert sum(isinstance(r, BudgetExceeded) for r in results) == 3
+    assert backend.calls == 2
+
+
+def test_params_merge_model_defaults_and_role_passes_through(store):
+    backend = FakeBackend()
+    cfg = sim_cfg(temperature=0.7, max_tokens=300)
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend})
+    run(pool.complete("m", user("q"), role="context", params=GenParams(temperature=0.0)))
+    assert backend.params[0] == GenParams(temperature=0.0, max_tokens=300)
+    assert backend.roles == ["context"]
+    assert store.calls()[0].role == "context"
+
+
+def test_cost_and_usage_are_accounted(store):
+    backend = FakeBackend()  # 100 in, 50 out
+    cfg = sim_cfg(price=Price(input=2.0, output=10.0))
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend})
+    c = run(pool.complete("m", user("q"), role="t"))
+    assert c.cost_usd == pytest.approx((100 * 2 + 50 * 10) / 1e6)
+    u = pool.usage()["m"]
+    assert (u["calls"], u["input_tokens"], u["output_tokens"]) == (1, 100, 50)
+    s = store.usage_summary()["m"]
+    assert s["cost_usd"] == pytest.approx(u["cost_usd"])
+    assert s["calls"] == 1 and s["errors"] == 0
+
+
+def test_sim_model_calls_the_responder_with_name_role_and_messages(store):
+    responder = ScriptedResponder()
+    cfg = sim_cfg(latency_ms=1)
+    pool = ModelPool({"sim-a": cfg}, store=store, responder=responder)
+    c = run(pool.complete("sim-a", user("what is this meme?"), role="judge"))
+    assert c.text == "[judge] sim-a: what is this meme?"
+    assert c.usage.input_tokens == 5  # ceil(18 / 4)
+    model, role, messages, _ = responder.seen[0]
+    assert (model, role, messages[0].plain_text()) == ("sim-a", "judge", "what is this meme?")
+
+
+def test_responder_transient_error_is_retried():
+    state = {"n": 0}
+
+    def flaky(model, role, messages):
+        state["n"] += 1
+        if state["n"] == 1:
+            raise TransientModelError("simulated hiccup")
+        return "ok"
+
+    pool = ModelPool({"s": sim_cfg()}, responder=ScriptedResponder(flaky), backoff_base=0.001)
+    assert run(pool.complete("s", user("q"), role="t")).text == "ok"
+    assert state["n"] == 2
+
+
+def test_sim_model_without_a_world_is_a_model_error():
+    pool = ModelPool({"s": sim_cfg()})
+    with pytest.raises(ModelError, match="simulated"):
+        run(pool.complete("s", user("q"), role="t"))
+
+
+def test_unknown_model_is_a_model_error():
+    pool = ModelPool({"s": sim_cfg()})
+    with pytest.raises(ModelError, match="unknown model 'nope'"):
+        run(pool.complete("nope", user("q"), role="t"))
+
+
+def test_missing_api_key_env_var_names_the_variable(monkeypatch):
+    monkeypatch.delenv("MEMEARENA_TEST_ABSENT_KEY", raising=False)
+    cfg = openai_cfg("http://127.0.0.1:9/v1", api_key_env="MEMEARENA_TEST_ABSENT_KEY")
+    pool = ModelPool({"m": cfg})
+    with pytest.raises(ModelError, match="MEMEARENA_TEST_ABSENT_KEY"):
+        run(pool.complete("m", user("q"), role="t"))

@@ -1,0 +1,135 @@
+"""Judge agreement and bias metrics on hand-made cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memearena.stats import (
+    StatsError,
+    Verdict,
+    cohen_kappa,
+    krippendorff_alpha,
+    nominal_alpha,
+    position_consistency,
+    prefer_first_rate,
+    prefer_longer_rate,
+    self_preference,
+)
+
+
+def v(judge: str, item: str, a: str, b: str, winner: str, **kw: object) -> Verdict:
+    return Verdict(judge=judge, item=item, model_a=a, model_b=b, winner=winner, **kw)  # type: ignore[arg-type]
+
+
+def both_orders(judge: str, item: str, first_wins_twice: bool) -> list[Verdict]:
+    """x vs y shown both ways; either the same model wins both times, or position A does."""
+    if first_wins_twice:
+        return [v(judge, item, "x", "y", "model_a"), v(judge, item, "y", "x", "model_a")]
+    return [v(judge, item, "x", "y", "model_a"), v(judge, item, "y", "x", "model_b")]
+
+
+def test_perfect_position_consistency_is_one() -> None:
+    verdicts = [x for k in range(10) for x in both_orders("j", f"i{k}", first_wins_twice=False)]
+    est = position_consistency(verdicts)["j"]
+    assert est.value == 1.0 and est.ci_low == 1.0 and est.ci_high == 1.0 and est.n == 10
+
+
+def test_position_consistency_counts_disagreeing_orders() -> None:
+    verdicts = [
+        x for k in range(10) for x in both_orders("j", f"i{k}", first_wins_twice=k % 2 == 0)
+    ]
+    verdicts.append(v("j", "lonely", "x", "y", "model_a"))  # only one order: not a pair
+    est = position_consistency(verdicts, n_boot=500, seed=1)["j"]
+    assert est.value == 0.5 and est.n == 10
+    assert 0.0 <= est.ci_low < 0.5 < est.ci_high <= 1.0
+
+
+def test_a_judge_always_choosing_a_prefers_first_with_probability_one() -> None:
+    verdicts = [v("j", f"i{k}", "x", "y", "model_a") for k in range(5)]
+    verdicts += [v("j", f"i{k}", "y", "x", "model_a") for k in range(5)]
+    est = prefer_first_rate(verdicts)["j"]
+    assert (est.value, est.ci_low, est.ci_high) == (1.0, 1.0, 1.0)
+
+
+def test_ties_count_half_for_position_bias() -> None:
+    verdicts = [v("j", "i", "x", "y", "tie"), v("j", "k", "x", "y", "model_b")]
+    assert prefer_first_rate(verdicts)["j"].value == pytest.approx(0.25)
+
+
+def test_prefer_longer_uses_only_unequal_known_lengths() -> None:
+    verdicts = [
+        v("j", "1", "x", "y", "model_a", len_a=300, len_b=100),
+        v("j", "2", "x", "y", "model_b", len_a=100, len_b=300),
+        v("j", "3", "x", "y", "model_a", len_a=100, len_b=100),  # equal: ignored
+        v("j", "4", "x", "y", "model_b"),  # unknown: ignored
+    ]
+    est = prefer_longer_rate(verdicts)["j"]
+    assert est.value == 1.0 and est.n == 2
+
+
+def test_self_preference_detects_a_judge_favouring_its_own_model() -> None:
+    verdicts = []
+    for k in range(40):
+        verdicts.append(v("gpt-judge", f"i{k}", "gpt", "other", "model_a"))
+        verdicts.append(v("fair-judge", f"i{k}", "gpt", "other", "model_a" if k % 2 else "model_b"))
+    pref = self_preference(verdicts, {"gpt-judge": "gpt"}, n_boot=500)["gpt-judge"]
+    assert pref.own_win_rate == 1.0 and pref.panel_win_rate == 0.5
+    assert pref.difference.value == pytest.approx(0.5)
+    assert pref.difference.ci_low > 0
+
+
+def test_kappa_of_identical_judges_is_one() -> None:
+    labels = ["model_a", "model_b", "tie", "model_a", "model_b", "model_a"]
+    verdicts = [v(j, f"i{k}", "x", "y", w) for j in ("j1", "j2") for k, w in enumerate(labels)]
+    est = cohen_kappa(verdicts, "j1", "j2")
+    assert est.value == pytest.approx(1.0) and est.n == 6
+
+
+def test_kappa_by_hand() -> None:
+    # 2x2 table [[2, 1], [1, 2]] over model_a/model_b: p_o = 4/6, p_e = 1/2 -> kappa = 1/3.
+    one = ["model_a", "model_a", "model_a", "model_b", "model_b", "model_b"]
+    two = ["model_a", "model_a", "model_b", "model_a", "model_b", "model_b"]
+    verdicts = [v("j1", f"i{k}", "x", "y", w) for k, w in enumerate(one)]
+    verdicts += [v("j2", f"i{k}", "x", "y", w) for k, w in enumerate(two)]
+    assert cohen_kappa(verdicts, "j1", "j2").value == pytest.approx(1 / 3)
+
+
+def test_krippendorff_alpha_matches_the_published_example() -> None:
+    # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": nominal alpha = 0.743.
+    a = [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None]
+    b = [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3]
+    c = [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None]
+    d = [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]
+    assert nominal_alpha(list(zip(a, b, c, d, strict=True))) == pytest.approx(0.743, abs=5e-4)
+
+
+def test_krippendorff_alpha_on_verdicts() -> None:
+    labels = ["model_a", "model_b", "tie", "model_a", "model_b"]
+    same = [v(j, f"i{k}", "x", "y", w) for j in ("j1", "j2", "j3") for k, w in enumerate(labels)]
+    est = krippendorff_alpha(same, n_boot=200)
+    assert est.value == pytest.approx(1.0) and est.n == 5
+    # Two coders, units (A,A), (A,B): 2x2 coincidences -> alpha = 1 - 3 * 2 / (3 * 1 * 2) = 0.
+    pairs = [v("j1", "1", "x", "y", "model_a"), v("j2", "1", "x", "y", "model_a")]
+    pairs += [v("j1", "2", "x", "y", "model_a"), v("j2", "2", "x", "y", "model_b")]
+    assert krippendorff_alpha(pairs).value == pytest.approx(nominal_alpha([["A", "A"], ["A", "B"]]))
+
+
+def test_duplicate_verdicts_are_rejected_for_agreement() -> None:
+    dup = [v("j1", "1", "x", "y", "model_a"), v("j1", "1", "x", "y", "model_b")]
+    with pytest.raises(StatsError, match="two verdicts"):
+        cohen_kappa(dup, "j1", "j2")
+
+
+def test_nothing_to_measure_is_nan_not_an_error() -> None:
+    est = position_consistency([v("j", "1", "x", "y", "model_a")])["j"]
+    assert math.isnan(est.value) and est.n == 0
+
+
+def test_bootstrap_intervals_are_seeded() -> None:
+    winners = ["model_a", "model_b", "tie", "model_a"]
+    verdicts = [v("j", f"i{k}", "x", "y", winners[k % 4]) for k in range(37)]
+    first = prefer_first_rate(verdicts, n_boot=25, seed=5)
+    assert first == prefer_first_rate(verdicts, n_boot=25, seed=5)
+    assert first != prefer_first_rate(verdicts, n_boot=25, seed=6)
