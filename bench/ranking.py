@@ -65,7 +65,7 @@ def fit_bt(matchups, outcomes, weights, n_models, alpha, tol=1e-6):  # type: ign
         args=(matchups, outcomes, weights, alpha),
         jac=True,
         method="L-BFGS-B",
-        options={"disp": False, "maxiter": 100, "gtol": tol},
+        options={"maxiter": 100, "gtol": tol},  # FastChat also passes disp=False (deprecated)
     )
     return result["x"]
 

@@ -84,3 +84,11 @@ def test_grouped_error_names_the_group() -> None:
     style = [b("p", "q", "tie", criterion="style"), b("r", "s", "tie", criterion="style")]
     with pytest.raises(DisconnectedComparisonError, match=r"^criterion='style'"):
         grouped_leaderboards([*BATTLES, *style], by="criterion")
+
+
+def test_elo_can_be_averaged_over_shuffled_orders_without_touching_bt() -> None:
+    plain = {r.model: r for r in leaderboard(BATTLES, bootstrap=0)}
+    shuffled = {r.model: r for r in leaderboard(BATTLES, bootstrap=0, elo_shuffles=30, seed=1)}
+    assert all(plain[m].bt == shuffled[m].bt for m in plain)
+    assert any(plain[m].elo != shuffled[m].elo for m in plain)
+    assert plain["x"].ci_low == plain["x"].bt  # no bootstrap: a zero-width interval

@@ -468,7 +468,9 @@ class ArenaPipeline:
         out: ArenaOutcome,
     ) -> ArenaOutcome:
         """Actively chosen (task, pair) comparisons up to the battle budget."""
-        from memearena.stats import next_pairs
+        import numpy as np
+
+        from memearena.stats import Battle, next_pairs
 
         budget = self.acfg.battle_budget or 0
         by_pair: dict[tuple[str, str], list[Task]] = {}
@@ -476,32 +478,30 @@ class ArenaPipeline:
             lst = by_pair.setdefault((x, y), [])
             if not lst or lst[-1] is not t:
                 lst.append(t)
-        n_judges = len(self.acfg.judges)
-        self.progress.stage("judgments", 2 * n_judges * min(budget, sum(map(len, by_pair.values()))))
+        total = min(budget, sum(map(len, by_pair.values())))
+        self.progress.stage("judgments", 2 * len(self.acfg.judges) * total)
         rng = seeded_rng(self.cfg.seed, "active", setting)
-        import numpy as np
-
         np_rng = np.random.default_rng(rng.randrange(2**32))
         guide_of = {(t.meme.uid, t.level, x, y, j): g for t, x, y, j, g in jobs}
         used = 0
         batch_size = 16
         while used < budget and any(by_pair.values()):
             want = min(batch_size, budget - used)
-            overall = [
-                {k: b[k] for k in ("model_a", "model_b", "winner")} for b in out.battles
+            so_far = [
+                Battle(model_a=b["model_a"], model_b=b["model_b"], winner=b["winner"])
+                for b in out.battles
             ]
-            open_pairs = [p for p, ts in by_pair.items() if ts]
-            chosen = next_pairs(overall, list(self.acfg.targets), want, np_rng, allowed=open_pairs)
+            chosen = next_pairs(so_far, list(self.acfg.targets), want, np_rng)
             batch: list[tuple[Task, str, str]] = []
             for x, y in chosen:
                 key = (x, y) if (x, y) in by_pair else (y, x)
                 ts = by_pair.get(key) or []
-                if not ts:
-                    continue
-                t = ts.pop(rng.randrange(len(ts)))
-                batch.append((t, key[0], key[1]))
-            if not batch:
-                break
+                if ts:  # a pair with no task left to compare it on is passed over
+                    batch.append((ts.pop(rng.randrange(len(ts))), key[0], key[1]))
+            if not batch:  # every chosen pair is exhausted: take any open one
+                key = rng.choice(sorted(p for p, ts in by_pair.items() if ts))
+                ts = by_pair[key]
+                batch.append((ts.pop(rng.randrange(len(ts))), key[0], key[1]))
             used += len(batch)
             coros = [
                 self.judge_pair(

@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from collections.abc import Sequence
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.pipelines.arena import ArenaOutcome
+from memearena.pipelines.schedule import owns
 from memearena.stats import (
     Battle,
-    StatsError,
-    grouped_leaderboards,
+    DisconnectedComparisonError,
+    Estimate,
+    UnboundedRatingsError,
+    Verdict,
+    cohen_kappa,
+    group_battles,
     kendall_tau,
+    krippendorff_alpha,
     leaderboard_fit,
     ndcg,
+    position_consistency,
+    prefer_first_rate,
+    prefer_longer_rate,
+    self_preference,
     spearman_rho,
 )
 from memearena.store import RunStore
+
+WEAK_PRIOR = 1.0
+"""Virtual ties per model used only when the plain MLE does not exist (reported as such)."""
 
 GROUPS = {"by_criterion": "criterion", "by_judge": "judge", "by_context": "context",
           "by_source": "source"}
@@ -30,9 +45,31 @@ def _rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
     return [r.model_dump() for r in rows]
 
 
-def _ranking(battles: Sequence[Battle], seed: int) -> list[str]:
-    rows, _ = leaderboard_fit(battles, bootstrap=0, seed=seed)
-    return [r.model for r in rows]
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _estimate(e: Estimate | None) -> dict[str, Any] | None:
+    """An estimate as strict JSON (NaN → null)."""
+    if e is None:
+        return None
+    return {"value": _finite(e.value), "ci_low": _finite(e.ci_low),
+            "ci_high": _finite(e.ci_high), "n": e.n}
+
+
+def fit_leaderboard(
+    battles: Sequence[Battle], *, bootstrap: int, seed: int, elo_k: float
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Leaderboard rows; when the MLE does not exist (a model never lost, or a disconnected
+    comparison graph) the fit falls back to a weak prior and says so in the note."""
+    try:
+        rows, _ = leaderboard_fit(battles, bootstrap=bootstrap, seed=seed, elo_k=elo_k)
+        return _rows(rows), None
+    except (UnboundedRatingsError, DisconnectedComparisonError) as e:
+        rows, fit = leaderboard_fit(
+            battles, bootstrap=bootstrap, seed=seed, elo_k=elo_k, prior=WEAK_PRIOR
+        )
+        return _rows(rows), f"{e} — fitted with a weak prior ({WEAK_PRIOR} virtual ties)"
 
 
 def setting_section(
@@ -47,75 +84,134 @@ def setting_section(
         section["judges"] = []
         return section
     elo_k = cfg.arena.elo_k
-    rows, _ = leaderboard_fit(battles, bootstrap=bootstrap, seed=cfg.seed, elo_k=elo_k)
-    section["overall"] = _rows(rows)
-    joint = [r.model for r in rows]
+    notes: dict[str, str] = {}
+    section["overall"], note = fit_leaderboard(
+        battles, bootstrap=bootstrap, seed=cfg.seed, elo_k=elo_k
+    )
+    if note:
+        notes["overall"] = note
+    joint = [r["model"] for r in section["overall"]]
     if with_groups:
         for key, field in GROUPS.items():
-            groups = grouped_leaderboards(
-                battles, by=field, bootstrap=bootstrap, seed=cfg.seed, elo_k=elo_k
-            )
-            section[key] = {g: _rows(r) for g, r in groups.items()}
-    section["judges"] = judge_bias(cfg, outcome, battles, joint)
+            section[key] = {}
+            for group, members in group_battles(battles, field).items():
+                section[key][group], note = fit_leaderboard(
+                    members, bootstrap=bootstrap, seed=cfg.seed, elo_k=elo_k
+                )
+                if note:
+                    notes[f"{key}.{group}"] = note
+    n_boot = min(bootstrap, 1000)
+    section["judges"] = judge_bias(cfg, outcome, battles, joint, n_boot=n_boot)
+    section["panel"] = panel_agreement(cfg, outcome, n_boot=n_boot)
+    if notes:
+        section["notes"] = notes
     return section
 
 
-def judge_bias(
-    cfg: RunConfig, outcome: ArenaOutcome, battles: Sequence[Battle], joint: Sequence[str]
-) -> list[dict[str, Any]]:
-    """Each judge's ranking against the panel's joint vote (NDCG, Kendall τ), plus its
-    position consistency, P(prefer first), P(prefer longer) and parse failures."""
+def raw_verdicts(outcome: ArenaOutcome) -> list[Verdict]:
+    """Every parsed verdict as shown to the judge (``model_a`` = the response shown first),
+    both orders, per criterion, with the responses' lengths in characters."""
+    out: list[Verdict] = []
+    as_winner = {"A": "model_a", "B": "model_b", "tie": "tie"}
+    for jp in outcome.judged:
+        t = jp.task
+        len_x = len(outcome.answers[(t.meme.uid, t.level, jp.x)]["text"])
+        len_y = len(outcome.answers[(t.meme.uid, t.level, jp.y)]["text"])
+        item = f"{t.meme.uid}|{t.level}"
+        shown = ((jp.forward, jp.x, jp.y, len_x, len_y), (jp.backward, jp.y, jp.x, len_y, len_x))
+        for art, first, second, len_first, len_second in shown:
+            for crit, v in (art.get("verdicts") or {}).items():
+                out.append(
+                    Verdict(
+                        judge=jp.judge, item=item, model_a=first, model_b=second,
+                        winner=as_winner[v["winner"]], criterion=crit,  # type: ignore[arg-type]
+                        len_a=len_first, len_b=len_second,
+                    )
+                )
+    return out
+
+
+def own_models(cfg: RunConfig) -> dict[str, str]:
+    """Each judge's own target (same name or family), for self-preference."""
     assert cfg.arena is not None
+    families = {n: m.family for n, m in cfg.models.items()}
+    out: dict[str, str] = {}
+    for judge in cfg.arena.judges:
+        for target in cfg.arena.targets:
+            if owns(judge, target, families):
+                out[judge] = target
+                break
+    return out
+
+
+def judge_bias(
+    cfg: RunConfig,
+    outcome: ArenaOutcome,
+    battles: Sequence[Battle],
+    joint: Sequence[str],
+    *,
+    n_boot: int,
+) -> list[dict[str, Any]]:
+    """Each judge's ranking against the panel's joint vote (NDCG, Kendall τ), and its
+    position consistency, P(prefer first), P(prefer longer), self-preference and parse
+    failures, each rate with a bootstrap interval."""
+    assert cfg.arena is not None
+    verdicts = raw_verdicts(outcome)
+    seed = cfg.seed
+    consistency = position_consistency(verdicts, n_boot=n_boot, seed=seed)
+    first = prefer_first_rate(verdicts, n_boot=n_boot, seed=seed)
+    longer = prefer_longer_rate(verdicts, n_boot=n_boot, seed=seed)
+    mine = own_models(cfg)
+    selfpref = self_preference(verdicts, mine, n_boot=n_boot, seed=seed) if mine else {}
+    failures: Counter[str] = Counter()
+    for jp in outcome.judged:
+        failures[jp.judge] += ("verdicts" not in jp.forward) + ("verdicts" not in jp.backward)
     out: list[dict[str, Any]] = []
     for judge in cfg.arena.judges:
-        mine = [b for b in battles if b.judge == judge]
-        stats = raw_verdict_stats(outcome, judge)
-        row: dict[str, Any] = {"judge": judge, "battles": len(mine), **stats}
-        try:
-            ranking = _ranking(mine, cfg.seed) if mine else []
-        except StatsError as e:
-            ranking, row["note"] = [], str(e)
+        own = [b for b in battles if b.judge == judge]
+        row: dict[str, Any] = {"judge": judge, "battles": len(own)}
+        ranking: list[str] = []
+        if own:
+            rows, note = fit_leaderboard(own, bootstrap=0, seed=seed, elo_k=cfg.arena.elo_k)
+            ranking = [r["model"] for r in rows]
+            if note:
+                row["note"] = note
         row["ranking"] = ranking
         row["ndcg"] = ndcg(ranking, list(joint)) if ranking else None
-        row["kendall_tau"] = kendall_tau(ranking, list(joint)) if len(ranking) > 1 else None
+        row["kendall_tau"] = _finite(kendall_tau(ranking, list(joint))) if len(ranking) > 1 else None
+        row["position_consistency"] = _estimate(consistency.get(judge))
+        row["p_prefer_first"] = _estimate(first.get(judge))
+        row["p_prefer_longer"] = _estimate(longer.get(judge))
+        sp = selfpref.get(judge)
+        row["self_preference"] = (
+            None if sp is None else {"model": sp.model, "own_win_rate": _finite(sp.own_win_rate),
+                                     "panel_win_rate": _finite(sp.panel_win_rate),
+                                     **(_estimate(sp.difference) or {})}
+        )
+        row["parse_failures"] = failures[judge]
         out.append(row)
     return out
 
 
-def raw_verdict_stats(outcome: ArenaOutcome, judge: str) -> dict[str, Any]:
-    """Counts over a judge's raw (unresolved) verdicts in both orders."""
-    consistent = decided_pairs = first = decided = longer = longer_decided = failures = 0
-    for jp in outcome.judged:
-        if jp.judge != judge:
-            continue
-        fv, bv = jp.forward.get("verdicts"), jp.backward.get("verdicts")
-        failures += (fv is None) + (bv is None)
-        len_x = len(outcome.answers[(jp.task.meme.uid, jp.task.level, jp.x)]["text"])
-        len_y = len(outcome.answers[(jp.task.meme.uid, jp.task.level, jp.y)]["text"])
-        for verdicts, first_is_x in ((fv, True), (bv, False)):
-            for v in (verdicts or {}).values():
-                if v["winner"] == "tie":
-                    continue
-                decided += 1
-                first += v["winner"] == "A"
-                picked_x = (v["winner"] == "A") == first_is_x
-                if len_x != len_y:
-                    longer_decided += 1
-                    longer += picked_x == (len_x > len_y)
-        if fv and bv:
-            for crit, v in fv.items():
-                w = bv.get(crit, {}).get("winner")
-                if w is None:
-                    continue
-                decided_pairs += 1
-                flipped = {"A": "B", "B": "A", "tie": "tie"}[w]
-                consistent += v["winner"] == flipped
-    return {
-        "position_consistency": consistent / decided_pairs if decided_pairs else None,
-        "p_prefer_first": first / decided if decided else None,
-        "p_prefer_longer": longer / longer_decided if longer_decided else None,
-        "parse_failures": failures,
+def panel_agreement(cfg: RunConfig, outcome: ArenaOutcome, *, n_boot: int) -> dict[str, Any]:
+    """Inter-judge agreement on the resolved per-order verdicts: Krippendorff's α across the
+    panel and Cohen's κ for every pair of judges."""
+    assert cfg.arena is not None
+    verdicts = raw_verdicts(outcome)
+    judges = list(cfg.arena.judges)
+    doc: dict[str, Any] = {
+        "krippendorff_alpha": _estimate(
+            krippendorff_alpha(verdicts, judges=judges, n_boot=n_boot, seed=cfg.seed)
+        )
+        if len(judges) > 1
+        else None,
+        "cohen_kappa": {},
     }
+    for a, b in combinations(judges, 2):
+        doc["cohen_kappa"][f"{a} vs {b}"] = _estimate(
+            cohen_kappa(verdicts, a, b, n_boot=n_boot, seed=cfg.seed)
+        )
+    return doc
 
 
 def answer_outcomes(outcome: ArenaOutcome) -> dict[str, dict[str, int]]:
@@ -169,8 +265,8 @@ def arena_leaderboard(
         doc["simulated"] = {
             "note": "targets are simulated; this checks the method, not real models",
             "true_ranking": truth,
-            "kendall_tau": kendall_tau(found, truth) if len(found) > 1 else None,
-            "spearman_rho": spearman_rho(found, truth) if len(found) > 1 else None,
+            "kendall_tau": _finite(kendall_tau(found, truth)) if len(found) > 1 else None,
+            "spearman_rho": _finite(spearman_rho(found, truth)) if len(found) > 1 else None,
         }
     return doc
 

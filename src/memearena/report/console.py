@@ -14,6 +14,13 @@ if TYPE_CHECKING:
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
+    """A number, an estimate ``{"value", "ci_low", "ci_high"}`` with its interval, or —."""
+    if isinstance(x, dict):
+        if x.get("value") is None:
+            return "—"
+        if x.get("ci_low") is None:
+            return _fmt(x["value"], digits)
+        return f"{x['value']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
@@ -60,17 +67,21 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
             "(BT anchored: mean 1000)",
             arena["overall"],
         ))
-        judges = Table(title="Judges vs the panel's joint vote")
-        for col in ("judge", "NDCG", "Kendall τ", "position consistency", "P(first)",
-                    "P(longer)", "parse failures"):
+        judges = Table(title="Judges vs the panel's joint vote (95% bootstrap intervals)")
+        for col in ("judge", "NDCG", "τ", "consistency", "P(first)", "P(longer)",
+                    "self-pref.", "unparsed"):
             judges.add_column(col, justify="left" if col == "judge" else "right")
         for j in arena.get("judges", []):
+            sp = j.get("self_preference")
             judges.add_row(
-                j["judge"], _fmt(j["ndcg"]), _fmt(j["kendall_tau"]),
+                j["judge"], _fmt(j["ndcg"]), _fmt(j["kendall_tau"], 2),
                 _fmt(j["position_consistency"]), _fmt(j["p_prefer_first"]),
-                _fmt(j["p_prefer_longer"]), str(j["parse_failures"]),
+                _fmt(j["p_prefer_longer"]), _fmt(sp) if sp else "—", str(j["parse_failures"]),
             )
         console.print(judges)
+        alpha = (arena.get("panel") or {}).get("krippendorff_alpha")
+        if alpha:
+            console.print(f"Panel agreement: Krippendorff's α = {_fmt(alpha)}")
     settings = arena.get("settings")
     if settings:
         table = Table(title="NDCG per judge per setting")

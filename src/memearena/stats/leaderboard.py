@@ -41,10 +41,15 @@ class LeaderboardRow(BaseModel):
 
 
 def leaderboard_from_fit(
-    fit: BTResult, battles: Sequence[Battle], *, elo_k: float = 4.0
+    fit: BTResult,
+    battles: Sequence[Battle],
+    *,
+    elo_k: float = 4.0,
+    elo_shuffles: int = 0,
+    seed: int = 0,
 ) -> list[LeaderboardRow]:
     """Assemble rows from a Bradley–Terry fit and the battles it was fitted on."""
-    elo = online_elo(battles, k=elo_k, init=fit.init)
+    elo = online_elo(battles, k=elo_k, init=fit.init, shuffles=elo_shuffles, seed=seed)
     counts = PairCounts.from_battles(battles, fit.models)
     win_rate = average_win_rate(counts)
     played = counts.battles_per_model
@@ -75,6 +80,7 @@ def leaderboard_fit(
     seed: int = 0,
     anchor: str | None = None,
     elo_k: float = 4.0,
+    elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
 ) -> tuple[list[LeaderboardRow], BTResult]:
@@ -90,7 +96,8 @@ def leaderboard_fit(
         prior=prior,
         ties=ties,
     )
-    return leaderboard_from_fit(fit, battles, elo_k=elo_k), fit
+    rows = leaderboard_from_fit(fit, battles, elo_k=elo_k, elo_shuffles=elo_shuffles, seed=seed)
+    return rows, fit
 
 
 def leaderboard(
@@ -100,12 +107,25 @@ def leaderboard(
     seed: int = 0,
     anchor: str | None = None,
     elo_k: float = 4.0,
+    elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
 ) -> list[LeaderboardRow]:
-    """Rank models by Bradley–Terry rating, with bootstrap CIs, online Elo and win rates."""
+    """Rank models by Bradley–Terry rating, with bootstrap CIs, online Elo and win rates.
+
+    `bt`, `ci_low`, `ci_high` come from `bradley_terry` (see it for `anchor`, `prior`, `ties`);
+    `elo` is online Elo with factor `elo_k`, in file order or averaged over `elo_shuffles`
+    seeded orders.
+    """
     rows, _ = leaderboard_fit(
-        battles, bootstrap=bootstrap, seed=seed, anchor=anchor, elo_k=elo_k, prior=prior, ties=ties
+        battles,
+        bootstrap=bootstrap,
+        seed=seed,
+        anchor=anchor,
+        elo_k=elo_k,
+        elo_shuffles=elo_shuffles,
+        prior=prior,
+        ties=ties,
     )
     return rows
 
@@ -128,6 +148,7 @@ def grouped_leaderboards(
     seed: int = 0,
     anchor: str | None = None,
     elo_k: float = 4.0,
+    elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
 ) -> dict[str, list[LeaderboardRow]]:
@@ -144,6 +165,7 @@ def grouped_leaderboards(
                 seed=seed,
                 anchor=anchor,
                 elo_k=elo_k,
+                elo_shuffles=elo_shuffles,
                 prior=prior,
                 ties=ties,
             )

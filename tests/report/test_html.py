@@ -1,0 +1,228 @@
+"""The HTML report: self-contained, escaped, tolerant of whatever a document lacks."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memearena.report.html import fmt_num, render_report, write_report
+
+MODELS = ["sim-aurora", "sim-borealis", "sim-cirrus"]
+JUDGES = ["sim-judge-falcon", "sim-judge-grove"]
+
+
+def _rows(order: list[str], base: float = 1100.0) -> list[dict[str, Any]]:
+    return [
+        {
+            "model": m,
+            "rank": i + 1,
+            "elo": base - 50 * i + 3.3,
+            "bt": base - 50 * i,
+            "ci_low": base - 50 * i - 6.2,
+            "ci_high": base - 50 * i + 5.9,
+            "win_rate": 0.65 - 0.15 * i,
+            "battles": 5680,
+        }
+        for i, m in enumerate(order)
+    ]
+
+
+def _judges(ndcg: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "judge": j,
+            "battles": 3520,
+            "position_consistency": 0.68,
+            "p_prefer_first": 0.505,
+            "p_prefer_longer": 0.555,
+            "parse_failures": 2,
+            "ranking": MODELS,
+            "ndcg": ndcg - 0.1 * k,
+            "kendall_tau": 1.0,
+        }
+        for k, j in enumerate(JUDGES)
+    ]
+
+
+@pytest.fixture
+def board() -> dict[str, Any]:
+    """A document shaped like a demo run's leaderboard.json, with two settings."""
+    judges = _judges(0.98)
+    judges[0]["self_preference"] = 0.0421  # a key added later still gets a column
+    return {
+        "arena": {
+            "setting": "memearena",
+            "battles": 14080,
+            "overall": _rows(MODELS),
+            "by_criterion": {"accuracy": _rows(MODELS), "redundancy": _rows(MODELS[::-1])},
+            "by_judge": {j: _rows(MODELS) for j in JUDGES},
+            "by_context": {"high": _rows(MODELS), "unrelated": _rows(MODELS)},
+            "by_source": {"demo": _rows(MODELS)},
+            "judges": judges,
+            "answers": {
+                "sim-aurora": {"answers": 72, "refusals": 0, "format_failures": 0},
+                "sim-cirrus": {"answers": 72, "refusals": 4, "format_failures": 4},
+            },
+            "errors": {"answer": 4, "judge_parse": 2},
+            "usage": {
+                "sim-aurora": {
+                    "calls": 72,
+                    "cached": 0,
+                    "errors": 0,
+                    "refusals": 0,
+                    "budget": 0,
+                    "input_tokens": 27779,
+                    "output_tokens": 8302,
+                    "cost_usd": 0.01234,
+                    "latency_s": 0.0059,
+                },
+                "sim-judge-falcon": {"calls": 1494, "cached": 2, "cost_usd": 1.5},
+            },
+            "settings": {
+                "memearena": {"setting": "memearena", "overall": _rows(MODELS), "judges": judges},
+                "no-guideline": {
+                    "setting": "no-guideline",
+                    "overall": _rows(MODELS[::-1]),
+                    "judges": _judges(0.81),
+                },
+            },
+        },
+        "simulated": {
+            "note": "targets are simulated; this checks the method, not real models",
+            "true_ranking": MODELS,
+            "kendall_tau": 0.9999999999999999,
+            "spearman_rho": 1.0,
+        },
+    }
+
+
+def _text(html: str) -> str:
+    """The page's visible text, roughly: tags dropped, whitespace collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_report_shows_every_section_of_a_demo_document(board: dict[str, Any]) -> None:
+    html = render_report(board, title="demo run")
+    text = _text(html)
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<title>demo run — memearena</title>" in html
+    assert "SIMULATED models — this checks the method, not real models" in text
+    assert "Kendall τ = 1.000" in text
+    assert "True order: sim-aurora &gt; sim-borealis &gt; sim-cirrus" in text
+    assert "14,080 battles" in text
+    for heading in (
+        "Overall leaderboard",
+        "By criterion",
+        "By context",
+        "By source",
+        "By judge",
+        "Judge bias",
+        "Settings comparison",
+        "Answer outcomes",
+        "Usage and cost",
+        "Errors",
+    ):
+        assert heading in text, heading
+    assert html.count("<details") >= 4
+    # two charts: BT ratings with CI whiskers, and NDCG bars
+    assert html.count("<svg") == 2
+    assert html.count('class="whisker"') == 3 * len(MODELS)
+    assert html.count('class="bar"') == len(JUDGES)
+    # numbers are formatted, not dumped
+    assert "1100.0" in text and "1093.8 – 1105.9" in text and "65.0%" in text
+    assert "0.9999999" not in html
+    assert "self preference" in text and "0.042" in text
+    assert "no-guideline" in text and "0.810" in text
+    assert "$0.0123" in text and "$1.51" in text  # per model and the total
+    assert "judge_parse" in text
+
+
+def test_hostile_strings_come_out_escaped(board: dict[str, Any]) -> None:
+    evil = "<script>alert(1)</script>"
+    doc = copy.deepcopy(board)
+    arena = doc["arena"]
+    arena["setting"] = evil
+    arena["overall"][0]["model"] = evil
+    arena["by_criterion"][evil] = _rows([evil, '"><img src=x onerror=alert(1)>'])
+    arena["judges"][0]["judge"] = evil
+    arena["judges"][0]["ranking"] = [evil]
+    arena["judges"][0]["note_" + evil] = evil
+    arena["answers"][evil] = {"answers": 1, "refusals": 0, "format_failures": 0}
+    arena["usage"][evil] = {"calls": 1}
+    arena["errors"][evil] = 1
+    arena["settings"][evil] = {"overall": _rows([evil]), "judges": [{"judge": evil, "ndcg": 1}]}
+    doc["simulated"]["note"] = evil
+    doc["simulated"]["true_ranking"] = [evil]
+
+    html = render_report(doc, title=evil)
+
+    assert "<script" not in html.lower()
+    assert "<img" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_minimal_document_renders() -> None:
+    html = render_report({"arena": {"overall": []}})
+    text = _text(html)
+    assert "Overall leaderboard" in text and "no battles" in text
+    assert "SIMULATED" not in text
+    assert "<svg" not in html
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"arena": {}},
+        {"arena": {"overall": [{"model": "m"}], "judges": [{"judge": "j"}], "usage": {"m": {}}}},
+        {"arena": {"overall": None, "by_judge": [], "errors": {}, "settings": {"s": {}}}},
+        {"arena": {"overall": [{"model": "m", "bt": float("nan")}]}, "simulated": {}},
+    ],
+)
+def test_missing_or_odd_keys_are_tolerated(doc: dict[str, Any]) -> None:
+    assert "</html>" in render_report(doc)
+
+
+def test_the_report_loads_nothing_from_outside(board: dict[str, Any]) -> None:
+    html = render_report(board)
+    assert "http://" not in html and "https://" not in html
+    assert "<script" not in html
+    assert "<link" not in html
+    assert "@import" not in html and "url(" not in html
+    assert not re.search(r"\ssrc\s*=", html)
+
+
+def test_write_report_replaces_the_file_atomically(
+    board: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "report.html").write_text("old", encoding="utf-8")
+    path = write_report(tmp_path, board)
+    assert path == tmp_path / "report.html"
+    assert path.read_text(encoding="utf-8") == render_report(board)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temp file left
+
+    # A failed replace leaves the old report whole and no temp file behind.
+    path.write_text("old", encoding="utf-8")
+
+    def fail(src: object, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_report(tmp_path, board)
+    assert path.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+def test_numbers_are_formatted_for_reading() -> None:
+    assert fmt_num(14080) == "14,080"
+    assert fmt_num(1101.127599027666) == "1101.1"
+    assert fmt_num(0.9999999999999999) == "1.000"
+    assert fmt_num(None) == "—"
+    assert fmt_num(float("nan")) == "—"
+    assert fmt_num(True) == "yes"
