@@ -88,6 +88,7 @@ def run_arena(
 ) -> ArenaRunResult:
     """Run (or resume) the Arena in ``run_dir`` and write its leaderboard and battles."""
     from memearena.report.arena import arena_leaderboard, write_arena_outputs
+    from memearena.report.html import write_report
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
@@ -113,6 +114,7 @@ def run_arena(
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
             write_arena_outputs(run_dir, board, done)
+            write_report(run_dir, board)
         new_calls = sum(
             1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
         )

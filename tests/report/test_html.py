@@ -53,7 +53,7 @@ def _judges(ndcg: float) -> list[dict[str, Any]]:
 def board() -> dict[str, Any]:
     """A document shaped like a demo run's leaderboard.json, with two settings."""
     judges = _judges(0.98)
-    judges[0]["self_preference"] = 0.0421  # a key added later still gets a column
+    judges[0]["human_agreement"] = 0.0421  # a key added later still gets a column
     return {
         "arena": {
             "setting": "memearena",
@@ -136,7 +136,7 @@ def test_report_shows_every_section_of_a_demo_document(board: dict[str, Any]) ->
     # numbers are formatted, not dumped
     assert "1100.0" in text and "1093.8 – 1105.9" in text and "65.0%" in text
     assert "0.9999999" not in html
-    assert "self preference" in text and "0.042" in text
+    assert "human agreement" in text and "0.042" in text
     assert "no-guideline" in text and "0.810" in text
     assert "$0.0123" in text and "$1.51" in text  # per model and the total
     assert "judge_parse" in text

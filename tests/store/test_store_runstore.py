@@ -215,3 +215,10 @@ def test_sigkill_mid_run_leaves_a_usable_database_and_rerun_has_no_duplicates(tm
     # At most the one call in flight at the kill lacks its record; none is duplicated.
     recorded = [c.request_hash for c in store.calls()]
     assert len(recorded) == len(set(recorded)) >= n - 1
+
+
+def test_artifact_key_order_is_kept_and_snapshot_accepts_paths(store, tmp_path):
+    store.put_artifact("ctx", "k", {"high": 1, "moderate": 2, "unrelated": 3, "a": 0})
+    assert list(store.get_artifact("ctx", "k")) == ["high", "moderate", "unrelated", "a"]
+    store.save_snapshot({"data": [{"path": tmp_path / "x.jsonl"}]}, {})
+    assert store.latest_snapshot()["config"]["data"][0]["path"] == str(tmp_path / "x.jsonl")

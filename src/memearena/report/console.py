@@ -20,7 +20,8 @@ def _fmt(x: Any, digits: int = 3) -> str:
             return "—"
         if x.get("ci_low") is None:
             return _fmt(x["value"], digits)
-        return f"{x['value']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
+        half = (x["ci_high"] - x["ci_low"]) / 2
+        return f"{x['value']:.2f}±{half:.2f}"
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 

@@ -35,6 +35,7 @@ JUDGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("position_consistency", "Position consistency"),
     ("p_prefer_first", "P(first)"),
     ("p_prefer_longer", "P(longer)"),
+    ("self_preference", "Self-preference (own − panel)"),
     ("parse_failures", "Parse failures"),
 )
 """Known judge-bias columns; any further scalar key of a judge row gets a column after these."""
@@ -99,7 +100,16 @@ def fmt_usd(value: Any) -> str:
 
 
 def fmt_cell(value: Any, key: str) -> str:
-    """A cell by the meaning its column name implies."""
+    """A cell by the meaning its column name implies; an estimate ``{"value", "ci_low",
+    "ci_high"}`` shows its 95% interval."""
+    if isinstance(value, Mapping) and "value" in value:
+        text = fmt_num(_float(value.get("value")))
+        low, high = _float(value.get("ci_low")), _float(value.get("ci_high"))
+        if low is not None and high is not None and text != "—":
+            text += f" [{fmt_num(low)}, {fmt_num(high)}]"
+        if value.get("model"):
+            text += f" ({value['model']})"
+        return text
     if key == "cost_usd":
         return fmt_usd(value)
     if key == "win_rate" or key.endswith("_rate"):

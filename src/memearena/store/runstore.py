@@ -103,8 +103,9 @@ def artifact_key(*parts: object) -> str:
     return "|".join(str(p) for p in parts)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+def _dumps(value: Any, default: Any = None) -> str:
+    # Key order is kept as written: readers may rely on it (e.g. contexts in level order).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
 
 
 class RunStore:
@@ -282,7 +283,7 @@ class RunStore:
         """Append the config and prompt-template hashes of one run start."""
         self._write(
             "INSERT INTO snapshots (created_at, config, prompt_hashes) VALUES (?, ?, ?)",
-            (time.time(), _dumps(config), _dumps(prompt_hashes)),
+            (time.time(), _dumps(config, default=str), _dumps(prompt_hashes)),
         )
 
     def latest_snapshot(self) -> dict[str, Any] | None:
