@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -29,8 +30,10 @@ from memearena.store import RunStore
 PROMPT = "Explain the meme's message and who it targets. " * 4
 
 
-async def bare(base_url: str, calls: int, concurrency: int, tag: str, fast: bool = False) -> float:
-    """Seconds for ``calls`` requests through a bare AsyncOpenAI loop: the plain
+async def bare(
+    base_url: str, calls: int, concurrency: int, tag: str, fast: bool = False
+) -> tuple[float, float]:
+    """(wall s, client CPU s) for ``calls`` requests through a bare AsyncOpenAI loop: the plain
     ``chat.completions.create`` with SDK defaults, or (``fast``) the same request path the
     memearena backend uses (``client.post`` + the SDK's aiohttp transport, JSON read raw)."""
     kw = {"http_client": openai.DefaultAioHttpClient()} if fast else {}
@@ -56,15 +59,17 @@ async def bare(base_url: str, calls: int, concurrency: int, tag: str, fast: bool
             return r.choices[0].message.content or ""
 
     await asyncio.gather(*(one(i) for i in range(min(50, calls))))  # warm connections
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i) for i in range(calls)))
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     await client.close()
-    return elapsed
+    return elapsed, cpu
 
 
-async def stack(base_url: str, calls: int, concurrency: int, tag: str, tmp: Path) -> float:
-    """Seconds for ``calls`` distinct requests through ModelPool + cache + RunStore."""
+async def stack(
+    base_url: str, calls: int, concurrency: int, tag: str, tmp: Path
+) -> tuple[float, float]:
+    """(wall s, client CPU s) for ``calls`` distinct requests through ModelPool + cache + store."""
     cfg = OpenAIModelConfig(
         provider="openai", model="sim-a", base_url=base_url, max_concurrency=concurrency
     )
@@ -77,16 +82,16 @@ async def stack(base_url: str, calls: int, concurrency: int, tag: str, tmp: Path
         return (await pool.complete("sim-a", msgs, role="target")).text
 
     await asyncio.gather(*(one(i, "warm") for i in range(min(50, calls))))
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i, tag) for i in range(calls)))
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     await pool.aclose()
     n_calls = len(store.calls())
     assert n_calls == calls + min(50, calls), n_calls
     assert store.usage_summary()["sim-a"]["cached"] == 0
     store.close()
     cache.close()
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -100,39 +105,40 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d, BackgroundServer(process=True) as srv:
         tmp = Path(d)
-        runs: dict[str, list[float]] = {"bare": [], "fast": [], "stack": []}
+        runs: dict[str, list[tuple[float, float]]] = {"bare": [], "fast": [], "stack": []}
         for r in range(a.repeats):  # interleaved, so drift affects all alike
             runs["bare"].append(asyncio.run(bare(srv.base_url, n, c, f"bare{r}")))
             runs["fast"].append(asyncio.run(bare(srv.base_url, n, c, f"fast{r}", fast=True)))
             runs["stack"].append(asyncio.run(stack(srv.base_url, n, c, f"stack{r}", tmp)))
-        rate = {k: n / statistics.median(v) for k, v in runs.items()}
+        rate = {k: n / statistics.median(w for w, _ in v) for k, v in runs.items()}
+        cpu = {k: 1e6 * statistics.median(c for _, c in v) / n for k, v in runs.items()}
+        labels = {
+            "bare": "bare AsyncOpenAI (create, defaults)",
+            "fast": "bare AsyncOpenAI (post + aiohttp)  ",
+            "stack": "memearena stack                    ",
+        }
         print(f"zero latency, {n} calls, concurrency {c}, median of {a.repeats} rounds:")
+        for k, label in labels.items():
+            walls = ", ".join(f"{n / w:.0f}" for w, _ in runs[k])
+            print(
+                f"  {label}: {rate[k]:7.1f} calls/s  client CPU {cpu[k]:6.0f} us/call"
+                f"  (rounds: {walls})"
+            )
+        print(f"  ratio stack / bare create            : {rate['stack'] / rate['bare']:7.1%}")
         print(
-            f"  bare AsyncOpenAI (create, defaults) : {rate['bare']:7.1f} calls/s  "
-            f"(runs: {_rates(n, runs['bare'])})"
-        )
-        print(
-            f"  bare AsyncOpenAI (post + aiohttp)   : {rate['fast']:7.1f} calls/s  "
-            f"(runs: {_rates(n, runs['fast'])})"
-        )
-        print(
-            f"  memearena stack                     : {rate['stack']:7.1f} calls/s  "
-            f"(runs: {_rates(n, runs['stack'])})"
-        )
-        print(f"  ratio stack / bare create           : {rate['stack'] / rate['bare']:7.1%}")
-        print(
-            f"  ratio stack / bare same transport   : {rate['stack'] / rate['fast']:7.1%}"
+            f"  ratio stack / bare same transport    : {rate['stack'] / rate['fast']:7.1%}"
             "   (targets: >= 80%, stack >= 300 calls/s)"
         )
+        print(f"  stack overhead, client CPU per call  : {cpu['stack'] - cpu['fast']:+7.0f} us")
 
     with (
         tempfile.TemporaryDirectory() as d,
         BackgroundServer(process=True, latency_ms=a.latency_ms) as srv,
     ):
         tmp = Path(d)
-        tb = asyncio.run(bare(srv.base_url, n, c, "bare-lat"))
-        tf = asyncio.run(bare(srv.base_url, n, c, "fast-lat", fast=True))
-        ts = asyncio.run(stack(srv.base_url, n, c, "stack-lat", tmp))
+        tb, _ = asyncio.run(bare(srv.base_url, n, c, "bare-lat"))
+        tf, _ = asyncio.run(bare(srv.base_url, n, c, "fast-lat", fast=True))
+        ts, _ = asyncio.run(stack(srv.base_url, n, c, "stack-lat", tmp))
         ideal = n * a.latency_ms / 1000 / c
         print(f"{a.latency_ms:g} ms latency, {n} calls, concurrency {c}:")
         print(f"  ideal (calls x latency / concurrency) : {ideal:6.2f} s")
@@ -140,10 +146,9 @@ def main() -> None:
         print(f"  bare AsyncOpenAI (post + aiohttp)     : {tf:6.2f} s")
         print(f"  memearena stack                       : {ts:6.2f} s")
         print(f"  server max in flight: {srv.stats()['max_in_flight']}")
-
-
-def _rates(n: int, secs: list[float]) -> str:
-    return ", ".join(f"{n / x:.0f}" for x in secs)
+        print(
+            f"  (machine load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus)"
+        )
 
 
 if __name__ == "__main__":

@@ -180,11 +180,12 @@ def make_app(
     faults: Sequence[str] = FAULTS,
     hang_s: float = 30.0,
     retry_after_s: float = 0.1,
-    models: Sequence[str] = ("sim",),
+    models: Sequence[str] = (),
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
-    of ``retry_after_s``), ``500``, ``timeout`` (hangs ``hang_s``) or ``malformed``."""
+    of ``retry_after_s``), ``500``, ``timeout`` (hangs ``hang_s``) or ``malformed``.
+    ``/v1/models`` lists ``models`` plus every model name requested so far."""
     plan = FaultPlan.of(fail_rate, seed, faults)
     delay = latency_ms / 1000.0
     stats = ServerStats()
