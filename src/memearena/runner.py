@@ -25,6 +25,17 @@ from memearena.store import RunStore
 
 CACHE_FILE = "cache.sqlite"
 
+TYPICAL_OUTPUT_TOKENS: dict[str, int] = {
+    "arena.context": 450,
+    "arena.answer": 450,
+    "arena.guideline_draft": 500,
+    "arena.guideline_refine": 500,
+    "arena.guideline_self": 500,
+    "arena.judge": 350,
+}
+"""Output tokens a real model typically writes per role: the dry run's floor (capped by a
+model's ``max_tokens``), since simulated replies are shorter than real ones."""
+
 
 @dataclass
 class ArenaRunResult:
@@ -144,7 +155,8 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
     """Dry run: the Arena with every model stood in for by a simulated one of the same name.
 
     Counts are exact for a run without re-asks or refusals; input tokens are estimated from the
-    real prompts, output tokens from the simulated replies; cost uses each model's real price.
+    real prompts, output tokens from typical reply lengths per role (``TYPICAL_OUTPUT_TOKENS``);
+    cost uses each model's real price.
     No endpoint is called."""
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
@@ -173,7 +185,9 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
                 )
                 row["calls"] += 1
                 row["input_tokens"] += c.input_tokens
-                row["output_tokens"] += c.output_tokens
+                typical = TYPICAL_OUTPUT_TOKENS.get(c.role, 0)
+                cap = getattr(cfg.models.get(c.model), "max_tokens", None) or typical
+                row["output_tokens"] += max(c.output_tokens, min(typical, cap))
             for name, row in per_model.items():
                 price = cfg.models[name].price if name in cfg.models else None
                 if price is not None:

@@ -39,8 +39,9 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
     table.add_row("total", "", f"{plan.calls:,}", "", "", f"{plan.cost_usd:.2f}", style="bold")
     console.print(table)
     console.print(
-        "Counts assume no re-asks and no refusals; output tokens are estimated from simulated "
-        "replies of typical length. Set --max-cost to cap the real spend."
+        "Counts assume no re-asks and no refusals; input tokens are counted on the real prompts "
+        "(~chars/4, 85 per image), output tokens are typical reply lengths per role. "
+        "Set --max-cost to cap the real spend."
     )
 
 
