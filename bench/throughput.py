@@ -146,9 +146,7 @@ def main() -> None:
         print(f"  bare AsyncOpenAI (post + aiohttp)     : {tf:6.2f} s")
         print(f"  memearena stack                       : {ts:6.2f} s")
         print(f"  server max in flight: {srv.stats()['max_in_flight']}")
-        print(
-            f"  (machine load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus)"
-        )
+        print(f"  (load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus)")
 
 
 if __name__ == "__main__":
