@@ -139,6 +139,30 @@ def sim_serve(
     serve_world(host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed)
 
 
+@app.command()
+@one_line_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
+    table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
+    to: Annotated[Path | None, typer.Option("--to", help="Output file.")] = None,
+) -> None:
+    """Export a table of a run's database to JSONL or CSV."""
+    from memearena.store import RunStore
+
+    if table not in ("calls", "artifacts", "errors"):
+        raise MemearenaError(f"--table: must be calls, artifacts or errors, got {table!r}")
+    if fmt not in ("jsonl", "csv"):
+        raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
+    db = run_dir / "run.db"
+    if not db.exists():
+        raise MemearenaError(f"{db}: no run database here")
+    target = to or run_dir / f"{table}.{fmt}"
+    with RunStore(db) as store:
+        n = store.export(table, target, fmt)  # type: ignore[arg-type]
+    console.print(f"wrote {n:,} rows to {target}")
+
+
 @models_app.command("check")
 @one_line_errors
 def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).")]) -> None:

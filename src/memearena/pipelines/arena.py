@@ -127,6 +127,7 @@ class ArenaPipeline:
         res = await call()
         if res.value is not None:
             value = encode(res.value, res)
+            self.store.clear_errors(kind, key)  # a resumed step that now succeeds
         elif res.refusal:
             value = {"refusal": True, "raw": res.raw[-1] if res.raw else ""}
             self.store.record_error(kind, key, "refusal", value["raw"][:500])

@@ -29,6 +29,7 @@ FALLBACK_PRIOR = 1.0
 """Virtual ties per model used for a bootstrap resample whose MLE does not exist."""
 
 _CHECKED_STEP = 0.1  # natural-log units; larger Newton steps get a likelihood check
+_CHORD_STEPS = 30
 _KAPPA_LIMIT = 30.0  # |log Davidson tie strength| when a round has no ties (or only ties)
 _CHUNK_ELEMENTS = 4_000_000  # rounds per batch × models² (about 32 MB of float64)
 
@@ -127,10 +128,12 @@ class _Problem:
             self.kappa_fixed = no_ties | no_wins
             self.kappa_value = np.where(no_ties, -_KAPPA_LIMIT, _KAPPA_LIMIT)
 
-    def start(self) -> FloatArray:
+    def start(self, x0: FloatArray | None = None) -> FloatArray:
         x = np.zeros((len(self.prior), self.dim))
+        if x0 is not None:
+            x[:] = x0
         if self.ties == "davidson":
-            x[:, -1] = np.where(self.kappa_fixed, self.kappa_value, 0.0)
+            x[:, -1] = np.where(self.kappa_fixed, self.kappa_value, x[:, -1])
         return x
 
     def loglik(self, x: FloatArray, rows: IntArray) -> FloatArray:
@@ -146,7 +149,27 @@ class _Problem:
         pr = self.prior[rows]
         return ll + pr * 0.5 * (_log_sigmoid(theta) + _log_sigmoid(-theta)).sum(axis=1)
 
+    def subset(self, rows: IntArray) -> _Problem:
+        """The same problem restricted to some rounds."""
+        sub = _Problem.__new__(_Problem)
+        sub.__dict__.update(self.__dict__)
+        for name in ("a", "b", "t", "n", "prior", "gauge", "kappa_fixed", "kappa_value"):
+            setattr(sub, name, getattr(self, name)[rows])
+        return sub
+
+    def gradient(self, x: FloatArray) -> FloatArray:
+        """Gradient of the log-likelihood (ties="half" only): the cheap part of a step."""
+        theta = x[:, : self.m]
+        s = expit(theta[:, self.i] - theta[:, self.j])
+        grad: FloatArray = (self.a - self.n * s) @ self.inc
+        return grad + self.prior[:, None] * (0.5 - expit(theta))
+
     def newton_step(self, x: FloatArray) -> FloatArray:
+        grad, hess = self.derivatives(x)
+        return np.asarray(np.linalg.solve(hess, grad[..., None])[..., 0], dtype=np.float64)
+
+    def derivatives(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Gradient and negative Hessian (gauge-fixed, positive definite) per round."""
         theta = x[:, : self.m]
         d = theta[:, self.i] - theta[:, self.j]
         rounds = len(x)
@@ -182,16 +205,43 @@ class _Problem:
         # solvable and, as the gradient sums to zero, yields the mean-zero Newton step.
         c = self.gauge * np.maximum(diag.mean(axis=1), 1e-12) / self.m
         hess[:, : self.m, : self.m] += c[:, None, None]
-        step = np.asarray(np.linalg.solve(hess, grad[..., None])[..., 0], dtype=np.float64)
-        return step
+        return grad, hess
 
 
-def _newton(problem: _Problem, tol: float = 1e-10, max_iter: int = 100) -> FloatArray:
+def _chord(problem: _Problem, x0: FloatArray, tol: float) -> tuple[FloatArray, np.ndarray]:
+    """Warm-started bootstrap rounds: one Newton step each, then chord steps that reuse one
+    averaged Hessian (a gradient and a small matrix product per step, no solves).
+
+    Returns the iterates and which rounds converged; the others finish with full Newton.
+    """
+    x = problem.start(x0)
+    grad, hess = problem.derivatives(x)
+    step = np.linalg.solve(hess, grad[..., None])[..., 0]
+    inverse = np.linalg.inv(hess.mean(axis=0))
+    # Only plain-MLE rounds close to the start: anything else goes to damped Newton.
+    ok = (problem.prior == 0) & (np.abs(step).max(axis=1) < _CHECKED_STEP)
+    done = np.zeros(len(x), dtype=bool)
+    previous = np.abs(step).max(axis=1)
+    for _ in range(_CHORD_STEPS):
+        x[ok] += step[ok]
+        done |= ok & (previous < tol)
+        ok &= ~done
+        if not ok.any():
+            break
+        step = problem.gradient(x) @ inverse.T
+        size = np.abs(step).max(axis=1)
+        ok &= size < 0.5 * previous  # must contract fast, else leave it to Newton
+        previous = size
+    return x, done
+
+
+def _newton(
+    problem: _Problem, x0: FloatArray | None = None, tol: float = 1e-7, max_iter: int = 100
+) -> FloatArray:
     """Damped Newton ascent on every round at once (the log-likelihood is concave)."""
-    x = problem.start()
-    all_rows = np.arange(len(x))
-    ll = problem.loglik(x, all_rows)
-    fresh = np.ones(len(x), dtype=bool)  # whether ll[r] is the likelihood at the current x[r]
+    x = problem.start(x0)
+    ll = np.zeros(len(x))
+    fresh = np.zeros(len(x), dtype=bool)  # whether ll[r] is the likelihood at the current x[r]
     for _ in range(max_iter):
         step = problem.newton_step(x)
         if problem.ties == "davidson":
@@ -215,6 +265,7 @@ def _newton(problem: _Problem, tol: float = 1e-10, max_iter: int = 100) -> Float
         fresh[:] = False
         fresh[check] = True
         x = x + size[:, None] * step
+        # Newton converges quadratically: after a step below tol the error is about tol².
         if np.max(np.abs(size[:, None] * step)) < tol:
             break
     return np.asarray(x, dtype=np.float64)
@@ -303,10 +354,12 @@ def fit_cells(
     *,
     prior: float | FloatArray = 0.0,
     ties: TieModel = "half",
-    tol: float = 1e-10,
+    start: FloatArray | None = None,
+    tol: float = 1e-7,
 ) -> tuple[FloatArray, FloatArray | None]:
     """Fit many count vectors over `counts.cells()` at once; natural-log ratings (rounds × m).
 
+    `start` (θ, then log ν for Davidson) warm-starts every round, e.g. at the point estimate.
     Returns (θ, Davidson log ν or None). No identifiability check: see `bradley_terry`.
     """
     i, j, tables = _pair_tables(counts, cell_counts)
@@ -316,11 +369,18 @@ def fit_cells(
     dim = m + (ties == "davidson")
     chunk = max(1, _CHUNK_ELEMENTS // (dim * dim))  # bounds the (rounds × dim × dim) Hessians
     parts = []
-    for start in range(0, rounds, chunk):
-        sl = slice(start, start + chunk)
+    for first in range(0, rounds, chunk):
+        sl = slice(first, first + chunk)
         t = tables[:, sl]
         problem = _Problem(i, j, t[0], t[1], t[2], m, priors[sl].copy(), ties)
-        parts.append(_newton(problem, tol=tol))
+        if start is None or ties != "half":
+            parts.append(_newton(problem, start, tol=tol))
+            continue
+        x, done = _chord(problem, start, tol)
+        rest = np.flatnonzero(~done)
+        if len(rest):
+            x[rest] = _newton(problem.subset(rest), x[rest], tol=tol)
+        parts.append(x)
     x = np.concatenate(parts)
     return x[:, :m], (x[:, -1] if ties == "davidson" else None)
 
@@ -380,7 +440,9 @@ def bradley_terry(
             ok = _mle_exists(tables, i, j, counts.n_models)
             priors[~ok] = FALLBACK_PRIOR
             regularised = int((~ok).sum())
-        boot_theta, _ = fit_cells(counts, draws, prior=priors, ties=ties)
+        # Resampled fits lie near the point estimate: starting there saves Newton steps.
+        start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
+        boot_theta, _ = fit_cells(counts, draws, prior=priors, ties=ties, start=start)
         samples = to_elo(boot_theta)
         tail = 100 * (1 - ci) / 2
         ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
