@@ -28,8 +28,13 @@ SMALL = {
         "j": {"provider": "sim", "skill": 0.8, "family": "judge"},
     },
     "data": [{"format": "demo", "limit": 2}],
-    "arena": {"targets": ["t1", "t2"], "judges": ["j"], "context_model": "j",
-              "fusion_rounds": 1, "bootstrap": 10},
+    "arena": {
+        "targets": ["t1", "t2"],
+        "judges": ["j"],
+        "context_model": "j",
+        "fusion_rounds": 1,
+        "bootstrap": 10,
+    },
 }
 
 
@@ -100,8 +105,15 @@ def test_models_check_pings_sim_and_http_models(tmp_path: Path) -> None:
 def test_models_check_reports_an_unreachable_endpoint(tmp_path: Path) -> None:
     cfg = {
         **SMALL,
-        "models": {"down": {"provider": "openai", "model": "x", "base_url": "http://127.0.0.1:9/v1",
-                            "max_retries": 0, "timeout": 2}},
+        "models": {
+            "down": {
+                "provider": "openai",
+                "model": "x",
+                "base_url": "http://127.0.0.1:9/v1",
+                "max_retries": 0,
+                "timeout": 2,
+            }
+        },
         "arena": None,
     }
     result = runner.invoke(app, ["models", "check", str(_write(tmp_path, cfg))])

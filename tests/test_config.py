@@ -9,7 +9,10 @@ import pytest
 from memearena.config import OpenAIModelConfig, load_config, parse_config
 from memearena.errors import ConfigError
 
-BASE = {"models": {"a": {"provider": "sim"}, "b": {"provider": "sim"}}, "data": [{"format": "demo"}]}
+BASE = {
+    "models": {"a": {"provider": "sim"}, "b": {"provider": "sim"}},
+    "data": [{"format": "demo"}],
+}
 
 
 def _err(raw: object) -> str:
@@ -57,23 +60,58 @@ arena: {targets: [gpt, s], judges: [gpt], context_model: gpt, fusion_rounds: 2}
     ("patch", "expected"),
     [
         ({"models": {"a": {"provider": "sim", "skill": 2}}}, "models.a.skill"),
-        ({"models": {"a": {"provider": "openai", "model": "m", "max_concurrency": 0}}},
-         "models.a.max_concurrency"),
-        ({"models": {"a": {"provider": "openai", "model": "m", "base_url": "ftp://x"}}},
-         "models.a.base_url"),
-        ({"models": {"a": {"provider": "openai", "model": "m", "api_key_env": "sk-abc123"}}},
-         "models.a.api_key_env"),
+        (
+            {"models": {"a": {"provider": "openai", "model": "m", "max_concurrency": 0}}},
+            "models.a.max_concurrency",
+        ),
+        (
+            {"models": {"a": {"provider": "openai", "model": "m", "base_url": "ftp://x"}}},
+            "models.a.base_url",
+        ),
+        (
+            {"models": {"a": {"provider": "openai", "model": "m", "api_key_env": "sk-abc123"}}},
+            "models.a.api_key_env",
+        ),
         ({"models": {"a": {"provider": "nope"}}}, "models.a"),
         ({"data": [{"format": "fhm"}]}, "data.0"),
         ({"data": [{"format": "parquet", "path": "x"}]}, "data.0.format"),
-        ({"arena": {"targets": ["a", "zz"], "judges": ["a"], "context_model": "a"}},
-         "arena.targets: model 'zz'"),
-        ({"arena": {"targets": ["a", "b"], "judges": ["a", "b"], "context_model": "a",
-                    "fusion_rounds": 1}}, "fusion_rounds"),
-        ({"arena": {"targets": ["a", "b"], "judges": ["a"], "context_model": "a",
-                    "pairs": "active"}}, "battle_budget"),
-        ({"arena": {"targets": ["a", "b"], "judges": ["a"], "context_model": "a",
-                    "criteria": ["vibes"]}}, "arena.criteria"),
+        (
+            {"arena": {"targets": ["a", "zz"], "judges": ["a"], "context_model": "a"}},
+            "arena.targets: model 'zz'",
+        ),
+        (
+            {
+                "arena": {
+                    "targets": ["a", "b"],
+                    "judges": ["a", "b"],
+                    "context_model": "a",
+                    "fusion_rounds": 1,
+                }
+            },
+            "fusion_rounds",
+        ),
+        (
+            {
+                "arena": {
+                    "targets": ["a", "b"],
+                    "judges": ["a"],
+                    "context_model": "a",
+                    "pairs": "active",
+                }
+            },
+            "battle_budget",
+        ),
+        (
+            {
+                "arena": {
+                    "targets": ["a", "b"],
+                    "judges": ["a"],
+                    "context_model": "a",
+                    "criteria": ["vibes"],
+                }
+            },
+            "arena.criteria",
+        ),
         ({"bogus": 1}, "bogus"),
     ],
 )

@@ -299,7 +299,9 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
         return None if p is None or p.is_absolute() else (base / p).resolve()
 
     data = [
-        d.model_copy(update={"path": fix(d.path) or d.path, "image_root": fix(d.image_root) or d.image_root})
+        d.model_copy(
+            update={"path": fix(d.path) or d.path, "image_root": fix(d.image_root) or d.image_root}
+        )
         for d in cfg.data
     ]
     update: dict[str, Any] = {"data": data}

@@ -1,4 +1,4 @@
-"""The one error hierarchy. Messages name the file, line or field; the CLI prints them on one line."""
+"""The one error hierarchy. Messages name the file, line or field; the CLI prints one line."""
 
 from __future__ import annotations
 

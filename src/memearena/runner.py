@@ -161,7 +161,9 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
         if isinstance(m, SimModelConfig):
-            stand_ins[name] = m.model_copy(update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0})
+            stand_ins[name] = m.model_copy(
+                update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
+            )
         else:
             stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
     sim_cfg = cfg.model_copy(update={"models": stand_ins, "cache": False})

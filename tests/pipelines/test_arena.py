@@ -73,9 +73,7 @@ def test_dry_run_plans_exactly_the_calls_a_real_run_makes(tmp_path: Path) -> Non
 def test_dry_run_makes_no_call_and_prices_the_plan(tmp_path: Path) -> None:
     cfg = small_config()
     models = dict(cfg.models)
-    models["j-one"] = models["j-one"].model_copy(
-        update={"price": Price(input=2.5, output=10.0)}
-    )
+    models["j-one"] = models["j-one"].model_copy(update={"price": Price(input=2.5, output=10.0)})
     cfg = cfg.model_copy(update={"models": models})
     plan = plan_arena(cfg)
     assert plan.per_model["j-one"]["cost_usd"] > 0
@@ -172,8 +170,17 @@ def test_active_pairs_respect_the_battle_budget(tmp_path: Path) -> None:
     result = run_arena(cfg, tmp_path / "run", show_progress=False)
     compared = {(jp.task.meme.uid, jp.task.level, jp.x, jp.y) for jp in result.outcomes[0].judged}
     assert 0 < len(compared) <= 10
-    assert all(len({jp.judge for jp in result.outcomes[0].judged if
-                    (jp.task.meme.uid, jp.task.level, jp.x, jp.y) == c}) == 2 for c in compared)
+    assert all(
+        len(
+            {
+                jp.judge
+                for jp in result.outcomes[0].judged
+                if (jp.task.meme.uid, jp.task.level, jp.x, jp.y) == c
+            }
+        )
+        == 2
+        for c in compared
+    )
 
 
 @pytest.mark.slow

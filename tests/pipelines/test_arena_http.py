@@ -135,14 +135,24 @@ def test_arena_over_http_with_faults_survives_kill_and_resumes_to_the_same_leade
     assert retried > 0  # ... and the client retried them
     assert not [e for e in errors if e.reason.startswith("model error")]  # none left failing
     # every (task, pair, judge) was judged in both orders
-    judged = {(jp.task.meme.uid, jp.task.level, jp.x, jp.y, jp.judge)
-              for jp in reference.outcomes[0].judged}
+    judged = {
+        (jp.task.meme.uid, jp.task.level, jp.x, jp.y, jp.judge)
+        for jp in reference.outcomes[0].judged
+    }
     assert len(judged) == 3 * 3 * 3 * 2
 
     # The same run through the CLI, killed with SIGKILL mid-run, then re-run.
     out = tmp_path / "b"
-    cmd = [sys.executable, "-m", "memearena.cli", "arena", str(config), "--out", str(out),
-           "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "memearena.cli",
+        "arena",
+        str(config),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     db = out / "http" / "run.db"
     deadline = time.monotonic() + 60

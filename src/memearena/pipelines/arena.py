@@ -247,15 +247,16 @@ class ArenaPipeline:
             art = await self._step(
                 "guideline_round",
                 key,
-                lambda j=judge, a=analysis, g=prev: self._guideline_call(
-                    j,
+                # Called before the loop moves on, so the closures see this round's values.
+                lambda: self._guideline_call(
+                    judge,  # noqa: B023
                     "arena.guideline_refine",
                     "arena/guideline_refine.j2",
                     meme,
-                    guideline=g,
-                    analysis=a,
+                    guideline=prev,  # noqa: B023
+                    analysis=analysis,  # noqa: B023
                 ),
-                lambda v, _, j=judge, p=pick: {"judge": j, "analysis": list(p), "guideline": v},
+                lambda v, _: {"judge": judge, "analysis": list(pick), "guideline": v},  # noqa: B023
             )
             self.progress.advance("guidelines")
             if art is None:  # a model failure: the chain cannot go on without this round
@@ -285,8 +286,14 @@ class ArenaPipeline:
 
     # ---------------------------------------------------------------- stage 3
     async def judge_once(
-        self, setting: str, task: Task, first: str, second: str, judge: str,
-        answers: dict[tuple[str, str, str], dict[str, Any]], guideline: str | None,
+        self,
+        setting: str,
+        task: Task,
+        first: str,
+        second: str,
+        judge: str,
+        answers: dict[tuple[str, str, str], dict[str, Any]],
+        guideline: str | None,
     ) -> dict[str, Any]:
         """One judge's verdicts with ``first`` shown as A and ``second`` as B."""
         meme = task.meme
@@ -317,8 +324,14 @@ class ArenaPipeline:
         return art or {"error": "model error (will be retried on re-run)"}
 
     async def judge_pair(
-        self, setting: str, task: Task, x: str, y: str, judge: str,
-        answers: dict[tuple[str, str, str], dict[str, Any]], guideline: str | None,
+        self,
+        setting: str,
+        task: Task,
+        x: str,
+        y: str,
+        judge: str,
+        answers: dict[tuple[str, str, str], dict[str, Any]],
+        guideline: str | None,
     ) -> JudgedPair:
         """Both orders of one comparison (always both: position bias cancels only so)."""
         fwd, bwd = await asyncio.gather(
@@ -389,7 +402,9 @@ class ArenaPipeline:
         return tasks, answers
 
     async def guidelines(
-        self, setting: str, tasks: Sequence[Task],
+        self,
+        setting: str,
+        tasks: Sequence[Task],
         answers: dict[tuple[str, str, str], dict[str, Any]],
     ) -> dict[tuple[str, str | None], str | None]:
         """Guidelines per (meme, judge) for the setting (judge None: shared by the panel)."""
@@ -399,9 +414,7 @@ class ArenaPipeline:
             self.progress.stage("guidelines", len(memes) * (1 + self.acfg.fusion_rounds))
 
             async def fuse(m: Meme) -> None:
-                per_meme = {
-                    (lvl, tg): a for (uid, lvl, tg), a in answers.items() if uid == m.uid
-                }
+                per_meme = {(lvl, tg): a for (uid, lvl, tg), a in answers.items() if uid == m.uid}
                 out[(m.uid, None)] = await self.fused_guideline(m, per_meme)
 
             await asyncio.gather(*(fuse(m) for m in memes))
@@ -417,7 +430,9 @@ class ArenaPipeline:
         return out
 
     async def judge_all(
-        self, setting: str, tasks: Sequence[Task],
+        self,
+        setting: str,
+        tasks: Sequence[Task],
         answers: dict[tuple[str, str, str], dict[str, Any]],
         guides: dict[tuple[str, str | None], str | None],
     ) -> ArenaOutcome:
@@ -436,7 +451,9 @@ class ArenaPipeline:
         return out
 
     def _judging_jobs(
-        self, setting: str, tasks: Sequence[Task],
+        self,
+        setting: str,
+        tasks: Sequence[Task],
         answers: dict[tuple[str, str, str], dict[str, Any]],
         guides: dict[tuple[str, str | None], str | None],
     ) -> list[tuple[Task, str, str, str, str | None]]:
@@ -463,7 +480,9 @@ class ArenaPipeline:
         return jobs
 
     async def _judge_active(
-        self, setting: str, jobs: list[tuple[Task, str, str, str, str | None]],
+        self,
+        setting: str,
+        jobs: list[tuple[Task, str, str, str, str | None]],
         answers: dict[tuple[str, str, str], dict[str, Any]],
         guides: dict[tuple[str, str | None], str | None],
         out: ArenaOutcome,
@@ -506,7 +525,12 @@ class ArenaPipeline:
             used += len(batch)
             coros = [
                 self.judge_pair(
-                    setting, t, x, y, j, answers,
+                    setting,
+                    t,
+                    x,
+                    y,
+                    j,
+                    answers,
                     guide_of.get((t.meme.uid, t.level, x, y, j)),
                 )
                 for t, x, y in batch

@@ -37,8 +37,12 @@ from memearena.store import RunStore
 WEAK_PRIOR = 1.0
 """Virtual ties per model used only when the plain MLE does not exist (reported as such)."""
 
-GROUPS = {"by_criterion": "criterion", "by_judge": "judge", "by_context": "context",
-          "by_source": "source"}
+GROUPS = {
+    "by_criterion": "criterion",
+    "by_judge": "judge",
+    "by_context": "context",
+    "by_source": "source",
+}
 
 
 def _rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
@@ -53,8 +57,12 @@ def _estimate(e: Estimate | None) -> dict[str, Any] | None:
     """An estimate as strict JSON (NaN → null)."""
     if e is None:
         return None
-    return {"value": _finite(e.value), "ci_low": _finite(e.ci_low),
-            "ci_high": _finite(e.ci_high), "n": e.n}
+    return {
+        "value": _finite(e.value),
+        "ci_low": _finite(e.ci_low),
+        "ci_high": _finite(e.ci_high),
+        "n": e.n,
+    }
 
 
 def fit_leaderboard(
@@ -66,7 +74,7 @@ def fit_leaderboard(
         rows, _ = leaderboard_fit(battles, bootstrap=bootstrap, seed=seed, elo_k=elo_k)
         return _rows(rows), None
     except (UnboundedRatingsError, DisconnectedComparisonError) as e:
-        rows, fit = leaderboard_fit(
+        rows, _ = leaderboard_fit(
             battles, bootstrap=bootstrap, seed=seed, elo_k=elo_k, prior=WEAK_PRIOR
         )
         return _rows(rows), f"{e} — fitted with a weak prior ({WEAK_PRIOR} virtual ties)"
@@ -123,9 +131,14 @@ def raw_verdicts(outcome: ArenaOutcome) -> list[Verdict]:
             for crit, v in (art.get("verdicts") or {}).items():
                 out.append(
                     Verdict(
-                        judge=jp.judge, item=item, model_a=first, model_b=second,
-                        winner=as_winner[v["winner"]], criterion=crit,  # type: ignore[arg-type]
-                        len_a=len_first, len_b=len_second,
+                        judge=jp.judge,
+                        item=item,
+                        model_a=first,
+                        model_b=second,
+                        winner=as_winner[v["winner"]],  # type: ignore[arg-type]
+                        criterion=crit,
+                        len_a=len_first,
+                        len_b=len_second,
                     )
                 )
     return out
@@ -178,15 +191,22 @@ def judge_bias(
                 row["note"] = note
         row["ranking"] = ranking
         row["ndcg"] = ndcg(ranking, list(joint)) if ranking else None
-        row["kendall_tau"] = _finite(kendall_tau(ranking, list(joint))) if len(ranking) > 1 else None
+        row["kendall_tau"] = (
+            _finite(kendall_tau(ranking, list(joint))) if len(ranking) > 1 else None
+        )
         row["position_consistency"] = _estimate(consistency.get(judge))
         row["p_prefer_first"] = _estimate(first.get(judge))
         row["p_prefer_longer"] = _estimate(longer.get(judge))
         sp = selfpref.get(judge)
         row["self_preference"] = (
-            None if sp is None else {"model": sp.model, "own_win_rate": _finite(sp.own_win_rate),
-                                     "panel_win_rate": _finite(sp.panel_win_rate),
-                                     **(_estimate(sp.difference) or {})}
+            None
+            if sp is None
+            else {
+                "model": sp.model,
+                "own_win_rate": _finite(sp.own_win_rate),
+                "panel_win_rate": _finite(sp.panel_win_rate),
+                **(_estimate(sp.difference) or {}),
+            }
         )
         row["parse_failures"] = failures[judge]
         out.append(row)
@@ -226,8 +246,10 @@ def answer_outcomes(outcome: ArenaOutcome) -> dict[str, dict[str, int]]:
             c["unparseable"] += 1
         elif not a.get("format_ok", True):
             c["format_failures"] += 1
-    return {t: {k: int(c[k]) for k in ("answers", "refusals", "format_failures")}
-            for t, c in sorted(counts.items())}
+    return {
+        t: {k: int(c[k]) for k in ("answers", "refusals", "format_failures")}
+        for t, c in sorted(counts.items())
+    }
 
 
 def true_ranking(cfg: RunConfig) -> list[str] | None:

@@ -33,8 +33,12 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
     for name, row in sorted(plan.per_model.items()):
         provider = cfg.models[name].provider if name in cfg.models else "?"
         table.add_row(
-            name, provider, f"{int(row['calls']):,}", f"{int(row['input_tokens']):,}",
-            f"{int(row['output_tokens']):,}", f"{row['cost_usd']:.2f}",
+            name,
+            provider,
+            f"{int(row['calls']):,}",
+            f"{int(row['input_tokens']):,}",
+            f"{int(row['output_tokens']):,}",
+            f"{row['cost_usd']:.2f}",
         )
     table.add_row("total", "", f"{plan.calls:,}", "", "", f"{plan.cost_usd:.2f}", style="bold")
     console.print(table)
@@ -52,9 +56,13 @@ def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
         table.add_row(
-            str(r["rank"]), r["model"], f"{r['bt']:.0f}",
-            f"{r['ci_low']:.0f}–{r['ci_high']:.0f}", f"{r['elo']:.0f}",
-            f"{r['win_rate']:.1%}", str(r["battles"]),
+            str(r["rank"]),
+            r["model"],
+            f"{r['bt']:.0f}",
+            f"{r['ci_low']:.0f}–{r['ci_high']:.0f}",
+            f"{r['elo']:.0f}",
+            f"{r['win_rate']:.1%}",
+            str(r["battles"]),
         )
     return table
 
@@ -64,21 +72,36 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
     board = result.leaderboard
     arena = board.get("arena", {})
     if arena.get("overall"):
-        console.print(leaderboard_table(
-            f"Arena leaderboard — setting {arena['setting']!r}, {arena['battles']:,} battles "
-            "(BT anchored: mean 1000)",
-            arena["overall"],
-        ))
+        console.print(
+            leaderboard_table(
+                f"Arena leaderboard — setting {arena['setting']!r}, {arena['battles']:,} battles "
+                "(BT anchored: mean 1000)",
+                arena["overall"],
+            )
+        )
         judges = Table(title="Judges vs the panel's joint vote (95% bootstrap intervals)")
-        for col in ("judge", "NDCG", "τ", "consistency", "P(first)", "P(longer)",
-                    "self-pref.", "unparsed"):
+        for col in (
+            "judge",
+            "NDCG",
+            "τ",
+            "consistency",
+            "P(first)",
+            "P(longer)",
+            "self-pref.",
+            "unparsed",
+        ):
             judges.add_column(col, justify="left" if col == "judge" else "right")
         for j in arena.get("judges", []):
             sp = j.get("self_preference")
             judges.add_row(
-                j["judge"], _fmt(j["ndcg"]), _fmt(j["kendall_tau"], 2),
-                _fmt(j["position_consistency"]), _fmt(j["p_prefer_first"]),
-                _fmt(j["p_prefer_longer"]), _fmt(sp) if sp else "—", str(j["parse_failures"]),
+                j["judge"],
+                _fmt(j["ndcg"]),
+                _fmt(j["kendall_tau"], 2),
+                _fmt(j["position_consistency"]),
+                _fmt(j["p_prefer_first"]),
+                _fmt(j["p_prefer_longer"]),
+                _fmt(sp) if sp else "—",
+                str(j["parse_failures"]),
             )
         console.print(judges)
         alpha = (arena.get("panel") or {}).get("krippendorff_alpha")

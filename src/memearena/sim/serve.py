@@ -24,5 +24,6 @@ def serve_world(*, host: str, port: int, latency_ms: float, fail_rate: float, se
         port=port,
         latency_ms=latency_ms,
         fail_rate=fail_rate,
-        seed=seed, models=list(demo_models()),
+        seed=seed,
+        models=list(demo_models()),
     )
