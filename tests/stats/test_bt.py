@@ -247,3 +247,17 @@ def test_95_percent_intervals_cover_the_truth_about_95_percent_of_the_time() -> 
         covered.append((fit.ci_low <= truth) & (truth <= fit.ci_high))
     coverage = float(np.mean(covered))
     assert 0.88 <= coverage <= 0.99, coverage
+
+
+def test_warm_started_bootstrap_fits_equal_cold_newton_fits() -> None:
+    from memearena.stats.bt import fit_cells, resample
+
+    counts = simulate(np.random.default_rng(3), 400)
+    draws = resample(counts, 200, seed=0)
+    point, _ = fit_cells(counts, counts.cells()[3][None, :])
+    priors = np.where(np.arange(200) % 7 == 0, 1.0, 0.0)  # some regularised rounds too
+    cold, _ = fit_cells(counts, draws, prior=priors)
+    warm, _ = fit_cells(counts, draws, prior=priors, start=point[0])
+    np.testing.assert_allclose(
+        warm - warm.mean(1, keepdims=True), cold - cold.mean(1, keepdims=True), atol=1e-8
+    )
