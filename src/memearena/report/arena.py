@@ -274,7 +274,9 @@ def arena_leaderboard(
     n_boot = cfg.arena.bootstrap if bootstrap is None else bootstrap
     main = setting_section(cfg, outcomes[0], bootstrap=n_boot)
     main["answers"] = answer_outcomes(outcomes[0])
-    main["errors"] = dict(Counter(e.kind for e in store.errors()))
+    main["errors"] = dict(
+        sorted(Counter(f"{e.kind}: {e.reason.split(':')[0]}" for e in store.errors()).items())
+    )
     main["usage"] = store.usage_summary()
     if len(outcomes) > 1:
         main["settings"] = {

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from memearena.stats.counts import FloatArray
+from memearena.stats.counts import FloatArray, IntArray
 from memearena.stats.errors import StatsError
 
 VerdictWinner = Literal["model_a", "model_b", "tie"]
@@ -96,9 +96,44 @@ def _interval(samples: FloatArray, ci: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _boot_weights(n_units: int, n_boot: int, rng: np.random.Generator) -> FloatArray:
-    """Resample counts per unit (rounds × units): a multinomial draw of the units."""
-    return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(float)
+_MULTINOMIAL_COST = 8
+"""A binomial draw costs about this many index draws: with fewer than n / 8 distinct units,
+resample as a multinomial over the distinct unit types; otherwise draw unit indices."""
+_CHUNK = 1 << 22  # index draws per batch when resampling indices (about 32 MB)
+
+
+def _types(rows: FloatArray) -> tuple[FloatArray, IntArray]:
+    """The distinct rows of `rows` (units × d) and how many units have each."""
+    types, counts = np.unique(rows, axis=0, return_counts=True)
+    return types, counts.astype(np.int64)
+
+
+def _boot_totals(
+    types: FloatArray, counts: IntArray, n_boot: int, rng: np.random.Generator
+) -> FloatArray:
+    """Column sums over each bootstrap resample of the units (rounds × d), the units given as
+    distinct rows `types` (k × d) with multiplicities `counts`.
+
+    Drawing n units with replacement from n units of which counts[k] are of type k is exactly a
+    multinomial(n, counts / n) over the types, so the cost grows with k, not with n.
+    """
+    n = int(counts.sum())
+    if _MULTINOMIAL_COST * len(types) <= n:
+        return rng.multinomial(n, counts / n, size=n_boot) @ types
+    rows = np.repeat(types, counts, axis=0)
+    out = np.empty((n_boot, types.shape[1]))
+    step = max(1, _CHUNK // n)
+    for start in range(0, n_boot, step):
+        k = min(step, n_boot - start)
+        picks = rng.integers(0, n, size=(k, n)) + n * np.arange(k)[:, None]
+        out[start : start + k] = np.bincount(picks.ravel(), minlength=k * n).reshape(k, n) @ rows
+    return out
+
+
+def _boot_mean(v: FloatArray, n_boot: int, rng: np.random.Generator) -> FloatArray:
+    """Bootstrap distribution of the mean of `v` (one value per round)."""
+    types, counts = _types(v[:, None])
+    return _boot_totals(types, counts, n_boot, rng)[:, 0] / len(v)
 
 
 def _mean_estimate(
@@ -107,8 +142,7 @@ def _mean_estimate(
     v = np.asarray(values, dtype=np.float64)
     if not len(v):
         return Estimate(value=float("nan"), ci_low=float("nan"), ci_high=float("nan"), n=0)
-    boot = _boot_weights(len(v), n_boot, rng) @ v / len(v)
-    low, high = _interval(boot, ci)
+    low, high = _interval(_boot_mean(v, n_boot, rng), ci)
     return Estimate(value=float(v.mean()), ci_low=low, ci_high=high, n=len(v))
 
 
@@ -205,9 +239,7 @@ def self_preference(
             )
             continue
         a, b = np.asarray(own), np.asarray(panel)
-        boot = (_boot_weights(len(a), n_boot, rng) @ a) / len(a) - (
-            _boot_weights(len(b), n_boot, rng) @ b
-        ) / len(b)
+        boot = _boot_mean(a, n_boot, rng) - _boot_mean(b, n_boot, rng)
         low, high = _interval(boot, ci)
         out[judge] = SelfPreference(
             judge=judge,
@@ -258,38 +290,43 @@ def cohen_kappa(
 
     NaN when chance agreement is 1 (both judges always gave the same single label).
     """
-    rows = [
-        (_LABELS.index(j[judge_1]), _LABELS.index(j[judge_2]))
+    code = {label: k for k, label in enumerate(_LABELS)}
+    cells = [
+        3 * code[j[judge_1]] + code[j[judge_2]]
         for j in _units(verdicts).values()
         if judge_1 in j and judge_2 in j
     ]
-    if not rows:
+    if not cells:
         nan = float("nan")
         return Estimate(value=nan, ci_low=nan, ci_high=nan, n=0)
-    onehot = np.zeros((len(rows), 9))
-    onehot[np.arange(len(rows)), [3 * a + b for a, b in rows]] = 1.0
-    value = float(_kappa(onehot.sum(axis=0, keepdims=True))[0])
+    # A presentation contributes one to one of the nine cells: bootstrap the cell counts.
+    table = np.bincount(cells, minlength=9)
+    seen = np.flatnonzero(table)
+    value = float(_kappa(table[None, :].astype(float))[0])
     rng = np.random.default_rng(seed)
-    low, high = _interval(_kappa(_boot_weights(len(rows), n_boot, rng) @ onehot), ci)
-    return Estimate(value=value, ci_low=low, ci_high=high, n=len(rows))
+    boot = _boot_totals(np.eye(9)[seen], table[seen], n_boot, rng)
+    low, high = _interval(_kappa(boot), ci)
+    return Estimate(value=value, ci_low=low, ci_high=high, n=len(cells))
 
 
-def _coincidences(units: Sequence[Sequence[Hashable | None]]) -> tuple[FloatArray, int]:
-    """Per-unit coincidence matrices (units × C², flattened) for pairable units."""
+def _coincidences(
+    units: Sequence[Sequence[Hashable | None]],
+) -> tuple[FloatArray, IntArray, int]:
+    """Distinct per-unit coincidence matrices (types × C², flattened) over the pairable units,
+    how many units have each, and C. A unit's matrix depends only on its value counts."""
     categories = sorted({v for u in units for v in u if v is not None}, key=repr)
     index = {c: k for k, c in enumerate(categories)}
     c = max(len(categories), 1)
-    rows = []
-    for unit in units:
-        counts = np.zeros(c)
-        for v in unit:
-            if v is not None:
-                counts[index[v]] += 1
-        m = counts.sum()
-        if m < 2:
-            continue  # a unit with one value cannot be paired
-        rows.append(((np.outer(counts, counts) - np.diag(counts)) / (m - 1)).ravel())
-    return (np.array(rows) if rows else np.zeros((0, c * c))), c
+    flat = [u * c + index[v] for u, unit in enumerate(units) for v in unit if v is not None]
+    per_unit = np.bincount(flat, minlength=len(units) * c).reshape(len(units), c)
+    per_unit = per_unit[per_unit.sum(axis=1) >= 2]  # a unit with one value cannot be paired
+    patterns, counts = np.unique(per_unit, axis=0, return_counts=True)
+    patterns = patterns.astype(float)
+    m = patterns.sum(axis=1)
+    outer = patterns[:, :, None] * patterns[:, None, :]
+    outer[:, np.arange(c), np.arange(c)] -= patterns
+    types = (outer / (m - 1)[:, None, None]).reshape(len(patterns), c * c)
+    return types, counts.astype(np.int64), c
 
 
 def _alpha(coincidence: FloatArray, c: int) -> FloatArray:
@@ -305,10 +342,10 @@ def _alpha(coincidence: FloatArray, c: int) -> FloatArray:
 
 def nominal_alpha(units: Sequence[Sequence[Hashable | None]]) -> float:
     """Krippendorff's α (nominal) for a table of units × coders (None = missing value)."""
-    table, c = _coincidences(units)
-    if not len(table):
+    types, counts, c = _coincidences(units)
+    if not len(types):
         raise StatsError("Krippendorff's alpha needs a unit with at least two values")
-    return float(_alpha(table.sum(axis=0, keepdims=True), c)[0])
+    return float(_alpha((counts @ types)[None, :], c)[0])
 
 
 def krippendorff_alpha(
@@ -324,11 +361,11 @@ def krippendorff_alpha(
     units = _units(verdicts)
     panel = sorted({j for u in units.values() for j in u}) if judges is None else list(judges)
     values = [[u.get(j) for j in panel] for u in units.values()]
-    table, c = _coincidences(values)
-    if not len(table):
+    types, counts, c = _coincidences(values)
+    if not len(types):
         nan = float("nan")
         return Estimate(value=nan, ci_low=nan, ci_high=nan, n=0)
-    value = float(_alpha(table.sum(axis=0, keepdims=True), c)[0])
+    value = float(_alpha((counts @ types)[None, :], c)[0])
     rng = np.random.default_rng(seed)
-    low, high = _interval(_alpha(_boot_weights(len(table), n_boot, rng) @ table, c), ci)
-    return Estimate(value=value, ci_low=low, ci_high=high, n=len(table))
+    low, high = _interval(_alpha(_boot_totals(types, counts, n_boot, rng), c), ci)
+    return Estimate(value=value, ci_low=low, ci_high=high, n=int(counts.sum()))
