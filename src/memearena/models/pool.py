@@ -17,7 +17,7 @@ from memearena.models.cache import ResponseCache, endpoint_id, key_for_endpoint
 from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
 from memearena.models.types import Completion, GenParams, Message
-from memearena.store.runstore import CallRecord, CallStatus, RunStore
+from memearena.store.runstore import USAGE_FIELDS, CallRecord, CallStatus, RunStore
 
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
@@ -29,17 +29,6 @@ log = logging.getLogger("memearena.models")
 DEFAULT_OUTPUT_ESTIMATE = 512
 """Output tokens assumed by the budget check when a call sets no max_tokens."""
 
-USAGE_FIELDS = (
-    "calls",
-    "cached",
-    "errors",
-    "refusals",
-    "budget",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_s",
-)
 """Keys of each model's usage summary (same as ``RunStore.usage_summary``)."""
 
 _STATUS_COUNTER = {"cached": "cached", "error": "errors", "refusal": "refusals", "budget": "budget"}

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from memearena.config import CRITERIA, SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
+from memearena.prompts.render import DELIMITER_TAGS
 from memearena.prompts.schemas import LEVELS
 
 __all__ = [
@@ -110,17 +111,7 @@ _SYNTH_GROUPS = (
 )
 _SYNTH_CATEGORIES = ("nationality", "religion", "race", "gender", "disability")
 
-_TAGS = (
-    "meme_text",
-    "context_background",
-    "task",
-    "guideline",
-    "analysis",
-    "response_a",
-    "response_b",
-    "criteria",
-)
-_TAG_MARKS = {name: (f"<{name}>", f"</{name}>") for name in _TAGS}
+_TAG_MARKS = {name: (f"<{name}>", f"</{name}>") for name in DELIMITER_TAGS}
 _CRITERION_LINE = re.compile(r"^-\s*([a-z_]+)\s*:", re.M)
 _N_CONTEXTS = re.compile(r"exactly (\d+) interpretive context")
 _TARGET_LINE = re.compile(r"^\s*target\s*:(.*)$", re.I | re.M)

@@ -19,6 +19,7 @@ from memearena.stats.errors import StatsError
 
 VerdictWinner = Literal["model_a", "model_b", "tie"]
 _LABELS: tuple[str, ...] = ("model_a", "model_b", "tie")
+_FIRST_SCORE = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +103,6 @@ resample as a multinomial over the distinct unit types; otherwise draw unit indi
 _CHUNK = 1 << 22  # index draws per batch when resampling indices (about 32 MB)
 
 
-def _types(rows: FloatArray) -> tuple[FloatArray, IntArray]:
-    """The distinct rows of `rows` (units × d) and how many units have each."""
-    types, counts = np.unique(rows, axis=0, return_counts=True)
-    return types, counts.astype(np.int64)
-
-
 def _boot_totals(
     types: FloatArray, counts: IntArray, n_boot: int, rng: np.random.Generator
 ) -> FloatArray:
@@ -132,8 +127,8 @@ def _boot_totals(
 
 def _boot_mean(v: FloatArray, n_boot: int, rng: np.random.Generator) -> FloatArray:
     """Bootstrap distribution of the mean of `v` (one value per round)."""
-    types, counts = _types(v[:, None])
-    return _boot_totals(types, counts, n_boot, rng)[:, 0] / len(v)
+    types, counts = np.unique(v, return_counts=True)
+    return _boot_totals(types[:, None], counts, n_boot, rng)[:, 0] / len(v)
 
 
 def _mean_estimate(
@@ -164,17 +159,19 @@ def position_consistency(
     rng = np.random.default_rng(seed)
     out = {}
     for judge, items in _by_judge(verdicts).items():
-        shown: dict[tuple, dict[str, list[Verdict]]] = defaultdict(lambda: defaultdict(list))
+        # (criterion, item, pair in sorted order) → model shown first → order-free outcomes
+        shown: dict[tuple, dict[str, list[str]]] = {}
         for v in items:
-            key = (v.criterion, v.item, frozenset((v.model_a, v.model_b)))
-            shown[key][v.model_a].append(v)
+            a, b = v.model_a, v.model_b
+            key = (v.criterion, v.item, a, b) if a < b else (v.criterion, v.item, b, a)
+            outcome = "tie" if v.winner == "tie" else a if v.winner == "model_a" else b
+            orders = shown.setdefault(key, {})
+            orders.setdefault(a, []).append(outcome)
         agree = []
         for orders in shown.values():
             if len(orders) == 2:
                 first, second = orders.values()
-                agree += [
-                    float(x.outcome == y.outcome) for x, y in zip(first, second, strict=False)
-                ]
+                agree += [float(x == y) for x, y in zip(first, second, strict=False)]
         out[judge] = _mean_estimate(agree, n_boot, rng, ci)
     return out
 
@@ -185,7 +182,7 @@ def prefer_first_rate(
     """Per judge: P(the response shown first wins), ties counting half (0.5 = no bias)."""
     rng = np.random.default_rng(seed)
     return {
-        judge: _mean_estimate([v.score(v.model_a) for v in items], n_boot, rng, ci)
+        judge: _mean_estimate([_FIRST_SCORE[v.winner] for v in items], n_boot, rng, ci)
         for judge, items in _by_judge(verdicts).items()
     }
 
@@ -199,7 +196,7 @@ def prefer_longer_rate(
     out = {}
     for judge, items in _by_judge(verdicts).items():
         values = [
-            v.score(v.model_a if v.len_a > v.len_b else v.model_b)
+            _FIRST_SCORE[v.winner] if v.len_a > v.len_b else 1.0 - _FIRST_SCORE[v.winner]
             for v in items
             if v.len_a is not None and v.len_b is not None and v.len_a != v.len_b
         ]
@@ -255,15 +252,15 @@ def self_preference(
 
 def _units(verdicts: Iterable[Verdict]) -> dict[tuple, dict[str, str]]:
     """(criterion, item, model_a, model_b) → judge → winner label; duplicates are an error."""
-    units: dict[tuple, dict[str, str]] = defaultdict(dict)
+    units: dict[tuple, dict[str, str]] = {}
     for v in verdicts:
-        key = (v.criterion, v.item, v.model_a, v.model_b)
-        if v.judge in units[key]:
+        unit = units.setdefault((v.criterion, v.item, v.model_a, v.model_b), {})
+        if v.judge in unit:
             raise StatsError(
                 f"judge {v.judge!r} has two verdicts on item {v.item!r} ({v.model_a} vs "
                 f"{v.model_b}, criterion {v.criterion!r})"
             )
-        units[key][v.judge] = v.winner
+        unit[v.judge] = v.winner
     return units
 
 
@@ -309,6 +306,16 @@ def cohen_kappa(
     return Estimate(value=value, ci_low=low, ci_high=high, n=len(cells))
 
 
+def _distinct_rows(rows: IntArray) -> tuple[IntArray, IntArray]:
+    """The distinct rows of a non-negative integer matrix and how often each occurs."""
+    base = int(rows.max(initial=0)) + 1
+    if rows.shape[1] * np.log2(base) < 62:  # one int64 key per row: a fast 1-D unique
+        keys = rows @ base ** np.arange(rows.shape[1], dtype=np.int64)
+        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        return rows[first], counts
+    return np.unique(rows, axis=0, return_counts=True)
+
+
 def _coincidences(
     units: Sequence[Sequence[Hashable | None]],
 ) -> tuple[FloatArray, IntArray, int]:
@@ -320,7 +327,7 @@ def _coincidences(
     flat = [u * c + index[v] for u, unit in enumerate(units) for v in unit if v is not None]
     per_unit = np.bincount(flat, minlength=len(units) * c).reshape(len(units), c)
     per_unit = per_unit[per_unit.sum(axis=1) >= 2]  # a unit with one value cannot be paired
-    patterns, counts = np.unique(per_unit, axis=0, return_counts=True)
+    patterns, counts = _distinct_rows(per_unit)
     patterns = patterns.astype(float)
     m = patterns.sum(axis=1)
     outer = patterns[:, :, None] * patterns[:, None, :]

@@ -13,7 +13,27 @@ from typing import Any, Literal
 
 from memearena.errors import StoreError
 
-__all__ = ["SCHEMA_VERSION", "CallRecord", "ErrorRecord", "RunStore", "artifact_key"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "USAGE_FIELDS",
+    "CallRecord",
+    "ErrorRecord",
+    "RunStore",
+    "artifact_key",
+]
+
+USAGE_FIELDS: tuple[str, ...] = (
+    "calls",
+    "cached",
+    "errors",
+    "refusals",
+    "budget",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_s",
+)
+"""Per-model usage counters, in the order ``RunStore.usage_summary`` computes them."""
 
 SCHEMA_VERSION = 1
 """Bumped on any incompatible schema change; a newer database is refused, never rewritten."""
@@ -206,18 +226,7 @@ class RunStore:
             " SUM(status='budget'), SUM(input_tokens), SUM(output_tokens),"
             " SUM(cost_usd), SUM(latency_s) FROM calls GROUP BY model ORDER BY model"
         )
-        names = (
-            "calls",
-            "cached",
-            "errors",
-            "refusals",
-            "budget",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "latency_s",
-        )
-        return {r[0]: dict(zip(names, (v or 0 for v in r[1:]), strict=True)) for r in rows}
+        return {r[0]: dict(zip(USAGE_FIELDS, (v or 0 for v in r[1:]), strict=True)) for r in rows}
 
     def total_cost(self) -> float:
         """Summed cost of every recorded call, in USD."""
