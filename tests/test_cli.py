@@ -81,6 +81,11 @@ def test_arena_run_writes_its_outputs_and_export_works(tmp_path: Path) -> None:
         rows = list(csv.DictReader(f))
     assert len(rows) == 30
     assert {r["role"] for r in rows} >= {"arena.context", "arena.answer", "arena.judge"}
+    (run / "report.html").unlink()
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
+    assert (run / "report.html").exists()
+    missing = runner.invoke(app, ["report", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
     ranked = runner.invoke(app, ["rank", str(run / "battles.jsonl"), "--json", "--bootstrap", "10"])
     assert ranked.exit_code == 0, ranked.output
     assert [m["model"] for m in json.loads(ranked.output)["models"]] == ["t1", "t2"]

@@ -140,6 +140,26 @@ def sim_serve(
 
 @app.command()
 @one_line_errors
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holding leaderboard.json).")],
+) -> None:
+    """Re-render a run's report.html from its leaderboard.json."""
+    import json
+
+    from memearena.report.html import write_report
+
+    src = run_dir / "leaderboard.json"
+    try:
+        board = json.loads(src.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
+    console.print(f"wrote {write_report(run_dir, board)}")
+
+
+@app.command()
+@one_line_errors
 def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
     table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",

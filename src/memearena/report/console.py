@@ -136,5 +136,5 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
         console.print(f"[red]stopped:[/red] {result.stopped}. Re-run to resume.")
     console.print(
         f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
-        f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, battles.jsonl)"
+        f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, battles.jsonl, report.html)"
     )
