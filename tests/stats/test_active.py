@@ -27,7 +27,7 @@ def test_picks_the_uncertain_overlapping_pair() -> None:
     pairs = next_pairs(settled_except_c_and_d(), MODELS, 100, np.random.default_rng(0))
     tally = Counter(frozenset(p) for p in pairs)
     # c vs d overlap: their order is the open question, so they get the most battles; a vs b
-    # is settled and gains nothing. Battles against a or b still help place c and d.
+    # is settled and never drawn.
     assert tally.most_common(1)[0][0] == frozenset("cd")
     assert tally[frozenset("cd")] >= 40
     assert tally[frozenset("ab")] == 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from memearena.stats import (
     StatsError,
     Verdict,
+    agreement,
     cohen_kappa,
     krippendorff_alpha,
     nominal_alpha,
@@ -17,6 +19,8 @@ from memearena.stats import (
     prefer_longer_rate,
     self_preference,
 )
+
+LABELS = ("model_a", "model_b", "tie")
 
 
 def v(judge: str, item: str, a: str, b: str, winner: str, **kw: object) -> Verdict:
@@ -133,3 +137,54 @@ def test_bootstrap_intervals_are_seeded() -> None:
     first = prefer_first_rate(verdicts, n_boot=25, seed=5)
     assert first == prefer_first_rate(verdicts, n_boot=25, seed=5)
     assert first != prefer_first_rate(verdicts, n_boot=25, seed=6)
+
+
+def test_repeated_presentations_are_matched_across_orders_in_the_order_given() -> None:
+    verdicts = [
+        v("j", "i", "x", "y", "model_a"),  # x wins
+        v("j", "i", "x", "y", "model_a"),  # x wins
+        v("j", "i", "y", "x", "model_b"),  # x wins: agrees with the first x-first verdict
+        v("j", "i", "y", "x", "model_a"),  # y wins: disagrees with the second
+    ]
+    est = position_consistency(verdicts)["j"]
+    assert est.value == 0.5 and est.n == 2
+
+
+def test_bootstrap_interval_of_a_rate_matches_the_normal_approximation() -> None:
+    # 15,000 verdicts, 30% first-position wins: the percentile interval should be p ± 1.96 se.
+    n, wins = 15_000, 4_500
+    verdicts = [v("j", f"i{k}", "x", "y", "model_a" if k < wins else "model_b") for k in range(n)]
+    est = prefer_first_rate(verdicts, n_boot=2000, seed=3)["j"]
+    half = 1.96 * math.sqrt(0.3 * 0.7 / n)
+    assert est.ci_low == pytest.approx(0.3 - half, abs=0.15 * half)
+    assert est.ci_high == pytest.approx(0.3 + half, abs=0.15 * half)
+
+
+@pytest.mark.parametrize("cost", [1, 10**9])  # resample over unit types / over unit indices
+def test_both_resampling_paths_draw_the_bootstrap_distribution(
+    cost: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agreement, "_MULTINOMIAL_COST", cost)
+    types = np.array([[0.0], [0.5], [1.0]])
+    counts = np.array([300, 100, 600])
+    totals = agreement._boot_totals(types, counts, 4000, np.random.default_rng(0))[:, 0]
+    units = np.repeat(types[:, 0], counts)
+    # Sum of n draws with replacement: mean n·x̄, variance n·var(x).
+    assert totals.mean() == pytest.approx(units.sum(), rel=2e-3)
+    assert totals.std() == pytest.approx(math.sqrt(len(units) * units.var()), rel=0.05)
+
+
+def test_kappa_and_alpha_intervals_cover_the_estimate_on_a_large_panel() -> None:
+    rng = np.random.default_rng(1)
+    truth = rng.integers(0, 3, 3000)
+    verdicts = [
+        v(j, f"i{k}", "x", "y", LABELS[t if rng.random() < 0.7 else rng.integers(0, 3)])
+        for j in ("j1", "j2", "j3")
+        for k, t in enumerate(truth)
+    ]
+    kappa = cohen_kappa(verdicts, "j1", "j2", n_boot=500)
+    alpha = krippendorff_alpha(verdicts, n_boot=500)
+    for est in (kappa, alpha):
+        assert est.n == 3000
+        assert est.ci_low < est.value < est.ci_high
+        assert 0.01 < est.ci_high - est.ci_low < 0.1

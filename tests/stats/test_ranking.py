@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy.stats import kendalltau, spearmanr
 
 from memearena.stats import StatsError, kendall_tau, ndcg, spearman_rho
 
@@ -64,3 +67,23 @@ def test_rank_correlations_use_the_common_models() -> None:
     assert kendall_tau(["a", "x", "b", "c"], ["a", "b", "c", "y"]) == pytest.approx(1.0)
     with pytest.raises(StatsError):
         kendall_tau(["a", "x"], ["a", "y"])
+
+
+@given(st.permutations(list("abcdefghij")), st.permutations(list("abcdefghij")), st.integers(0, 4))
+def test_rank_correlations_match_scipy(ranking: list[str], reference: list[str], drop: int) -> None:
+    # Drop a few models from each side so that only some are shared (positions then have gaps).
+    ranking, reference = ranking[drop:], reference[: len(reference) - drop]
+    common = [m for m in ranking if m in reference]
+    if len(common) < 2:
+        return
+    x = [ranking.index(m) for m in common]
+    y = [reference.index(m) for m in common]
+    assert kendall_tau(ranking, reference) == pytest.approx(kendalltau(x, y).statistic)
+    assert spearman_rho(ranking, reference) == pytest.approx(spearmanr(x, y).statistic)
+
+
+def test_importing_the_package_does_not_import_scipy() -> None:
+    # scipy.stats and scipy.special take most of a second to import; they load on first use.
+    code = "import sys, memearena.stats; print(any(m.startswith('scipy') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,14 +1,20 @@
-"""Active pair sampling: spend the next battles where they settle the ranking fastest.
+"""Active pair sampling: spend the next battles where the ranking is still in doubt.
 
 The rule. Fit Bradley–Terry (with a weak prior, so that it exists from the first battle) and
-take the Laplace posterior: mean μ, covariance Σ = (Fisher information + prior)⁻¹. The
-current chance that models k and l are in the wrong order is Φ(−|μ_k − μ_l| / s_kl). One
-more battle on pair (i, j) adds information p(1 − p) along e_i − e_j, shrinking every s_kl
-(Sherman–Morrison) and moving the posterior mean by a normal amount of known variance; the
-pair's score is the expected drop in the number of misordered pairs — the expected gain in
-Kendall τ — computed by Gauss–Hermite quadrature. Pairs are *sampled* with probability
-proportional to that score (as Chatbot Arena samples ∝ expected CI reduction), one at a time,
-updating Σ after each pick so a batch spreads over the uncertain pairs.
+take the Laplace posterior: mean μ, covariance Σ = (Fisher information + prior)⁻¹. The chance
+that models k and l are in the wrong order is Φ(−|μ_k − μ_l| / s_kl), s_kl² = Var(μ_k − μ_l).
+Pairs are *sampled* with probability proportional to that chance, one at a time; after each
+pick Σ is updated (Sherman–Morrison) with the information the battle will bring, p(1 − p)
+along e_i − e_j, so that the rest of the batch spreads over the pairs still in doubt.
+
+Why this score. Kendall τ counts misordered pairs, so the quantity to drive down is the sum of
+these chances. In the setting of `bench/active_sampling.py` (15 models; 150 seeds, the same
+outcome streams for every rule) sampling ∝ the chance of misorder reached τ ≥ 0.9 with 68% of
+the battles uniform pairs needed, level with a greedy allocation that knows the true ratings;
+sampling ∝ the one-battle expected drop in misordered pairs (the previous rule, a Gauss–Hermite
+preposterior) needed 76% (36 ± 14 battles more), at 15 times the cost. The best fixed
+allocation for the true ratings gets about 65% there (normal approximation), so a smarter score
+has little left to win.
 
 Unbiasedness. Which pairs are compared depends only on outcomes already observed, never on
 the outcome of the battle being chosen, so the design is ignorable for likelihood inference:
@@ -21,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from scipy.special import expit, ndtr
 
+from memearena.stats._scipy import expit, ndtr
 from memearena.stats.battles import Battle
 from memearena.stats.bt import fit_cells
 from memearena.stats.counts import FloatArray, PairCounts, as_counts
@@ -30,9 +36,6 @@ from memearena.stats.errors import StatsError
 
 SELECTION_PRIOR = 1.0
 """Virtual ties per model against an average opponent, for choosing pairs only."""
-
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(12)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 
 
 def _posterior(counts: PairCounts, prior: float) -> tuple[FloatArray, FloatArray]:
@@ -48,28 +51,13 @@ def _posterior(counts: PairCounts, prior: float) -> tuple[FloatArray, FloatArray
     precision = np.diag(info.sum(axis=1)) - info
     sp = expit(theta)
     precision += np.diag(prior * sp * (1 - sp))
-    return theta, np.linalg.inv(precision)
+    return theta, np.asarray(np.linalg.inv(precision), dtype=np.float64)
 
 
-def _scores(
-    mu: FloatArray, cov: FloatArray, i: np.ndarray, j: np.ndarray, info: FloatArray
-) -> FloatArray:
-    """Expected drop in misordered pairs from one more battle on each candidate pair."""
-    mean_all = mu[i] - mu[j]
-    cb = cov[:, i] - cov[:, j]  # Σ b_c for every candidate c, (m, P)
-    var_c = np.maximum(cb[i, np.arange(len(i))] - cb[j, np.arange(len(i))], 1e-300)
-    before_all = ndtr(-np.abs(mean_all) / np.sqrt(var_c))
-    # Pairs whose order is already certain cannot gain: only score the open ones as targets.
-    t = np.flatnonzero(before_all > 1e-9)
-    if not len(t):
-        return np.zeros(len(i))
-    cross = cb[i[t], :] - cb[j[t], :]  # b_t^T Σ b_c, (targets, candidates)
-    shrink = info * cross**2 / (1 + info * var_c)  # s_t² − s_t'²
-    s_after = np.sqrt(np.maximum(var_c[t, None] - shrink, 1e-300))
-    mean_t = mean_all[t, None, None]
-    shift = np.sqrt(shrink)[:, :, None] * _NODES
-    after = (ndtr(-np.abs(mean_t + shift) / s_after[:, :, None]) * _WEIGHTS).sum(axis=2)
-    return np.maximum(before_all[t, None] - after, 0.0).sum(axis=0)
+def _misorder(gap: FloatArray, cov: FloatArray, i: np.ndarray, j: np.ndarray) -> FloatArray:
+    """Posterior chance that each pair (i, j) is in the wrong order, given μ_i − μ_j = gap."""
+    var = np.maximum(cov[i, i] + cov[j, j] - 2 * cov[i, j], 1e-300)
+    return ndtr(-np.abs(gap) / np.sqrt(var))
 
 
 def next_pairs(
@@ -80,12 +68,12 @@ def next_pairs(
     *,
     prior: float = SELECTION_PRIOR,
 ) -> list[tuple[str, str]]:
-    """Choose the next `n` pairs to compare, favouring those that most reduce ranking error.
+    """Choose the next `n` pairs to compare, favouring those whose order is most in doubt.
 
     `data` is the battles (or counts) so far, `models` every model that may be compared. The
-    choice is random (seeded by `rng`) with probability ∝ expected gain in Kendall τ; see the
-    module docstring for the rule and why estimates stay unbiased. Each pair is returned in a
-    random order, so neither model is always shown first.
+    choice is random (seeded by `rng`) with probability ∝ the posterior chance that the pair is
+    misordered; see the module docstring for the rule and why estimates stay unbiased. Each pair
+    is returned in a random order, so neither model is always shown first.
     """
     if len(models) < 2:
         raise StatsError("active sampling needs at least two models")
@@ -95,10 +83,11 @@ def next_pairs(
     counts = as_counts(data, models)
     mu, cov = _posterior(counts, prior)
     i, j = np.triu_indices(len(models), 1)
-    info = expit(mu[i] - mu[j]) * (1 - expit(mu[i] - mu[j]))
+    gap = mu[i] - mu[j]
+    info = expit(gap) * (1 - expit(gap))
     chosen: list[tuple[str, str]] = []
     for _ in range(n):
-        score = _scores(mu, cov, i, j, info)
+        score = _misorder(gap, cov, i, j)
         total = score.sum()
         prob = score / total if total > 0 and np.isfinite(total) else np.full(len(i), 1 / len(i))
         c = int(rng.choice(len(i), p=prob))

@@ -159,19 +159,25 @@ def position_consistency(
     rng = np.random.default_rng(seed)
     out = {}
     for judge, items in _by_judge(verdicts).items():
-        # (criterion, item, pair in sorted order) → model shown first → order-free outcomes
-        shown: dict[tuple, dict[str, list[str]]] = {}
+        # (criterion, item, model shown first, model shown second) → order-free outcome; repeats
+        # apart, so that most keys hold a string rather than a list (no garbage-collector load).
+        once: dict[tuple, str] = {}
+        again: dict[tuple, list[str]] = {}
         for v in items:
-            a, b = v.model_a, v.model_b
-            key = (v.criterion, v.item, a, b) if a < b else (v.criterion, v.item, b, a)
-            outcome = "tie" if v.winner == "tie" else a if v.winner == "model_a" else b
-            orders = shown.setdefault(key, {})
-            orders.setdefault(a, []).append(outcome)
-        agree = []
-        for orders in shown.values():
-            if len(orders) == 2:
-                first, second = orders.values()
-                agree += [float(x == y) for x, y in zip(first, second, strict=False)]
+            a, w = v.model_a, v.winner
+            key = (v.criterion, v.item, a, v.model_b)
+            outcome = "tie" if w == "tie" else a if w == "model_a" else v.model_b
+            if key in once:
+                again.setdefault(key, []).append(outcome)
+            else:
+                once[key] = outcome
+        agree: list[bool] = []
+        for key, x in once.items():
+            criterion, item, a, b = key
+            if a < b and (y := once.get(swapped := (criterion, item, b, a))) is not None:
+                agree.append(x == y)
+                if key in again and swapped in again:
+                    agree += [p == q for p, q in zip(again[key], again[swapped], strict=False)]
         out[judge] = _mean_estimate(agree, n_boot, rng, ci)
     return out
 

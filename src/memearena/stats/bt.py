@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.special import expit
 
+from memearena.stats._scipy import connected_components, expit
 from memearena.stats.battles import Battle
 from memearena.stats.counts import FloatArray, IntArray, PairCounts, as_counts
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
@@ -283,7 +281,8 @@ def _mle_exists(tables: FloatArray, i: IntArray, j: IntArray, m: int) -> np.ndar
         for r in range(rounds):
             rows = np.concatenate([i[forward[r]], j[backward[r]]])
             cols = np.concatenate([j[forward[r]], i[backward[r]]])
-            graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m))
+            graph = np.zeros((m, m), dtype=bool)
+            graph[rows, cols] = True
             out[r] = connected_components(graph, connection="strong")[0] == 1
         return out
     for start in range(0, rounds, chunk):
@@ -309,7 +308,7 @@ def check_identifiable(counts: PairCounts) -> None:
             "a weak prior (prior > 0)",
             components,
         )
-    n, labels = connected_components(csr_matrix(counts.scores > 0), connection="strong")
+    n, labels = connected_components(counts.scores > 0, connection="strong")
     if n == 1:
         return
     # A strongly connected component nobody outside it ever scored against never lost.

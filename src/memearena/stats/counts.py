@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
+from memearena.stats._scipy import connected_components
 from memearena.stats.battles import Battle
 from memearena.stats.errors import StatsError
 
@@ -113,7 +112,7 @@ class PairCounts:
 
     def components(self) -> list[list[str]]:
         """Connected components of the comparison graph (largest first)."""
-        n, labels = connected_components(csr_matrix(self.games > 0), directed=False)
+        n, labels = connected_components(self.games > 0, directed=False)
         groups = [[self.models[k] for k in np.flatnonzero(labels == c)] for c in range(n)]
         return sorted(groups, key=lambda g: (-len(g), g))
 

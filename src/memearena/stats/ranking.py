@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import kendalltau, spearmanr
 
 from memearena.stats.errors import StatsError
 
@@ -50,10 +49,17 @@ def _positions(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarr
 def kendall_tau(ranking: Sequence[str], reference: Sequence[str]) -> float:
     """Kendall's τ-b between two best-first rankings, over the models present in both."""
     x, y = _positions(ranking, reference)
-    return float(kendalltau(x, y).statistic)
+    # Positions within a ranking are distinct (no ties), so τ-b is (concordant − discordant)
+    # over all pairs.
+    n = len(x)
+    sign = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
+    return float(sign.sum() / (n * (n - 1)))
 
 
 def spearman_rho(ranking: Sequence[str], reference: Sequence[str]) -> float:
     """Spearman's ρ between two best-first rankings, over the models present in both."""
     x, y = _positions(ranking, reference)
-    return float(spearmanr(x, y).statistic)
+    # Without ties ρ is 1 − 6 Σ d² / (n (n² − 1)) on the ranks within the common models.
+    n = len(x)
+    d = np.argsort(np.argsort(x)) - np.argsort(np.argsort(y))
+    return float(1 - 6 * (d.astype(float) ** 2).sum() / (n * (n**2 - 1)))
