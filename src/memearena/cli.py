@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -24,7 +25,8 @@ models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
 
-console = Console()
+# Piped output (logs, CI) gets a fixed width wide enough for the summary tables.
+console = Console() if sys.stdout.isatty() else Console(width=120)
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -51,7 +51,9 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
 
 def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """A leaderboard as a rich table (rows as in ``rank --json``)."""
-    table = Table(title=title)
+    table = Table(
+        title=title, caption="BT: Bradley–Terry on the Elo scale, mean-anchored to 1000"
+    )
     for col in ("rank", "model", "BT", "95% CI", "Elo", "win rate", "battles"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
