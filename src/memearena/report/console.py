@@ -51,9 +51,7 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
 
 def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """A leaderboard as a rich table (rows as in ``rank --json``)."""
-    table = Table(
-        title=title, caption="BT: Bradley–Terry on the Elo scale, mean-anchored to 1000"
-    )
+    table = Table(title=title, caption="BT: Bradley–Terry on the Elo scale, mean-anchored to 1000")
     for col in ("rank", "model", "BT", "95% CI", "Elo", "win rate", "battles"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
@@ -76,8 +74,7 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
     if arena.get("overall"):
         console.print(
             leaderboard_table(
-                f"Arena leaderboard — setting {arena['setting']!r}, {arena['battles']:,} battles "
-                "(BT anchored: mean 1000)",
+                f"Arena — setting {arena['setting']!r}, {arena['battles']:,} battles",
                 arena["overall"],
             )
         )
