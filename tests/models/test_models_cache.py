@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from models_helpers import openai_cfg, sim_cfg, user
 
 from memearena.models import (
@@ -17,6 +20,15 @@ from memearena.models import (
     TextPart,
     Usage,
     request_key,
+)
+from memearena.models.cache import (
+    _canonical_payload,
+    _value_json,
+    endpoint_id,
+    key_for_endpoint,
+    key_from_parts,
+    key_prefix,
+    params_json,
 )
 
 
@@ -77,3 +89,106 @@ def test_cache_round_trip_and_persistence(tmp_path: Path):
     assert hit is not None
     assert (hit.text, hit.usage, hit.finish_reason) == ("answer", Usage(3, 4), "stop")
     assert hit.cached and hit.cost_usd == 0.0
+
+
+_KEY_MSGS = [
+    Message.text("system", 'Be "terse"\n\t\\ ok'),
+    Message(
+        "user",
+        (TextPart("héllo ✓ \u2028 \x00"), ImagePart("data:image/png;base64,AAAA", "ab" * 32)),
+    ),
+    Message.text("assistant", ""),
+]
+
+
+def test_key_values_are_pinned_so_existing_caches_stay_valid():
+    # Computed by the original json.dumps-of-the-whole-payload implementation.
+    cfg = openai_cfg(["http://b/v1", "http://a/v1"], model="gpt-x")
+    p = GenParams(temperature=0.7, top_p=1.0, max_tokens=256, seed=3, reasoning_effort="low")
+    assert (
+        request_key(cfg, "m", _KEY_MSGS, p)
+        == "43e82c266441998f505286c0189c17162b980f0000ef84159d7dd778e129a0c2"
+    )
+    assert (
+        request_key(sim_cfg(skill=0.5), "s", _KEY_MSGS, GenParams())
+        == "c1d29b293f3168c203e566e65d25e94491b1be3e95d13a434942079cfa6bdb98"
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        GenParams(),
+        GenParams(temperature=0.0, seed=0),
+        GenParams(temperature=1, top_p=0.95, max_tokens=1),
+        GenParams(temperature=float("nan"), reasoning_effort='"hi"\u00e9'),
+    ],
+)
+def test_fast_key_matches_the_canonical_payload_byte_for_byte(params):
+    endpoint = endpoint_id(openai_cfg("http://h/v1"), "m")
+    texts = ["", "plain", 'quote " backslash \\ slash /', "\u2028\u2029\x1f\x7f", "😀 ñ 中文"]
+    for i, t in enumerate(texts):
+        msgs = [*_KEY_MSGS[: i % 4], Message("user", (TextPart(t), ImagePart("u", t or "h")))]
+        want = hashlib.sha256(_canonical_payload(endpoint, msgs, params).encode()).hexdigest()
+        assert key_for_endpoint(endpoint, msgs, params) == want
+        prefix, part = key_prefix(endpoint), params_json(params)
+        assert key_from_parts(prefix, endpoint, msgs, params, part) == want
+
+
+def test_key_falls_back_to_the_generic_encoder_for_odd_values():
+    endpoint = endpoint_id(openai_cfg("http://h/v1"), "m")
+    odd = [Message("user", (TextPart(42),))]  # type: ignore[arg-type]
+    want = hashlib.sha256(_canonical_payload(endpoint, odd, GenParams()).encode()).hexdigest()
+    assert key_for_endpoint(endpoint, odd, GenParams()) == want
+
+
+def test_put_many_writes_all_in_one_go_and_keeps_existing_entries(tmp_path: Path):
+    cache = ResponseCache(tmp_path / "c.db")
+    cache.put("a", Completion("first", "m", Usage(1, 1), 0.0, "stop"))
+    cache.put_many(
+        [
+            ("b", Completion("bee", "m", Usage(2, 3), 0.0, "length")),
+            ("a", Completion("second", "m", Usage(1, 1), 0.0, "stop")),
+            ("c", Completion("sea", "m", Usage(4, 5), 0.0, None)),
+        ]
+    )
+    cache.put_many([])
+    assert len(cache) == 3
+    a, b, c = cache.get("a"), cache.get("b"), cache.get("c")
+    assert a is not None and a.text == "first"  # first write wins
+    assert b is not None and (b.text, b.usage, b.finish_reason) == ("bee", Usage(2, 3), "length")
+    assert c is not None and c.finish_reason is None
+    cache.close()
+
+
+def test_params_part_is_what_json_dumps_writes():
+    values = [None, 0, -3, 0.0, -0.0, 0.7, 1e-300, 1e300, float("nan"), float("inf"), True, "é\n"]
+    for i, v in enumerate(values):
+        w = values[(i * 7 + 3) % len(values)]
+        p = GenParams(temperature=v, top_p=w, max_tokens=v, seed=w, reasoning_effort=v)
+        fields = [p.temperature, p.top_p, p.max_tokens, p.seed, p.reasoning_effort]
+        assert params_json(p) == json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        Completion('héllo "x" \n ✓ \u2028', "m/ü", Usage(3, 4), 0.0, "stop"),
+        Completion("", "m", Usage(0, 0), 0.0, None),
+        Completion("t", "m", Usage(1.5, 2), 0.0, "length"),  # type: ignore[arg-type]
+        Completion("t", "m", Usage(True, 2), 0.0, "length"),
+    ],
+)
+def test_stored_value_is_what_json_dumps_writes(completion):
+    c = completion
+    want = json.dumps(
+        {
+            "text": c.text,
+            "model": c.model,
+            "input_tokens": c.usage.input_tokens,
+            "output_tokens": c.usage.output_tokens,
+            "finish_reason": c.finish_reason,
+        },
+        ensure_ascii=False,
+    )
+    assert _value_json(c) == want

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from models_helpers import FakeBackend, ScriptedResponder, openai_cfg, run, sim_cfg, user
 
 from memearena.config import Price
-from memearena.errors import BudgetExceeded, ModelError, TransientModelError
+from memearena.errors import BudgetExceeded, ModelError, StoreError, TransientModelError
 from memearena.models import GenParams, ModelPool, RawReply, ResponseCache, Usage
 from memearena.store import RunStore
 
@@ -153,6 +154,32 @@ def test_timeout_is_retried_then_recorded_as_error(store):
     assert rec.status == "error" and rec.attempts == 3
 
 
+def test_only_the_pools_own_timeout_becomes_a_timeout(store):
+    pool = ModelPool(
+        {"m": sim_cfg(timeout=0.05, max_retries=0)},
+        store=store,
+        backends={"m": FakeBackend(delay=5)},
+    )
+
+    async def go():
+        task = asyncio.create_task(pool.complete("m", user("a"), role="target"))
+        await asyncio.sleep(0.01)
+        task.cancel()  # the caller's cancel is a cancel, never a retried timeout
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(TimeoutError):  # the caller's shorter deadline is the caller's
+            async with asyncio.timeout(0.01):
+                await pool.complete("m", user("b"), role="target")
+        with pytest.raises(ModelError, match="no reply within"):  # the pool's own
+            await pool.complete("m", user("c"), role="target")
+        current = asyncio.current_task()
+        assert current is not None and current.cancelling() == 0  # nothing left pending
+        await asyncio.sleep(0.01)  # and this task is not cancelled later
+
+    run(go())
+    assert [c.status for c in store.calls()] == ["error"]
+
+
 def test_concurrency_limit_holds():
     backend = FakeBackend(delay=0.02)
     pool = ModelPool({"m": sim_cfg(max_concurrency=3)}, backends={"m": backend})
@@ -281,3 +308,95 @@ def test_missing_api_key_env_var_names_the_variable(monkeypatch):
     pool = ModelPool({"m": cfg})
     with pytest.raises(ModelError, match="MEMEARENA_TEST_ABSENT_KEY"):
         run(pool.complete("m", user("q"), role="t"))
+
+
+def test_calls_ending_together_share_one_commit_and_are_durable_when_they_return(tmp_path):
+    store = RunStore(tmp_path / "run.db")
+    cache = ResponseCache(tmp_path / "cache.db")
+    commits: list[int] = []
+    write = store.record_call_rows
+
+    def counting(rows):
+        commits.append(len(rows))
+        write(rows)
+
+    store.record_call_rows = counting  # type: ignore[method-assign]
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
+    seen: list[tuple[int, int]] = []  # (records, cache entries) on disk as each call returns
+
+    def on_disk(path: Path, sql: str) -> int:
+        other = sqlite3.connect(path)  # another connection: what survives a kill -9 now
+        try:
+            return int(other.execute(sql).fetchone()[0])
+        finally:
+            other.close()
+
+    async def one(i: int) -> None:
+        await pool.complete("m", user(f"q{i}"), role="target")
+        seen.append(
+            (
+                on_disk(store.path, "SELECT COUNT(*) FROM calls"),
+                on_disk(cache.path, "SELECT COUNT(*) FROM responses"),
+            )
+        )
+
+    async def go():
+        await asyncio.gather(*(one(i) for i in range(20)))
+
+    run(go())
+    assert all(n_calls >= k and n_cached >= k for k, (n_calls, n_cached) in enumerate(seen, 1))
+    assert sum(commits) == 20 and len(commits) < 20  # grouped
+    assert len(store.calls()) == 20 and len(cache) == 20
+    store.close()
+    cache.close()
+
+
+def test_a_cancelled_call_is_still_recorded(store):
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
+
+    async def go():
+        task = asyncio.create_task(pool.complete("m", user("hi"), role="target"))
+        await asyncio.sleep(0)  # the call got its reply and now waits for the commit
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(go())
+    assert [c.status for c in store.calls()] == ["ok"]
+
+
+def test_an_answer_waiting_for_its_commit_already_serves_identical_requests(store, cache):
+    backend = FakeBackend()
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": backend})
+
+    async def go():
+        first = asyncio.create_task(pool.complete("m", user("hi"), role="target"))
+        await asyncio.sleep(0)  # first has its answer, not yet committed
+        second = await pool.complete("m", user("hi"), role="target")
+        return await first, second
+
+    first, second = run(go())
+    assert backend.calls == 1
+    assert second.cached and second.text == first.text
+    assert sorted(c.status for c in store.calls()) == ["cached", "ok"]
+
+
+def test_a_failed_commit_reaches_every_waiting_call(store, monkeypatch):
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
+
+    def broken(rows):
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(store, "record_call_rows", broken)
+
+    async def go():
+        return await asyncio.gather(
+            *(pool.complete("m", user(f"q{i}"), role="target") for i in range(3)),
+            return_exceptions=True,
+        )
+
+    results = run(go())
+    assert all(isinstance(r, StoreError) for r in results)
+    monkeypatch.undo()
+    run(pool.complete("m", user("again"), role="target"))
+    assert len(store.calls()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memearena.models import detect_refusal, estimate_tokens
+from memearena.models.refusal import _REFUSAL_START
 from memearena.models.types import ImagePart, Message, TextPart
 
 
@@ -50,3 +51,31 @@ def test_token_estimate_counts_chars_and_images():
         Message("user", (TextPart("xyz"), ImagePart("data:,", "h"))),
     ]
     assert estimate_tokens(msgs) == 2 + 85
+
+
+def _unfiltered(text: str) -> bool:
+    # detect_refusal without its cheap first-letter pre-check.
+    return _REFUSAL_START.match(" ".join(text[:200].replace("\u2019", "'").split())) is not None
+
+
+def test_the_first_letter_precheck_never_changes_the_verdict():
+    openings = [
+        "I'm sorry, but I can't help.",
+        "i cannot assist with that",
+        "Sorry, I won't do that.",
+        "We must decline.",
+        "As an AI, I can't answer.",
+        "\u0130 cannot assist with that",  # dotted capital I folds to i
+        "\u017forry, i can't help",  # long s folds to s
+        "The meme says I'm sorry, but I can't.",
+        "Answer: I can't help with that.",
+        "Analysis follows.",
+        "42 is the answer",
+        "_I can't help with that",
+    ]
+    prefixes = ["", " ", "\n\n", '"', "** ", "-- ", "\u2019", "...", " \t ( ", "\u00a0"]
+    for o in openings:
+        for pre in prefixes:
+            text = pre + o
+            assert detect_refusal(text, "stop", None) == _unfiltered(text), repr(text)
+    assert not detect_refusal("?!", "stop", None) and not _unfiltered("?!")

@@ -222,3 +222,16 @@ def test_artifact_key_order_is_kept_and_snapshot_accepts_paths(store, tmp_path):
     assert list(store.get_artifact("ctx", "k")) == ["high", "moderate", "unrelated", "a"]
     store.save_snapshot({"data": [{"path": tmp_path / "x.jsonl"}]}, {})
     assert store.latest_snapshot()["config"]["data"][0]["path"] == str(tmp_path / "x.jsonl")
+
+
+def test_record_calls_commits_all_in_one_transaction_or_none(store):
+    store.record_calls([_call("a", "ok", 0.5, response="x"), _call("b", "cached")])
+    store.record_calls([])
+    assert [(c.model, c.status) for c in store.calls()] == [("a", "ok"), ("b", "cached")]
+    assert all(c.created_at > 0 for c in store.calls())
+    bad = CallRecord(None, "c", "target", "ok")  # type: ignore[arg-type]  # NOT NULL column
+    with pytest.raises(StoreError, match="write failed"):
+        store.record_calls([_call("c", "ok"), bad])
+    assert len(store.calls()) == 2  # the batch was rolled back whole
+    store.record_call(_call("d", "error", error="boom"))  # and the store is still usable
+    assert [c.model for c in store.calls()] == ["a", "b", "d"]

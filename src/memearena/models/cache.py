@@ -6,7 +6,8 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from json.encoder import encode_basestring as _enc
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,16 @@ from memearena.models.types import Completion, GenParams, ImagePart, Message, Te
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
 
-__all__ = ["CACHE_KEY_VERSION", "ResponseCache", "endpoint_id", "key_for_endpoint", "request_key"]
+__all__ = [
+    "CACHE_KEY_VERSION",
+    "ResponseCache",
+    "endpoint_id",
+    "key_for_endpoint",
+    "key_from_parts",
+    "key_prefix",
+    "params_json",
+    "request_key",
+]
 
 CACHE_KEY_VERSION = 1
 """Part of every key; bumping it invalidates every cached response."""
@@ -47,16 +57,88 @@ def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
     return json.dumps(endpoint, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def key_for_endpoint(endpoint: str, messages: Sequence[Message], params: GenParams) -> str:
-    """``request_key`` with the endpoint part precomputed by ``endpoint_id``."""
+def _canonical_payload(endpoint: str, messages: Sequence[Message], params: GenParams) -> str:
+    """The canonical JSON the key hashes, built the straightforward way (the definition that
+    ``key_for_endpoint``'s fast path reproduces byte for byte)."""
     payload = [
         CACHE_KEY_VERSION,
         endpoint,
         [_message_json(m) for m in messages],
         [params.temperature, params.top_p, params.max_tokens, params.seed, params.reasoning_effort],
     ]
-    raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+_INF = float("inf")
+
+# ``_enc`` encodes a JSON string exactly as ``json.dumps(..., ensure_ascii=False)`` writes it (the
+# same C function), so the hand-built payload below matches _canonical_payload byte for byte.
+
+
+def key_prefix(endpoint: str) -> str:
+    """The constant head of every payload for one endpoint (precomputed once per model)."""
+    return f"[{CACHE_KEY_VERSION},{_enc(endpoint)},["
+
+
+def _param_json(v: object) -> str:
+    if v is None:
+        return "null"
+    if type(v) is str:
+        return _enc(v)
+    t = type(v)
+    if t is int or (t is float and v == v and v not in (_INF, -_INF)):
+        return repr(v)  # what json.dumps writes for a plain int or finite float
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def params_json(params: GenParams) -> str:
+    """The parameters' part of the payload (precomputed once per model for its defaults)."""
+    return (
+        f"[{_param_json(params.temperature)},{_param_json(params.top_p)},"
+        f"{_param_json(params.max_tokens)},{_param_json(params.seed)},"
+        f"{_param_json(params.reasoning_effort)}]"
+    )
+
+
+def _messages_json(messages: Sequence[Message]) -> str:
+    out = []
+    for m in messages:
+        parts = []
+        for p in m.content:
+            if isinstance(p, TextPart):
+                parts.append('["text",' + _enc(p.text) + "]")
+            elif isinstance(p, ImagePart):
+                parts.append('["image",' + _enc(p.sha256) + "]")
+        out.append("[" + _enc(m.role) + ",[" + ",".join(parts) + "]]")
+    return ",".join(out)
+
+
+def key_from_parts(
+    prefix: str,
+    endpoint: str,
+    messages: Sequence[Message],
+    params: GenParams,
+    params_part: str | None = None,
+) -> str:
+    """``key_for_endpoint`` from ``key_prefix(endpoint)`` and, optionally, a precomputed
+    ``params_json(params)``: the payload is assembled from JSON-encoded pieces instead of a
+    nested structure dumped whole (the same bytes, several times cheaper)."""
+    try:
+        raw = (
+            prefix
+            + _messages_json(messages)
+            + "],"
+            + (params_json(params) if params_part is None else params_part)
+            + "]"
+        )
+    except TypeError:  # a non-str text, role or hash: the generic encoder decides
+        raw = _canonical_payload(endpoint, messages, params)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def key_for_endpoint(endpoint: str, messages: Sequence[Message], params: GenParams) -> str:
+    """``request_key`` with the endpoint part precomputed by ``endpoint_id``."""
+    return key_from_parts(key_prefix(endpoint), endpoint, messages, params)
 
 
 def request_key(
@@ -65,6 +147,40 @@ def request_key(
     """sha256 over canonical JSON of the endpoint (provider, model id, sorted base URLs), the
     messages with images as their sha256, and the parameters. Stable across processes."""
     return key_for_endpoint(endpoint_id(model_cfg, model_name), messages, params)
+
+
+_INSERT = "INSERT OR IGNORE INTO responses (key, value, created_at) VALUES (?, ?, ?)"
+
+
+def _value_json(c: Completion) -> str:
+    """The stored value: ``json.dumps`` of text, model, token counts and finish reason (default
+    separators, non-ASCII kept), assembled from encoded pieces when the fields have their usual
+    types (``json.dumps`` with options builds a new encoder per call: several times slower)."""
+    u = c.usage
+    i, o, fin = u.input_tokens, u.output_tokens, c.finish_reason
+    if type(i) is int and type(o) is int and (fin is None or type(fin) is str):
+        try:
+            return (
+                '{"text": '
+                + _enc(c.text)
+                + ', "model": '
+                + _enc(c.model)
+                + f', "input_tokens": {i}, "output_tokens": {o}, "finish_reason": '
+                + ("null" if fin is None else _enc(fin))
+                + "}"
+            )
+        except TypeError:  # a non-str text or model: the generic encoder decides
+            pass
+    return json.dumps(
+        {
+            "text": c.text,
+            "model": c.model,
+            "input_tokens": i,
+            "output_tokens": o,
+            "finish_reason": fin,
+        },
+        ensure_ascii=False,
+    )
 
 
 class ResponseCache:
@@ -77,6 +193,12 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL, not OFF, although this is only a cache: in WAL mode NORMAL skips the fsync
+            # per commit (a power loss may drop the last writes, never corrupt the file), while
+            # OFF also skips the fsyncs around checkpoints, and SQLite documents that an OS crash
+            # or power loss can then corrupt the database (a process crash, kill -9 included, is
+            # safe either way). A corrupt cache would fail later runs or serve damaged entries:
+            # not worth the ~8 us a call that OFF saves here.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses ("
@@ -108,21 +230,29 @@ class ResponseCache:
 
     def put(self, key: str, completion: Completion) -> None:
         """Store a completion under ``key`` (an existing entry is kept)."""
-        value = json.dumps(
-            {
-                "text": completion.text,
-                "model": completion.model,
-                "input_tokens": completion.usage.input_tokens,
-                "output_tokens": completion.usage.output_tokens,
-                "finish_reason": completion.finish_reason,
-            },
-            ensure_ascii=False,
-        )
+        self.put_many(((key, completion),))
+
+    def put_many(self, entries: Iterable[tuple[str, Completion]]) -> None:
+        """Store several completions in one transaction (one commit instead of one each; an
+        existing entry is kept). All or none are written."""
+        now = time.time()
+        # In key order: one forward pass over the B-tree instead of random seeks.
+        rows = sorted((key, _value_json(c), now) for key, c in entries)
+        if not rows:
+            return
+        db = self._db
         try:
-            self._db.execute(
-                "INSERT OR IGNORE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
-                (key, value, time.time()),
-            )
+            if len(rows) == 1:  # a single statement is its own transaction
+                db.execute(_INSERT, rows[0])
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_INSERT, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cache write failed ({e})") from None
 

@@ -1,5 +1,13 @@
 """The model call stack: cache, budget, concurrency and rate limits, timeout, retries,
-accounting, refusal detection and the call record, in that order, for every model call."""
+accounting, refusal detection and the call record, in that order, for every model call.
+
+Writes are group-committed: the cache entries and call records of the calls that end in the
+same event-loop turn are written in one transaction each (one commit per turn rather than two
+per call), and each call waits for that commit before it returns. So, as with one commit per
+call, a call's record (and its cache entry) is durable by the time its result is returned: a
+crash (kill -9 included) can only lose the records of calls that had not returned yet, never
+one whose result the caller could have stored. Failed and over-budget calls are committed at
+once, before their error is raised."""
 
 from __future__ import annotations
 
@@ -13,11 +21,17 @@ from typing import TYPE_CHECKING, Any
 from memearena.errors import BudgetExceeded, ModelError, TransientModelError
 from memearena.models.accounting import estimate_tokens
 from memearena.models.backends import ChatBackend, OpenAIBackend, SimBackend, SimResponder
-from memearena.models.cache import ResponseCache, endpoint_id, key_for_endpoint
+from memearena.models.cache import (
+    ResponseCache,
+    endpoint_id,
+    key_from_parts,
+    key_prefix,
+    params_json,
+)
 from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
 from memearena.models.types import Completion, GenParams, Message
-from memearena.store.runstore import USAGE_FIELDS, CallRecord, CallStatus, RunStore
+from memearena.store.runstore import USAGE_FIELDS, CallStatus, RunStore
 
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
@@ -41,9 +55,11 @@ class _Model:
         "backend",
         "cfg",
         "endpoint",
+        "key_prefix",
         "limiter",
         "name",
         "params",
+        "params_part",
         "price_in",
         "price_out",
         "sem",
@@ -55,6 +71,8 @@ class _Model:
         self.cfg = cfg
         self.params = cfg.gen_params()
         self.endpoint = endpoint_id(cfg, name)
+        self.key_prefix = key_prefix(self.endpoint)
+        self.params_part = params_json(self.params)
         self.sem = asyncio.Semaphore(cfg.max_concurrency)
         self.limiter = RateLimiter(cfg.rpm) if cfg.rpm else None
         self.price_in = cfg.price.input / 1_000_000
@@ -94,6 +112,11 @@ class ModelPool:
         self._rng = random.Random(seed)  # jitter only: never shapes a result
         self._spent = 0.0
         self._reserved = 0.0
+        # Group commit: what ended since the last commit, and the calls waiting for it.
+        self._pending_calls: list[tuple[Any, ...]] = []  # CallRecord rows
+        self._pending_cache: dict[str, Completion] = {}
+        self._waiters: list[asyncio.Future[None]] = []
+        self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
 
     @property
     def spent_usd(self) -> float:
@@ -131,6 +154,8 @@ class ModelPool:
         error: str | None = None,
         response: str | None = None,
     ) -> None:
+        """Count the call and queue its record for the next commit (``_committed`` waits for
+        it, ``_commit_now`` forces it)."""
         u = m.usage
         u["calls"] += 1
         counter = _STATUS_COUNTER.get(status)
@@ -141,8 +166,9 @@ class ModelPool:
         u["cost_usd"] += cost
         u["latency_s"] += latency
         if self._store is not None:
-            self._store.record_call(
-                CallRecord(
+            # A CallRecord's fields, in order, as a plain row (no dataclass per call).
+            self._pending_calls.append(
+                (
                     key,
                     m.name,
                     role,
@@ -158,6 +184,55 @@ class ModelPool:
                 )
             )
 
+    async def _committed(self) -> None:
+        """Wait until every cache entry and call record pending now is committed: the first
+        waiter of an event-loop turn schedules one commit for all of them at the next turn."""
+        if not self._pending_calls and not self._pending_cache:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        if self._flush_loop is not loop:
+            self._flush_loop = loop
+            loop.call_soon(self._flush)
+        await fut
+
+    def _flush(self) -> Exception | None:
+        """Commit every pending cache entry (one transaction) and call record (another), then
+        wake their waiters, with the write error if one failed; returns that error."""
+        self._flush_loop = None
+        calls, self._pending_calls = self._pending_calls, []
+        entries, self._pending_cache = self._pending_cache, {}
+        waiters, self._waiters = self._waiters, []
+        error: Exception | None = None
+        if entries and self._cache is not None:
+            try:
+                self._cache.put_many(entries.items())
+            except Exception as e:  # StoreError; anything else must still wake the waiters
+                error = e
+        if calls and self._store is not None:
+            try:
+                self._store.record_call_rows(calls)
+            except Exception as e:
+                error = error or e
+        for w in waiters:
+            if w.done():  # its call was cancelled meanwhile (its record is committed all the same)
+                continue
+            try:
+                if error is None:
+                    w.set_result(None)
+                else:
+                    w.set_exception(error)
+            except RuntimeError:  # its event loop is closed: nobody is waiting any more
+                pass
+        return error
+
+    def _commit_now(self) -> None:
+        """Commit everything pending before returning (failure paths); raises a write error."""
+        error = self._flush()
+        if error is not None:
+            raise error
+
     async def complete(
         self,
         model: str,
@@ -166,20 +241,27 @@ class ModelPool:
         role: str,
         params: GenParams | None = None,
     ) -> Completion:
-        """One model call through the whole stack. Raises ModelError once retries are spent
-        (the failure is recorded first) and BudgetExceeded before a call that would overspend."""
+        """One model call through the whole stack. Returns once the call's record (and cache
+        entry) is committed. Raises ModelError once retries are spent (the failure is recorded
+        first) and BudgetExceeded before a call that would overspend."""
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
-        p = m.params if params is None else m.params.merged(params)
-        key = key_for_endpoint(m.endpoint, messages, p)
+        if params is None:
+            p = m.params
+            key = key_from_parts(m.key_prefix, m.endpoint, messages, p, m.params_part)
+        else:
+            p = m.params.merged(params)
+            key = key_from_parts(m.key_prefix, m.endpoint, messages, p)
         t0 = time.perf_counter()
 
         if self._cache is not None:
-            hit = self._cache.get(key)
+            # An answer still waiting for its commit is as good as one in the cache file.
+            hit = self._pending_cache.get(key) or self._cache.get(key)
             if hit is not None:
                 latency = time.perf_counter() - t0
                 self._record(m, key, role, "cached", latency=latency, response=hit.text)
+                await self._committed()
                 return Completion(
                     hit.text,
                     model,
@@ -202,6 +284,7 @@ class ModelPool:
                     f"this call ~${estimate:.4f} would exceed --max-cost ${self._max_cost:.4f}"
                 )
                 self._record(m, key, role, "budget", error=reason)
+                self._commit_now()
                 raise BudgetExceeded(f"{model}: {reason}")
             self._reserved += estimate
         try:
@@ -269,7 +352,7 @@ class ModelPool:
             and raw.finish_reason != "content_filter"
             and text.strip()
         ):
-            self._cache.put(key, completion)
+            self._pending_cache[key] = completion
         self._record(
             m,
             key,
@@ -282,6 +365,7 @@ class ModelPool:
             attempts=attempt,
             response=text,
         )
+        await self._committed()
         return completion
 
     def _fail(
@@ -298,14 +382,19 @@ class ModelPool:
             attempts=attempts,
             error=reason,
         )
+        self._commit_now()
         return ModelError(f"{m.name}: {reason}")
 
     async def aclose(self) -> None:
-        """Close every backend this pool opened (the store and cache belong to the caller)."""
-        for m in self._models.values():
-            close = getattr(m.backend, "aclose", None)
-            if close is not None:
-                await close()
+        """Commit anything still pending and close every backend this pool opened (the store and
+        cache belong to the caller)."""
+        try:
+            self._commit_now()
+        finally:
+            for m in self._models.values():
+                close = getattr(m.backend, "aclose", None)
+                if close is not None:
+                    await close()
 
     async def __aenter__(self) -> ModelPool:
         return self

@@ -22,6 +22,11 @@ _OPENINGS = (
 # Conservative on purpose: only a refusal phrasing at the very start of the answer counts, so an
 # analysis that *quotes* or discusses a refusal later on is still an answer.
 _REFUSAL_START = re.compile(r"^\W{0,3}(?:" + "|".join(_OPENINGS) + ")", re.IGNORECASE)
+# Every opening starts with "i", "sorry", "we" or "as": an answer whose first word character is
+# none of those (under the same case folding) cannot match, so the normalisation below is skipped.
+# Normalising only turns one non-word character into another (whitespace, curly quote), so it
+# never changes which character is the first word character.
+_MAYBE_REFUSAL = re.compile(r"\W*[iswa]", re.IGNORECASE)
 
 
 def detect_refusal(text: str, finish_reason: str | None, refusal_field: str | None) -> bool:
@@ -29,4 +34,6 @@ def detect_refusal(text: str, finish_reason: str | None, refusal_field: str | No
     common refusal phrasing ("I'm sorry, but I can't", "I can't help with", "I cannot assist")."""
     if finish_reason == "content_filter" or refusal_field:
         return True
+    if _MAYBE_REFUSAL.match(text) is None:
+        return False
     return _REFUSAL_START.match(" ".join(text[:200].replace("\u2019", "'").split())) is not None

@@ -6,7 +6,7 @@ import csv
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -118,6 +118,24 @@ _INSERT_CALL = (
 _SELECT_CALLS = f"SELECT {', '.join(_CALL_COLUMNS)} FROM calls ORDER BY id"
 
 
+def _call_row(r: CallRecord) -> tuple[Any, ...]:
+    # A flat tuple by hand: dataclasses.astuple deep-copies every field.
+    return (
+        r.request_hash,
+        r.model,
+        r.role,
+        r.status,
+        r.input_tokens,
+        r.output_tokens,
+        r.cost_usd,
+        r.latency_s,
+        r.attempts,
+        r.error,
+        r.response,
+        r.created_at or time.time(),
+    )
+
+
 def artifact_key(*parts: object) -> str:
     """A deterministic key from parts, joined by ``|`` (e.g. ``fhm:42|ctx1|gpt-4o``)."""
     return "|".join(str(p) for p in parts)
@@ -129,8 +147,10 @@ def _dumps(value: Any, default: Any = None) -> str:
 
 
 class RunStore:
-    """The run database. Each write is its own transaction: a kill at any moment leaves a usable
-    database, and artifacts are first-write-wins so a re-run never duplicates them."""
+    """The run database. Each write is its own transaction (``record_calls`` /
+    ``record_call_rows``: one for the whole batch), committed when the method returns: a kill at
+    any moment leaves a usable database, and artifacts are first-write-wins so a re-run never
+    duplicates them."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -194,25 +214,34 @@ class RunStore:
     # calls ---------------------------------------------------------------------------------
 
     def record_call(self, rec: CallRecord) -> None:
-        """Append one call record."""
-        r = rec  # a flat tuple by hand: dataclasses.astuple deep-copies every field
-        self._write(
-            _INSERT_CALL,
-            (
-                r.request_hash,
-                r.model,
-                r.role,
-                r.status,
-                r.input_tokens,
-                r.output_tokens,
-                r.cost_usd,
-                r.latency_s,
-                r.attempts,
-                r.error,
-                r.response,
-                r.created_at or time.time(),
-            ),
-        )
+        """Append one call record (committed when this returns)."""
+        self._write(_INSERT_CALL, _call_row(rec))
+
+    def record_calls(self, records: Iterable[CallRecord]) -> None:
+        """Append several call records in one transaction: all are committed when this returns,
+        or (on error) none is."""
+        self.record_call_rows([_call_row(r) for r in records])
+
+    def record_call_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """``record_calls`` for rows already laid out as ``CallRecord`` fields, in field order
+        with ``created_at`` set: one transaction, one commit for all (what keeps the model
+        stack's per-call cost low: ``ModelPool`` commits the calls that end together at once)."""
+        if len(rows) <= 1:
+            if rows:
+                self._write(_INSERT_CALL, tuple(rows[0]))
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_INSERT_CALL, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
 
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""
