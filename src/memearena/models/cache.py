@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
+from memearena.store.sqlite_util import insert_many
 
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
@@ -238,21 +239,8 @@ class ResponseCache:
         now = time.time()
         # In key order: one forward pass over the B-tree instead of random seeks.
         rows = sorted((key, _value_json(c), now) for key, c in entries)
-        if not rows:
-            return
-        db = self._db
         try:
-            if len(rows) == 1:  # a single statement is its own transaction
-                db.execute(_INSERT, rows[0])
-                return
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany(_INSERT, rows)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+            insert_many(self._db, _INSERT, rows)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cache write failed ({e})") from None
 

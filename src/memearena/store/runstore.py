@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memearena.errors import StoreError
+from memearena.store.sqlite_util import insert_many
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -226,20 +227,8 @@ class RunStore:
         """``record_calls`` for rows already laid out as ``CallRecord`` fields, in field order
         with ``created_at`` set: one transaction, one commit for all (what keeps the model
         stack's per-call cost low: ``ModelPool`` commits the calls that end together at once)."""
-        if len(rows) <= 1:
-            if rows:
-                self._write(_INSERT_CALL, tuple(rows[0]))
-            return
-        db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany(_INSERT_CALL, rows)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+            insert_many(self._db, _INSERT_CALL, rows)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
