@@ -132,10 +132,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_sim_serve_speaks_to_the_official_client() -> None:
+def test_sim_serve_speaks_to_the_official_client(tmp_path: Path) -> None:
     port = _free_port()
+    models = {"my-sim": {"provider": "sim", "skill": 0.7}}
+    cfg = _write(tmp_path, {**SMALL, "models": models, "arena": None})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memearena.cli", "sim-serve", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "memearena.cli",
+            "sim-serve",
+            "--port",
+            str(port),
+            "--config",
+            str(cfg),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -149,7 +160,7 @@ def test_sim_serve_speaks_to_the_official_client() -> None:
             except openai.APIConnectionError:
                 assert time.monotonic() < deadline, "sim-serve did not start"
                 time.sleep(0.1)
-        assert "sim-aurora" in models
+        assert "sim-aurora" in models and "my-sim" in models
         reply = client.chat.completions.create(
             model="sim-aurora",
             messages=[{"role": "user", "content": "ping"}],

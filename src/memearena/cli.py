@@ -129,15 +129,23 @@ def sim_serve(
     latency_ms: Annotated[float, typer.Option("--latency-ms")] = 0.0,
     fail_rate: Annotated[float, typer.Option("--fail-rate")] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Also serve this run config's provider: sim models."),
+    ] = None,
 ) -> None:
     """Serve the simulated world as an OpenAI-compatible endpoint (with injected faults)."""
+    from memearena.config import load_config
     from memearena.sim.serve import serve_world
 
+    cfg = load_config(config) if config is not None else None
     console.print(
         f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
     )
-    serve_world(host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed)
+    serve_world(
+        host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed, config=cfg
+    )
 
 
 @app.command()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memearena.config import DatasetConfig
-from memearena.data import demo_annotations, load_dataset
+from memearena.config import DatasetConfig, RunConfig, SimModelConfig
+from memearena.data import demo_annotations, load_dataset, load_datasets
 from memearena.sim.catalogue import demo_models
 from memearena.sim.world import SimWorld
 
@@ -14,16 +14,37 @@ def demo_world(seed: int = 0) -> SimWorld:
     return SimWorld(demo_models(), demo_annotations(memes), seed=seed)
 
 
-def serve_world(*, host: str, port: int, latency_ms: float, fail_rate: float, seed: int) -> None:
-    """Serve the demo world until interrupted."""
+def config_world(cfg: RunConfig) -> tuple[SimWorld, list[str]]:
+    """A world serving the demo catalogue plus the config's ``provider: sim`` models (a config
+    model of the same name replaces the catalogue's), knowing the facts of its datasets."""
+    models: dict[str, SimModelConfig] = dict(demo_models())
+    models.update({n: m for n, m in cfg.models.items() if isinstance(m, SimModelConfig)})
+    memes = load_datasets(cfg.data, cfg.image, check_images=False).memes
+    return SimWorld(models, demo_annotations(memes), seed=cfg.seed), list(models)
+
+
+def serve_world(
+    *,
+    host: str,
+    port: int,
+    latency_ms: float,
+    fail_rate: float,
+    seed: int,
+    config: RunConfig | None = None,
+) -> None:
+    """Serve the demo world (or ``config``'s simulated models) until interrupted."""
     from memearena.sim.server import serve
 
+    if config is None:
+        world, names = demo_world(seed), list(demo_models())
+    else:
+        world, names = config_world(config)
     serve(
-        demo_world(seed),
+        world,
         host=host,
         port=port,
         latency_ms=latency_ms,
         fail_rate=fail_rate,
         seed=seed,
-        models=list(demo_models()),
+        models=names,
     )
