@@ -311,8 +311,9 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
     return cfg.model_copy(update=update)
 
 
-def load_config(path: Path) -> RunConfig:
+def load_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML run config; any problem is one ConfigError line naming the field."""
+    path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:

@@ -88,7 +88,7 @@ def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
 
 def run_arena(
     cfg: RunConfig,
-    run_dir: Path,
+    run_dir: str | Path,
     *,
     max_cost: float | None = None,
     settings: Sequence[str] | None = None,
@@ -101,6 +101,7 @@ def run_arena(
     from memearena.report.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
+    run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
     try:
