@@ -11,6 +11,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from memearena.cli_data import check_command
+from memearena.cli_rank import rank_command
 from memearena.errors import MemearenaError
 
 app = typer.Typer(
@@ -204,27 +206,12 @@ def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).
         raise typer.Exit(1)
 
 
-def _register_optional() -> None:
-    """Commands whose modules are owned elsewhere; registered when importable."""
-    try:
-        from memearena.cli_rank import rank_command
-
-        app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
-            one_line_errors(rank_command)
-        )
-    except ImportError:  # pragma: no cover - module always ships
-        pass
-    try:
-        from memearena.cli_data import check_command
-
-        data_app.command("check", help="Validate every item of a config's datasets.")(
-            one_line_errors(check_command)
-        )
-    except ImportError:  # pragma: no cover
-        pass
-
-
-_register_optional()
+app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
+    one_line_errors(rank_command)
+)
+data_app.command("check", help="Validate every item of a config's datasets.")(
+    one_line_errors(check_command)
+)
 
 
 def main() -> None:
