@@ -233,6 +233,19 @@ class ModelPool:
         if error is not None:
             raise error
 
+    def request_key(
+        self, model: str, messages: Sequence[Message], params: GenParams | None = None
+    ) -> str:
+        """The content hash of the request ``complete`` would send (endpoint identity, model
+        id, messages with image hashes, merged parameters): the fingerprint a step's artifact
+        key carries, so a changed model, prompt, input or parameter is recomputed, never reused."""
+        m = self._models.get(model)
+        if m is None:
+            raise ModelError(f"unknown model {model!r}; define it under 'models'")
+        if params is None:
+            return key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
+        return key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+
     async def complete(
         self,
         model: str,

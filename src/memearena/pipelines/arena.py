@@ -28,6 +28,7 @@ from memearena.pipelines.schedule import (
     seeded_rng,
     target_pairs,
 )
+from memearena.pipelines.steps import run_step
 from memearena.prompts import (
     AskResult,
     ask,
@@ -118,28 +119,8 @@ class ArenaPipeline:
         call: Callable[[], Awaitable[AskResult[T]]],
         encode: Callable[[T, AskResult[T]], dict[str, Any]],
     ) -> dict[str, Any] | None:
-        """Run one idempotent step: the stored artifact, or call, store and return it.
-
-        Returns None when the call failed for a reason worth retrying on a re-run."""
-        got = self.store.get_artifact(kind, key)
-        if got is not None:
-            return got
-        res = await call()
-        if res.value is not None:
-            value = encode(res.value, res)
-            self.store.clear_errors(kind, key)  # a resumed step that now succeeds
-        elif res.refusal:
-            value = {"refusal": True, "raw": res.raw[-1] if res.raw else ""}
-            self.store.record_error(kind, key, "refusal", value["raw"][:500])
-        elif res.error and res.error.startswith("unparseable"):
-            value = {"error": res.error, "raw": res.raw}
-            self.store.record_error(kind, key, res.error, (res.raw[-1] if res.raw else "")[:500])
-        else:
-            self.store.record_error(kind, key, res.error or "unknown failure")
-            return None
-        if self.store.put_artifact(kind, key, value):
-            return value
-        return self.store.get_artifact(kind, key)
+        """One idempotent step (``pipelines.steps.run_step``) over this run's store."""
+        return await run_step(self.store, kind, key, call, encode)
 
     # ---------------------------------------------------------------- stage 1
     async def contexts(self, meme: Meme) -> list[Task]:

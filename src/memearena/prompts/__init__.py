@@ -18,8 +18,10 @@ from memearena.prompts.render import (
     template_path,
 )
 from memearena.prompts.schemas import LEVELS, Answer, Context, CriterionVerdict
+from memearena.prompts.scores import ABSTAIN, Score, defang_score_fields, parse_score
 
 __all__ = [
+    "ABSTAIN",
     "DELIMITER_TAGS",
     "LEVELS",
     "ROLE_TEMPLATES",
@@ -28,12 +30,15 @@ __all__ = [
     "Context",
     "CriterionVerdict",
     "ModelPoolLike",
+    "Score",
     "ask",
     "build_messages",
+    "defang_score_fields",
     "extract_json_objects",
     "parse_answer",
     "parse_contexts",
     "parse_guideline",
+    "parse_score",
     "parse_verdicts",
     "reask_message",
     "render",

@@ -1,0 +1,106 @@
+"""The engine's step primitives, shared by every method's pipeline.
+
+A *step* is one agent call whose final outcome (a parsed output, a refusal, an output that stayed
+unparseable after re-asks) is stored as one artifact under a deterministic key; a permanent model
+failure is only an error record, so a re-run retries it. A step's key carries the fingerprint of
+the request it sends (``ModelPool.request_key``: endpoint and model id, rendered prompt with
+image hashes, parameters), so a re-run after a config change recomputes what changed and reuses
+the rest. ``bounded_map`` keeps a bounded window of jobs in flight, so memory follows the
+window, not the number of items.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from memearena.prompts import AskResult
+from memearena.store import RunStore
+
+__all__ = ["DEFAULT_WINDOW", "bounded_map", "outcome_value", "run_step"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+DEFAULT_WINDOW = 256
+"""Jobs in flight when a caller does not say (a few times a typical total concurrency)."""
+
+
+def outcome_value(
+    store: RunStore,
+    kind: str,
+    key: str,
+    res: AskResult[T],
+    encode: Callable[[T, AskResult[T]], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """The artifact value for a finished ask (recording refusals and parse failures as errors
+    too, so the report shows them), or None for a failure worth retrying on a re-run."""
+    if res.value is not None:
+        store.clear_errors(kind, key)  # a resumed step that now succeeds
+        return encode(res.value, res)
+    if res.refusal:
+        raw = res.raw[-1] if res.raw else ""
+        store.record_error(kind, key, "refusal", raw[:500])
+        return {"refusal": True, "raw": raw}
+    if res.error and res.error.startswith("unparseable"):
+        store.record_error(kind, key, res.error, (res.raw[-1] if res.raw else "")[:500])
+        return {"error": res.error, "raw": res.raw}
+    store.record_error(kind, key, res.error or "unknown failure")
+    return None
+
+
+async def run_step(
+    store: RunStore,
+    kind: str,
+    key: str,
+    call: Callable[[], Awaitable[AskResult[T]]],
+    encode: Callable[[T, AskResult[T]], dict[str, Any]],
+) -> dict[str, Any] | None:
+    """The stored artifact ``(kind, key)``, or call, store and return it (first write wins).
+
+    Returns None when the call failed for a reason worth retrying on a re-run."""
+    got = store.get_artifact(kind, key)
+    if got is not None:
+        return got
+    res = await call()
+    value = outcome_value(store, kind, key, res, encode)
+    if value is None:
+        return None
+    if store.put_artifact(kind, key, value):
+        return value
+    return store.get_artifact(kind, key)
+
+
+async def bounded_map(
+    fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int = DEFAULT_WINDOW
+) -> AsyncIterator[tuple[T, U]]:
+    """``fn`` over ``items`` with at most ``window`` calls in flight, yielding ``(item, result)``
+    as each finishes (completion order). Items are drawn lazily, so a generator of millions of
+    jobs never materialises. An exception in ``fn`` cancels the rest and propagates."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    it = iter(items)
+    running: dict[asyncio.Task[U], T] = {}
+
+    def fill() -> None:
+        while len(running) < window:
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            running[asyncio.ensure_future(fn(item))] = item
+
+    fill()
+    try:
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                item = running.pop(t)
+                yield item, t.result()
+            fill()
+    finally:
+        for t in running:
+            t.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
