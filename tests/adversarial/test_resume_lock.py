@@ -15,6 +15,7 @@ from memearena.store import LOCK_FILE
 
 TARGETS = {"t-a": 0.9, "t-b": 0.5, "t-c": 0.2}
 JUDGES = ["j-one", "j-two"]
+CLI = [sys.executable, "-m", "memearena.cli"]
 
 
 def write_config(path: Path, *, latency_ms: float) -> Path:
@@ -42,8 +43,7 @@ def write_config(path: Path, *, latency_ms: float) -> Path:
 
 def _arena(config: Path, out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "memearena.cli", "arena", str(config), "--out", str(out)]
-        + ["--no-progress"],
+        [*CLI, "arena", str(config), "--out", str(out), "--no-progress"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -69,7 +69,7 @@ def test_second_run_on_a_directory_refuses_naming_the_holder_and_nothing_is_paid
         refused_in = time.monotonic() - t0
         assert first.poll() is None, "the first run ended before the second was refused"
     finally:
-        out1, err1 = first.communicate(timeout=300)
+        _, err1 = first.communicate(timeout=300)
     assert first.returncode == 0, err1
     assert second.returncode == 2
     lines = [line for line in err.splitlines() if line.strip()]
