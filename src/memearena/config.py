@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memearena.config_adapt import AdaptConfig
 from memearena.config_judge_audit import JudgeAuditConfig
 from memearena.errors import ConfigError
 from memearena.models.types import GenParams
@@ -264,8 +265,8 @@ class RunConfig(_Strict):
     """Reuse identical earlier calls from the content-addressed cache."""
     arena: ArenaConfig | None = None
     """The Arena method."""
-    adapt: dict[str, Any] | None = None
-    """The Adapt method (reserved; not implemented yet)."""
+    adapt: AdaptConfig | None = None
+    """The Adapt method (AdamMeme)."""
     judge_audit: JudgeAuditConfig | None = None
     """The Judge audit method (``memearena.config_judge_audit``)."""
 
@@ -279,6 +280,9 @@ class RunConfig(_Strict):
             for where, name in named:
                 if name not in self.models:
                     raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        for where, name in self.adapt.model_refs() if self.adapt is not None else []:
+            if name not in self.models:
+                raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
         if self.judge_audit is not None:
             for where, name in self.judge_audit.named_models():
                 if name not in self.models:
