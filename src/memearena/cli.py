@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
 from memearena.cli_rank import rank_command
 from memearena.errors import MemearenaError
@@ -26,6 +27,7 @@ data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
 models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
+app.add_typer(adapt_app, name="adapt")
 
 # Piped output (logs, CI) gets a fixed width wide enough for the summary tables.
 console = Console() if sys.stdout.isatty() else Console(width=120)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memearena.config_adapt import AdaptConfig
 from memearena.errors import ConfigError
 from memearena.models.types import GenParams
 
@@ -253,8 +254,8 @@ class RunConfig(_Strict):
     """Reuse identical earlier calls from the content-addressed cache."""
     arena: ArenaConfig | None = None
     """The Arena method."""
-    adapt: dict[str, Any] | None = None
-    """The Adapt method (reserved; not implemented yet)."""
+    adapt: AdaptConfig | None = None
+    """The Adapt method (AdamMeme)."""
     judge_audit: dict[str, Any] | None = None
     """The Judge audit method (reserved; not implemented yet)."""
 
@@ -268,6 +269,9 @@ class RunConfig(_Strict):
             for where, name in named:
                 if name not in self.models:
                     raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        for where, name in self.adapt.model_refs() if self.adapt is not None else []:
+            if name not in self.models:
+                raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
         return self
 
 
