@@ -43,6 +43,9 @@ _SIM_BEHAVIOUR_EXCLUDE = {
     "latency_ms",
     "max_response_bytes",
 }
+# Behaviour fields added after keys were pinned enter the key only when set (not 0), so caches
+# written before they existed stay valid.
+_SIM_ADDED_BEHAVIOUR = ("ignores_image", "query_trust", "text_sway")
 
 
 def _message_json(m: Message) -> list[Any]:
@@ -63,6 +66,9 @@ def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
         endpoint: Any = ["openai", model_cfg.model, sorted(model_cfg.urls())]
     else:
         behaviour = model_cfg.model_dump(mode="json", exclude=_SIM_BEHAVIOUR_EXCLUDE)
+        for name in _SIM_ADDED_BEHAVIOUR:
+            if not behaviour.get(name):
+                behaviour.pop(name, None)
         endpoint = ["sim", model_name, behaviour]
     return json.dumps(endpoint, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
