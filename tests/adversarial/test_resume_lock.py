@@ -53,7 +53,7 @@ def _arena(config: Path, out: Path) -> subprocess.Popen[str]:
 def test_second_run_on_a_directory_refuses_naming_the_holder_and_nothing_is_paid_twice(
     tmp_path: Path,
 ) -> None:
-    config = write_config(tmp_path / "c.yaml", latency_ms=40)
+    config = write_config(tmp_path / "c.yaml", latency_ms=1000)  # a run of several seconds
     out = tmp_path / "out"
     lock = out / "locked" / LOCK_FILE
     first = _arena(config, out)
