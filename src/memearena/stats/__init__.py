@@ -38,6 +38,16 @@ from memearena.stats.cluster import (
 from memearena.stats.counts import PairCounts
 from memearena.stats.elo import online_elo
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
+from memearena.stats.judge_bias import (
+    BIAS_CATEGORIES,
+    BIAS_TYPES,
+    BiasFigure,
+    BiasPair,
+    BiasTable,
+    bias_conformity,
+    bias_deviation,
+    bias_table,
+)
 from memearena.stats.leaderboard import (
     LeaderboardAccumulator,
     LeaderboardRow,
@@ -57,9 +67,14 @@ from memearena.stats.style import LengthControlled, LengthObservations, length_c
 from memearena.stats.winrate import average_win_rate, win_rate_matrix
 
 __all__ = [
+    "BIAS_CATEGORIES",
+    "BIAS_TYPES",
     "WINNERS",
     "BTResult",
     "Battle",
+    "BiasFigure",
+    "BiasPair",
+    "BiasTable",
     "ClusterIndex",
     "ClusteredCounts",
     "ClusteredCountsBuilder",
@@ -77,6 +92,9 @@ __all__ = [
     "UnboundedRatingsError",
     "Verdict",
     "average_win_rate",
+    "bias_conformity",
+    "bias_deviation",
+    "bias_table",
     "bradley_terry",
     "bt_probability",
     "cluster_weights",
