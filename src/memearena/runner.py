@@ -124,7 +124,7 @@ def _run_arena_locked(
     show_progress: bool,
     bootstrap: int | None,
 ) -> ArenaRunResult:
-    from memearena.report.arena import arena_leaderboard, write_arena_outputs
+    from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
     store = RunStore(run_dir / "run.db")
@@ -149,7 +149,7 @@ def _run_arena_locked(
         done = [o for o in outcomes if not o.stopped]
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
-            write_arena_outputs(run_dir, board, done)
+            write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
         new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(run_dir, outcomes, board, new_calls, store.total_cost(), stopped)
