@@ -11,7 +11,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
+from memearena.cli_judge_audit import judge_audit_app
 from memearena.cli_rank import rank_command
 from memearena.errors import MemearenaError
 
@@ -26,6 +28,7 @@ data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
 models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
+app.add_typer(adapt_app, name="adapt")
 
 # Piped output (logs, CI) gets a fixed width wide enough for the summary tables.
 console = Console() if sys.stdout.isatty() else Console(width=120)
@@ -212,6 +215,7 @@ app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format)
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )
+app.add_typer(judge_audit_app, name="judge-audit")
 
 
 def main() -> None:
