@@ -19,14 +19,14 @@ from memearena.errors import DataError
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE_INT = "9" * 5_000
 EDGE_VALUES = {
-    "deeply nested": ('{"id": 2, "img": "a.png", "text": "t", "x": ' + DEEP + "}", "nested"),
-    "5000-digit int": ('{"id": ' + HUGE_INT + ', "img": "a.png", "text": "t"}', "5000 digits"),
+    "deeply nested": ('{"id": 2, "img": "a.png", "text": "t", "x": ' + DEEP + "}", "nested deeper"),
+    "5000-digit int": ('{"id": ' + HUGE_INT + ', "img": "a.png", "text": "t"}', "5,000 characters"),
     "5000-digit float": ('{"id": 2, "img": "a.png", "text": "t", "s": 1' + "0" * 5000 + ".5}",
-                         "characters"),
-    "huge exponent": ('{"id": 2, "img": "a.png", "text": "t", "s": 1e999}', "out of range"),
-    "NaN": ('{"id": 2, "img": "a.png", "text": "t", "s": NaN}', "NaN is not valid JSON"),
-    "33 levels": ('{"id": 2, "img": "a.png", "text": "t", "x": ' + "[" * 32 + "]" * 32 + "}",
-                  "nested more than 32"),
+                         "5,003 characters"),
+    "huge exponent": ('{"id": 2, "img": "a.png", "text": "t", "s": 1e999}', "overflows a float"),
+    "NaN": ('{"id": 2, "img": "a.png", "text": "t", "s": NaN}', "NaN, which is not a number"),
+    "65 levels": ('{"id": 2, "img": "a.png", "text": "t", "x": ' + "[" * 64 + "]" * 64 + "}",
+                  "nested deeper than 64"),
 }  # fmt: skip
 GOOD = {"id": 1, "img": "a.png", "label": 1, "text": "fine"}
 

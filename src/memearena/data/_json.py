@@ -1,75 +1,87 @@
-"""Bounded JSON for dataset files: depth, number length and non-finite values are capped.
+"""Bounded JSON for dataset files, on top of :mod:`memearena.jsonsafe`.
 
 Threat: a dataset row is untrusted text. Deep nesting exhausts the recursion limit, a
 5,000-digit integer trips Python's int-conversion limit and a huge float becomes ``inf``; each
 must be one error line for that row, never a traceback and never a silently altered value.
+JSONL rows go through :func:`memearena.jsonsafe.loads_bounded`; a file holding one JSON array
+is decoded element by element (to name each element's line) with the same bounds.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-MAX_DEPTH = 32
-"""Deepest nesting of arrays/objects a dataset row may have."""
-MAX_NUMBER_CHARS = 64
-"""Longest number literal a dataset row may hold (ids, labels, scores are short)."""
+from memearena.jsonsafe import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_NUMBER_CHARS,
+    JSONLimitError,
+    json_depth,
+    loads_bounded,
+)
+
+__all__ = ["JSONLimitError", "check_array_depth", "loads_row", "raw_decode"]
 
 
-class JSONBoundError(ValueError):
-    """A JSON value that is well-formed but outside the bounds above (or not valid JSON)."""
+def loads_row(text: str) -> Any:
+    """One JSONL row within the bounds: JSONDecodeError or JSONLimitError (both ValueError)."""
+    return loads_bounded(text)
 
 
 def _int(s: str) -> int:
-    if len(s) > MAX_NUMBER_CHARS:
-        raise JSONBoundError(f"number with {len(s)} digits (limit {MAX_NUMBER_CHARS})")
+    if len(s) > DEFAULT_MAX_NUMBER_CHARS:
+        raise JSONLimitError(
+            f"JSON number of {len(s):,} characters (max {DEFAULT_MAX_NUMBER_CHARS})"
+        )
     return int(s)
 
 
 def _float(s: str) -> float:
-    if len(s) > MAX_NUMBER_CHARS:
-        raise JSONBoundError(f"number with {len(s)} characters (limit {MAX_NUMBER_CHARS})")
-    v = float(s)
-    if not math.isfinite(v):
-        raise JSONBoundError(f"number {s[:20]!r} is out of range")
-    return v
+    if len(s) > DEFAULT_MAX_NUMBER_CHARS:
+        raise JSONLimitError(
+            f"JSON number of {len(s):,} characters (max {DEFAULT_MAX_NUMBER_CHARS})"
+        )
+    value = float(s)
+    if value in (float("inf"), float("-inf")):
+        raise JSONLimitError(f"JSON number {s[:20]} overflows a float")
+    return value
 
 
 def _constant(s: str) -> Any:
-    raise JSONBoundError(f"{s} is not valid JSON")
+    raise JSONLimitError(f"JSON holds {s}, which is not a number")
 
 
-DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
-"""A decoder applying the number bounds; use :func:`loads` or :func:`raw_decode`."""
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
-def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict | list):
-            if depth > MAX_DEPTH:
-                raise JSONBoundError(f"nested more than {MAX_DEPTH} levels deep")
-            children = v.values() if isinstance(v, dict) else v
-            stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+def check_array_depth(text: str) -> int | None:
+    """Offset of the first character nested deeper than allowed (array level included), or None."""
+    # One array around the rows: its elements may nest as deep as a JSONL row.
+    limit = DEFAULT_MAX_DEPTH + 1
+    if json_depth(text, stop_at=limit) <= limit:
+        return None
+    depth = 0
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return None  # pragma: no cover - json_depth found it
 
 
 def raw_decode(text: str, pos: int) -> tuple[Any, int]:
-    """Decode one JSON value at ``pos``: (value, end); JSONDecodeError or JSONBoundError."""
-    try:
-        value, end = DECODER.raw_decode(text, pos)
-    except RecursionError:
-        raise JSONBoundError(f"nested more than {MAX_DEPTH} levels deep") from None
-    _check_depth(value)
-    return value, end
-
-
-def loads(text: str) -> Any:
-    """Parse one JSON document within the bounds; JSONDecodeError or JSONBoundError."""
-    try:
-        value = DECODER.decode(text)
-    except RecursionError:
-        raise JSONBoundError(f"nested more than {MAX_DEPTH} levels deep") from None
-    _check_depth(value)
-    return value
+    """Decode one array element at ``pos`` with the number bounds (call
+    :func:`check_array_depth` first): (value, end); JSONDecodeError or JSONLimitError."""
+    return _DECODER.raw_decode(text, pos)

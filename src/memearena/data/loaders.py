@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import DatasetConfig, ImageConfig
-from memearena.data._json import JSONBoundError
-from memearena.data._json import loads as json_loads
+from memearena.data._json import JSONLimitError, check_array_depth, loads_row
 from memearena.data._json import raw_decode as json_raw_decode
 from memearena.data.demo import demo_dir
 from memearena.data.filters import apply_filters
@@ -194,11 +193,11 @@ def _json_rows(ctx: _Ctx) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         ctx.rows += 1
         try:
-            row = json_loads(raw)
+            row = loads_row(raw)
         except json.JSONDecodeError as e:
             ctx.bad_row(n, f"invalid JSON ({e.msg} at column {e.colno})")
             continue
-        except JSONBoundError as e:
+        except JSONLimitError as e:
             ctx.bad_row(n, f"invalid JSON ({e})")
             continue
         if not isinstance(row, dict):
@@ -219,6 +218,9 @@ def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]
         # A broken array cannot be resynchronised: always fatal, even without strict.
         return DataError(f"{ctx.file}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
 
+    deep = check_array_depth(text)
+    if deep is not None:
+        raise fail(deep, "JSON nested deeper than the limit")
     pos = skip_ws(pos)
     if pos < len(text) and text[pos] == "]":
         return
@@ -230,7 +232,7 @@ def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]
             row, pos = json_raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise fail(e.pos, e.msg) from None
-        except JSONBoundError as e:
+        except JSONLimitError as e:
             # The element's end is unknown, so the array cannot be resynchronised either.
             raise fail(pos, str(e)) from None
         if isinstance(row, dict):
