@@ -57,6 +57,8 @@ class _ModelCommon(_Strict):
     """Reasoning effort for reasoning models (sent only when set)."""
     price: Price = Field(default_factory=Price)
     """Cost per 1M tokens, used for accounting, --dry-run estimates and --max-cost."""
+    max_response_bytes: int = Field(2_000_000, gt=0, le=1_000_000_000)
+    """Largest reply accepted, in bytes: reading stops there and the call fails (never cached)."""
 
     def gen_params(self) -> GenParams:
         """The generation parameters this model is called with."""
