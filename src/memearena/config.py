@@ -242,6 +242,12 @@ class ArenaConfig(_Strict):
     """Online Elo K factor."""
     bootstrap: int = Field(1000, ge=0)
     """Bootstrap rounds for the Bradley–Terry confidence intervals."""
+    bootstrap_unit: Literal["meme", "task", "battle"] = "meme"
+    """What every bootstrap interval resamples: memes (all battles of a meme are correlated),
+    tasks (meme × context), or single battles (too narrow when battles are correlated)."""
+    self_judging: Literal["exclude", "include"] = "exclude"
+    """Battles in which a judge compares a model of its own family: left out of the
+    leaderboards (kept for the self-preference measure), or included."""
     judge_audit: Path | None = None
     """A Judge audit run's ``leaderboard.json``: the Arena warns when a panel judge is flagged."""
 
