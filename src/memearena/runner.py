@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,16 @@ from rich.console import Console
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
-from memearena.errors import DataError
+from memearena.errors import DataError, IncompatibleRunError
 from memearena.models import ModelPool, ResponseCache
-from memearena.pipelines.arena import ArenaOutcome, ArenaPipeline
+from memearena.pipelines.arena import (
+    ANSWERS_VIEW,
+    STAGES,
+    ArenaOutcome,
+    ArenaPipeline,
+    StageCount,
+    judged_view,
+)
 from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
 from memearena.sim.world import SimWorld
@@ -47,6 +55,24 @@ class ArenaRunResult:
     new_calls: int
     cost_usd: float
     stopped: str | None
+    stages: dict[str, StageCount] = field(default_factory=dict)
+    """Per stage: steps reused from the run directory, newly computed, and failed."""
+    analysis_reused: bool = False
+    """The battles and everything else the leaderboard reads were unchanged: the previous
+    leaderboard was kept rather than recomputed."""
+
+    def resume_line(self) -> str:
+        """``contexts: reused N, new M · answers: ...`` (failed steps too, when any)."""
+        parts = []
+        for stage in STAGES:
+            c = self.stages.get(stage)
+            if c is None:
+                continue
+            text = f"{stage}: reused {c.reused:,}, new {c.new:,}"
+            if c.failed:
+                text += f", failed {c.failed:,} (retried on re-run)"
+            parts.append(text)
+        return " · ".join(parts)
 
 
 def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
@@ -79,6 +105,78 @@ def open_pool(
     return ModelPool(
         cfg.models, store=store, cache=cache, max_cost=max_cost, responder=sim_world(cfg, memes)
     )
+
+
+def run_identity(config: dict[str, Any]) -> list[list[Any]]:
+    """What a run directory is bound to: its datasets' sources (format, path, image root, field
+    mapping). Everything else (models, prompts, parameters, seed, Arena options, which items of
+    those sources are kept) may change between runs: the steps it affects are recomputed."""
+    out: list[list[Any]] = []
+    for d in config.get("data") or []:
+        out.append([d.get("format"), d.get("path"), d.get("image_root"), d.get("fields") or None])
+    return sorted(out, key=lambda x: json.dumps(x, default=str))
+
+
+def check_compatible(cfg: RunConfig, store: RunStore, run_dir: Path) -> None:
+    """Refuse a run directory whose run read other datasets (``run_identity``)."""
+    prev = store.latest_snapshot()
+    if prev is None:
+        return
+    old = run_identity(prev["config"])
+    new = run_identity(json.loads(cfg.model_dump_json()))
+    if old != new:
+        raise IncompatibleRunError(
+            f"{run_dir}: holds a run over other datasets ({_sources(old)}; this config: "
+            f"{_sources(new)}); use another --out or run name"
+        )
+
+
+def _sources(identity: list[list[Any]]) -> str:
+    return ", ".join(f"{fmt}:{path}" if path else str(fmt) for fmt, path, *_ in identity)
+
+
+ANALYSIS_DIGEST = "arena.analysis_digest"
+"""Meta entry: digest of everything the written leaderboard was computed from."""
+
+
+def analysis_digest(
+    cfg: RunConfig, store: RunStore, settings: Sequence[str], bootstrap: int | None
+) -> str:
+    """Digest of everything an Arena leaderboard is computed from: the config and prompts,
+    the member views (which answers and verdicts make up each setting), the calls and errors on
+    record, and the analysis code. Equal digests, equal leaderboards."""
+    from memearena import __version__
+    from memearena.analysis import arena as analysis
+
+    h = hashlib.sha256()
+    for part in (
+        __version__,
+        Path(analysis.__file__).read_bytes().hex(),
+        cfg.model_dump_json(),
+        json.dumps(template_hashes(), sort_keys=True),
+        json.dumps([list(settings), bootstrap]),
+        str(store.last_call_id()),
+        store.errors_digest(),
+        store.view_digest(ANSWERS_VIEW),
+        *(store.view_digest(judged_view(s)) for s in settings),
+    ):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, Any] | None:
+    """The leaderboard written by an earlier run from exactly the same records, if intact."""
+    if store.get_meta(ANALYSIS_DIGEST) != digest:
+        return None
+    needed = [run_dir / n for n in ("leaderboard.json", "battles.jsonl", "report.html")]
+    if not all(p.exists() for p in needed):
+        return None
+    try:
+        board = json.loads(needed[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return board if isinstance(board, dict) else None
 
 
 def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
@@ -129,9 +227,11 @@ def _run_arena_locked(
 
     store = RunStore(run_dir / "run.db")
     try:
+        check_compatible(cfg, store, run_dir)
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
         calls_before = store.last_call_id()
+        stages: dict[str, StageCount] = {}
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
         )
@@ -140,6 +240,7 @@ def _run_arena_locked(
             try:
                 with StageProgress(console, enabled=show_progress) as progress:
                     pipe = ArenaPipeline(cfg, memes, pool, store, progress)
+                    stages.update(pipe.counts)
                     return await pipe.run(settings)
             finally:
                 await pool.aclose()
@@ -147,12 +248,23 @@ def _run_arena_locked(
         outcomes = asyncio.run(go())
         stopped = next((o.stopped for o in outcomes if o.stopped), None)
         done = [o for o in outcomes if not o.stopped]
-        board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
+        board: dict[str, Any] = {}
+        reused = False
         if done:
-            write_arena_outputs(run_dir, board, done, cfg)
-            write_report(run_dir, board)
+            # The leaderboard is recomputed only when something it reads changed.
+            digest = analysis_digest(cfg, store, [o.setting for o in done], bootstrap)
+            previous = _previous_board(run_dir, store, digest)
+            if previous is not None:
+                board, reused = previous, True
+            else:
+                board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap)
+                write_arena_outputs(run_dir, board, done, cfg)
+                write_report(run_dir, board)
+                store.set_meta(ANALYSIS_DIGEST, digest)
         new_calls = store.count_new_calls(calls_before)
-        return ArenaRunResult(run_dir, outcomes, board, new_calls, store.total_cost(), stopped)
+        return ArenaRunResult(
+            run_dir, outcomes, board, new_calls, store.total_cost(), stopped, stages, reused
+        )
     finally:
         store.close()
 

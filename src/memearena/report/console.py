@@ -131,6 +131,9 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
             f"[yellow]simulated targets[/yellow]: true order {' > '.join(sim['true_ranking'])}; "
             f"recovered Kendall τ = {_fmt(sim['kendall_tau'])}"
         )
+    if result.stages:
+        kept = "; leaderboard unchanged, kept" if result.analysis_reused else ""
+        console.print(f"steps — {result.resume_line()}{kept}", highlight=False, markup=False)
     if result.stopped:
         console.print(f"[red]stopped:[/red] {result.stopped}. Re-run to resume.")
     console.print(
