@@ -13,6 +13,7 @@ from rich.console import Console
 
 from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
+from memearena.cli_judge_audit import judge_audit_app
 from memearena.cli_rank import rank_command
 from memearena.errors import MemearenaError
 
@@ -214,6 +215,7 @@ app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format)
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )
+app.add_typer(judge_audit_app, name="judge-audit")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memearena.config_adapt import AdaptConfig
+from memearena.config_judge_audit import JudgeAuditConfig
 from memearena.errors import ConfigError
 from memearena.models.types import GenParams
 
@@ -125,6 +126,14 @@ class SimModelConfig(_ModelCommon):
     """Judge: extra preference for responses of its own family."""
     noise: float = Field(0.15, ge=0, le=2)
     """Judge: standard deviation of the noise added to every quality comparison."""
+    ignores_image: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far a pointwise judge overlooks the image (a missing or mismatched
+    image barely lowers its score)."""
+    query_trust: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far it over-trusts the query (a mismatched query goes unnoticed; an
+    appended description raises its score)."""
+    text_sway: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far text drawn into the image moves its score."""
     refusal_rate: float = Field(0.0, ge=0, le=1)
     """Target: probability of refusing to answer."""
     format_error_rate: float = Field(0.0, ge=0, le=1)
@@ -212,6 +221,8 @@ class ArenaConfig(_Strict):
     """Online Elo K factor."""
     bootstrap: int = Field(1000, ge=0)
     """Bootstrap rounds for the Bradley–Terry confidence intervals."""
+    judge_audit: Path | None = None
+    """A Judge audit run's ``leaderboard.json``: the Arena warns when a panel judge is flagged."""
 
     @field_validator("criteria")
     @classmethod
@@ -258,8 +269,8 @@ class RunConfig(_Strict):
     """The Arena method."""
     adapt: AdaptConfig | None = None
     """The Adapt method (AdamMeme)."""
-    judge_audit: dict[str, Any] | None = None
-    """The Judge audit method (reserved; not implemented yet)."""
+    judge_audit: JudgeAuditConfig | None = None
+    """The Judge audit method (``memearena.config_judge_audit``)."""
 
     @model_validator(mode="after")
     def _models_exist(self) -> RunConfig:
@@ -274,6 +285,10 @@ class RunConfig(_Strict):
         for where, name in self.adapt.model_refs() if self.adapt is not None else []:
             if name not in self.models:
                 raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        if self.judge_audit is not None:
+            for where, name in self.judge_audit.named_models():
+                if name not in self.models:
+                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
         return self
 
 
@@ -314,6 +329,10 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
     if cfg.arena is not None and cfg.arena.human_guidelines is not None:
         hg = fix(cfg.arena.human_guidelines) or cfg.arena.human_guidelines
         update["arena"] = cfg.arena.model_copy(update={"human_guidelines": hg})
+    if cfg.arena is not None and cfg.arena.judge_audit is not None:
+        ja = fix(cfg.arena.judge_audit) or cfg.arena.judge_audit
+        arena = update.get("arena", cfg.arena)
+        update["arena"] = arena.model_copy(update={"judge_audit": ja})
     return cfg.model_copy(update=update)
 
 

@@ -34,6 +34,9 @@ CACHE_KEY_VERSION = 1
 
 # Fields of a simulated model that shape its answers (limits, price and latency do not).
 _SIM_BEHAVIOUR_EXCLUDE = {"max_concurrency", "rpm", "timeout", "max_retries", "price", "latency_ms"}
+# Behaviour fields added after keys were pinned enter the key only when set (not 0), so caches
+# written before they existed stay valid.
+_SIM_ADDED_BEHAVIOUR = ("ignores_image", "query_trust", "text_sway")
 
 
 def _message_json(m: Message) -> list[Any]:
@@ -54,6 +57,9 @@ def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
         endpoint: Any = ["openai", model_cfg.model, sorted(model_cfg.urls())]
     else:
         behaviour = model_cfg.model_dump(mode="json", exclude=_SIM_BEHAVIOUR_EXCLUDE)
+        for name in _SIM_ADDED_BEHAVIOUR:
+            if not behaviour.get(name):
+                behaviour.pop(name, None)
         endpoint = ["sim", model_name, behaviour]
     return json.dumps(endpoint, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 

@@ -30,6 +30,16 @@ from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
 from memearena.stats.counts import PairCounts
 from memearena.stats.elo import online_elo
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
+from memearena.stats.judge_bias import (
+    BIAS_CATEGORIES,
+    BIAS_TYPES,
+    BiasFigure,
+    BiasPair,
+    BiasTable,
+    bias_conformity,
+    bias_deviation,
+    bias_table,
+)
 from memearena.stats.leaderboard import (
     LeaderboardRow,
     group_battles,
@@ -41,9 +51,14 @@ from memearena.stats.ranking import kendall_tau, ndcg, spearman_rho
 from memearena.stats.winrate import average_win_rate, win_rate_matrix
 
 __all__ = [
+    "BIAS_CATEGORIES",
+    "BIAS_TYPES",
     "WINNERS",
     "BTResult",
     "Battle",
+    "BiasFigure",
+    "BiasPair",
+    "BiasTable",
     "DisconnectedComparisonError",
     "Estimate",
     "LeaderboardRow",
@@ -55,6 +70,9 @@ __all__ = [
     "UnboundedRatingsError",
     "Verdict",
     "average_win_rate",
+    "bias_conformity",
+    "bias_deviation",
+    "bias_table",
     "bradley_terry",
     "bt_probability",
     "cohen_kappa",
