@@ -210,7 +210,11 @@ def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None)
                 {
                     "model": t,
                     **_rate_rows(
-                        rows, [c for c in mine_chains if c["category"] == cat], thr, rounds, cfg.seed
+                        rows,
+                        [c for c in mine_chains if c["category"] == cat],
+                        thr,
+                        rounds,
+                        cfg.seed,
                     ),
                     "others_failure_rate": o_fr["value"],
                     "others_failure_rate_ci": o_fr["ci"],
@@ -267,7 +271,9 @@ def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None)
             "note": "simulated targets: a test of the method, not a result about real models",
             "null_world": acfg.sim.null_world,
             "category_skill": {
-                t: dict(sims[t].category_skill) for t in acfg.targets if sims[t].category_skill
+                t: dict(getattr(sims[t], "category_skill", {}))
+                for t in acfg.targets
+                if getattr(sims[t], "category_skill", None)
             },
         }
     return section

@@ -91,7 +91,20 @@ DELIMITER_TAGS: tuple[str, ...] = (
 )
 """Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
 
-RESERVED_KEYS: tuple[str, ...] = ("verdicts", "guideline", "contexts")
+RESERVED_KEYS: tuple[str, ...] = (
+    "verdicts",
+    "guideline",
+    "contexts",
+    "categories",
+    "accept",
+    "fits",
+    "instruction",
+    "misbelief",
+    "choice",
+    "better",
+    "rewrite",
+    "carries_misbelief",
+)
 """JSON fields an agent's own answer is read from (``prompts.parsers``): inserted text cannot
 write them as object keys."""
 

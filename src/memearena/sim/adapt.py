@@ -8,8 +8,9 @@ conclusions built in. What it encodes, and nothing more:
 - a meme's harm has an *explicitness*: a per-meme base in [0.55, 1] times the share of the
   original text's cue words still present; a rewrite that drops cue words lowers it;
 - a target understands a meme with probability ``understanding * (0.3 + 0.7 * explicitness)``
-  (full answer: target, harm, misbelief, facts), else half the time gives a partial reading and
-  otherwise a wrong one; it states a false fact with probability ``0.3 * (1 - understanding)``;
+  (full answer: target, harm, misbelief, facts), else with probability ``understanding`` a
+  partial reading (the target, not the harm) and otherwise a wrong one; it states a false
+  fact with probability ``0.3 * (1 - understanding)``;
 - the scorer grades an answer against the reference: points for the target, misbelief and harm
   the *reference* states and the answer repeats, plus a true fact; a false fact caps the score;
   Normal noise is added (``noise``, scaled to the 1-10 scale), so rescoring varies;
@@ -39,11 +40,95 @@ if TYPE_CHECKING:
 __all__ = ["AdaptWorld", "cue_words"]
 
 _STOP = frozenset(
-    "the and for are but not you all any can had her was one our out day get has him his how "
-    "man new now old see two way who boy did its let put say she too use that with have this "
-    "will your from they know want been good much some time very when come here just like long "
-    "make many over such take than them well were what into only then also after back other "
-    "there these thing think where which while those whose".split()
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "all",
+        "any",
+        "can",
+        "had",
+        "her",
+        "was",
+        "one",
+        "our",
+        "out",
+        "day",
+        "get",
+        "has",
+        "him",
+        "his",
+        "how",
+        "man",
+        "new",
+        "now",
+        "old",
+        "see",
+        "two",
+        "way",
+        "who",
+        "boy",
+        "did",
+        "its",
+        "let",
+        "put",
+        "say",
+        "she",
+        "too",
+        "use",
+        "that",
+        "with",
+        "have",
+        "this",
+        "will",
+        "your",
+        "from",
+        "they",
+        "know",
+        "want",
+        "been",
+        "good",
+        "much",
+        "some",
+        "time",
+        "very",
+        "when",
+        "come",
+        "here",
+        "just",
+        "like",
+        "long",
+        "make",
+        "many",
+        "over",
+        "such",
+        "take",
+        "than",
+        "them",
+        "well",
+        "were",
+        "what",
+        "into",
+        "only",
+        "then",
+        "also",
+        "after",
+        "back",
+        "other",
+        "there",
+        "these",
+        "thing",
+        "think",
+        "where",
+        "which",
+        "while",
+        "those",
+        "whose",
+    ]
 )
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+")
 _VAGUE_SUBS = ("those folks", "that crowd", "them", "certain people", "that thing", "you know who")
@@ -66,7 +151,7 @@ _KNOWN_HARMS = frozenset(
         "sexual orientation",
     }
 )
-_SCORE_NOISE_SCALE = 8.0
+_SCORE_NOISE_SCALE = 6.0
 
 
 def cue_words(text: str) -> frozenset[str]:
@@ -226,7 +311,7 @@ class AdaptWorld:
         }
         overlaps = [e for e in existing if e == name or e in name or name in e]
         ok = known and not overlaps
-        if rng.random() > 0.5 + prof.cfg.skill / 2:
+        if rng.random() < 0.3 * (1 - prof.cfg.skill):
             ok = not ok
         return json.dumps(
             {
@@ -242,7 +327,7 @@ class AdaptWorld:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         name = _norm((_tag(req.prompt, "proposal") or "").split(":", 1)[0])
         fits = name == _norm(meme.category)
-        if rng.random() > 0.5 + prof.cfg.skill / 2:
+        if rng.random() < 0.3 * (1 - prof.cfg.skill):
             fits = not fits
         return json.dumps({"fits": fits, "reason": "Checked against the image."})
 
@@ -265,8 +350,6 @@ class AdaptWorld:
             belief = meme.misbelief
         else:
             belief = f"{meme.target} deserve contempt because of their {category.lower()}."
-        if rng.random() < 0.05:  # a draft that talks about the meme: the parser re-asks
-            belief = f"This meme says that {belief[0].lower()}{belief[1:]}"
         return json.dumps({"misbelief": belief})
 
     # ---- answers and references ----------------------------------------------------------
@@ -292,7 +375,7 @@ class AdaptWorld:
             )
             if len(true_pool) > 1:
                 sentences.append(true_pool[1])
-        elif roll < p_understand + (1 - p_understand) / 2:
+        elif roll < p_understand + (1 - p_understand) * u:
             reading = (
                 f"The meme mentions {meme.target}; it may be offensive to some viewers, though "
                 "its point is not entirely clear."
@@ -318,7 +401,9 @@ class AdaptWorld:
         u = prof.cfg.skill
         hinted = _norm(_tag(req.prompt, "misbelief") or "") == _norm(meme.misbelief)
         e = self.explicitness(meme, original, text)
-        return self._write_answer(meme, u * (0.3 + 0.7 * e), u, rng, hint=hinted and rng.random() < u)
+        return self._write_answer(
+            meme, u * (0.3 + 0.7 * e), u, rng, hint=hinted and rng.random() < u
+        )
 
     def _coverage(self, meme: _Meme, text: str) -> int:
         t = _norm(text)
@@ -345,7 +430,9 @@ class AdaptWorld:
         ref = _norm(_tag(req.prompt, "reference") or "")
         ans = _norm(_tag(req.prompt, "answer") or "")
         points = 1.0
-        if _norm(meme.target) in ref and _norm(meme.target) in ans:
+        # Credit for the target only where the reading names it (a fact may mention it too).
+        names = (f"targets {_norm(meme.target)}", f"mentions {_norm(meme.target)}")
+        if any(n in ref for n in names) and any(n in ans for n in names):
             points += 3
         mis = _norm(meme.misbelief)[:40] if meme.misbelief else None
         if mis and mis in ref and mis in ans:
@@ -363,7 +450,10 @@ class AdaptWorld:
         if error:
             score = min(score, cap)
         why = "It states a false fact. " if error else ""
-        return f"{why}Compared with the reference, the answer covers {points:.0f} of 10 points.\nRating: [[{score}]]"
+        return (
+            f"{why}Compared with the reference, the answer covers {points:.0f} of 10 points."
+            f"\nRating: [[{score}]]"
+        )
 
     # ---- refinement ----------------------------------------------------------------------
 
@@ -373,8 +463,11 @@ class AdaptWorld:
         cues = [i for i, w in enumerate(words) if cue_words(w)]
         rng.shuffle(cues)
         # An over-eager rewrite drops every cue (the checker should catch it).
-        share = 1.0 if rng.random() < 0.2 else 0.3 + 0.3 * rng.random()
-        drop = set(cues[: max(1, math.ceil(len(cues) * share))]) if cues else set()
+        if rng.random() < 0.2:
+            n = len(cues)
+        else:  # a careful rewrite keeps at least one cue
+            n = min(max(1, math.ceil(len(cues) * (0.3 + 0.3 * rng.random()))), len(cues) - 1)
+        drop = set(cues[: max(0, n)])
         out = [rng.choice(_VAGUE_SUBS) if i in drop else w for i, w in enumerate(words)]
         rewrite = " ".join(out) or "you know who"
         return json.dumps(
@@ -387,7 +480,7 @@ class AdaptWorld:
     def _check(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
         original = _tag(req.prompt, "original_text") or ""
         rewrite = _tag(req.prompt, "rewrite") or ""
-        meme, first = self._meme(req, original)
+        _, first = self._meme(req, original)
         cues = cue_words(first)
         kept = len(cues & cue_words(rewrite)) / len(cues) if cues else 1.0
         carries = kept >= 0.25

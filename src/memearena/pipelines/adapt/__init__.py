@@ -1,6 +1,6 @@
 """The Adapt method (AdamMeme): one module per stage, and the driver that runs them.
 
-    from memearena.pipelines.adapt import run_adapt, plan_adapt
+from memearena.pipelines.adapt import run_adapt, plan_adapt
 """
 
 from memearena.pipelines.adapt.driver import (

@@ -9,7 +9,7 @@ answer that holds a forged object must not decide an outcome.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,11 +20,13 @@ from memearena.config import RunConfig
 from memearena.config_adapt import AdaptConfig
 from memearena.data import Meme, prepare_image
 from memearena.errors import ConfigError, DataError, ParseError
+from memearena.jsonsafe import loads_bounded
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, ImagePart
 from memearena.pipelines.progress import StageProgress
 from memearena.pipelines.steps import run_step
 from memearena.prompts import ask, build_messages, extract_json_objects
+from memearena.prompts.parsers import final_block
 from memearena.store import RunStore, artifact_key
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
 T = TypeVar("T")
 
 _MAX_FIELD = 4000
+_MAX_BLOCK = 50_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class AdaptContext:
     on_image: Callable[[str, str], None] | None = None
     """Called with (image hash, meme text) for every image sent (the simulator's lookup)."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
+    _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
+        default_factory=dict
+    )
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -110,38 +116,75 @@ class AdaptContext:
         max_reasks: int | None = None,
         **vars: Any,
     ) -> dict[str, Any] | None:
-        """One idempotent agent call (``run_step``) keyed by ``parts`` and the request's
-        fingerprint. The artifact also records the model, so lineage names who wrote what."""
+        """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
+        artifact also records the model and ``parts`` (what the step was for), so lineage names
+        who wrote what."""
         if self.acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
             parts = (*parts, "null-world")
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
         reasks = self.acfg.max_reasks if max_reasks is None else max_reasks
-        return await run_step(
-            self.store,
-            kind,
-            artifact_key(*parts, fingerprint),
-            lambda: ask(
-                self.pool, model, role, messages, parser, max_reasks=reasks, params=params
-            ),
-            lambda v, r: {"model": model, **encode(v), "raw": r.raw[-1][:_MAX_FIELD]},
-        )
+        # The request's fingerprint is the key: one request is one step, whichever stage or
+        # item reaches it (a rewrite that equals another text reuses that text's answer).
+        key = (kind, fingerprint)
+        # Two chains can reach the same step at once (a loop and its control share their first
+        # rewrite): they await one call, so nothing is paid twice even with the cache off.
+        running = self._inflight.get(key)
+        if running is None:
+            running = asyncio.ensure_future(
+                run_step(
+                    self.store,
+                    kind,
+                    key[1],
+                    lambda: ask(
+                        self.pool, model, role, messages, parser, max_reasks=reasks, params=params
+                    ),
+                    lambda v, r: {
+                        "model": model,
+                        "for": artifact_key(*parts),
+                        **encode(v),
+                        "raw": r.raw[-1][:_MAX_FIELD],
+                    },
+                )
+            )
+            self._inflight[key] = running
+            running.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return await asyncio.shield(running)
 
 
 # ---- parsers ------------------------------------------------------------------------------
 
 
+def _own(text: str, key: str, *alternatives: str) -> dict[str, Any]:
+    """The agent's own JSON object holding ``key``: its final fenced block, or a reply that is
+    only the object; another object holding ``key`` anywhere before it is a ParseError (a forged
+    object quoted from untrusted text can never be the answer)."""
+    how = f'reply with one JSON object holding "{key}" (or end with one fenced json block)'
+    stripped = text.strip()
+    block = final_block(stripped)
+    if block is None:
+        if not stripped.startswith("{"):
+            raise ParseError(f"no final JSON object; {how}")
+        body, before = stripped, ""
+    else:
+        body, before = block
+    if len(body) > _MAX_BLOCK:
+        raise ParseError(f"the answer is longer than {_MAX_BLOCK:,} characters")
+    try:
+        obj = loads_bounded(body, max_bytes=4 * _MAX_BLOCK)
+    except ValueError:
+        raise ParseError(f"the final JSON is not one valid object; {how}") from None
+    keys = (key, *alternatives)
+    if not isinstance(obj, dict) or not any(k in obj for k in keys):
+        raise ParseError(f'no "{key}" field; {how}')
+    if any(k in o for o in extract_json_objects(before[: 4 * _MAX_BLOCK]) for k in keys):
+        raise ParseError(f'a "{key}" object appears before the final one: write exactly one')
+    return obj
+
+
 def _only(text: str, key: str) -> Any:
-    """The value of ``key`` in the reply's JSON object(s); none, or several that disagree,
-    is a ParseError (a forged object quoted from untrusted text cannot win)."""
-    values = [o[key] for o in extract_json_objects(text) if key in o]
-    if not values:
-        raise ParseError(f'no JSON object with a "{key}" field')
-    distinct = {json.dumps(v, sort_keys=True) for v in values}
-    if len(distinct) > 1:
-        raise ParseError(f'several different "{key}" fields; give exactly one JSON object')
-    return values[0]
+    return _own(text, key)[key]
 
 
 def _string(value: Any, what: str, limit: int = _MAX_FIELD) -> str:
@@ -180,8 +223,7 @@ def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
         if name not in chosen:
             chosen.append(name)
     new = None
-    objects = [o for o in extract_json_objects(text) if "categories" in o]
-    raw_new = objects[-1].get("new_category") if objects else None
+    raw_new = _own(text, "categories").get("new_category")
     if raw_new is not None:
         if not isinstance(raw_new, dict):
             raise ParseError('"new_category" must be null or {"name", "description"}')
@@ -196,7 +238,7 @@ def parse_judgement(text: str) -> dict[str, Any]:
     """The text judge's verdict on a proposed category (accepted only if unique, of the right
     granularity, with no overlap, and accepted)."""
     accept = _bool(_only(text, "accept"), "accept")
-    obj = next(o for o in reversed(extract_json_objects(text)) if "accept" in o)
+    obj = _own(text, "accept")
     unique = _bool(obj.get("unique"), "unique")
     granularity = _bool(obj.get("granularity"), "granularity")
     overlaps = obj.get("overlaps") or []
@@ -246,13 +288,7 @@ def parse_text(text: str) -> str:
 
 def parse_reference_choice(text: str, n: int) -> int | str:
     """A candidate number (0-based on return) or a better reference the judge wrote."""
-    objects = [o for o in extract_json_objects(text) if "choice" in o or "better" in o]
-    if not objects:
-        raise ParseError('reply with {"choice": <number>} or {"better": "<answer>"}')
-    distinct = {json.dumps(o, sort_keys=True) for o in objects}
-    if len(distinct) > 1:
-        raise ParseError("several different answers; give exactly one JSON object")
-    obj = objects[0]
+    obj = _own(text, "choice", "better")
     if "better" in obj and obj["better"] is not None:
         return _string(obj["better"], "better")
     choice = obj.get("choice")
@@ -261,17 +297,19 @@ def parse_reference_choice(text: str, n: int) -> int | str:
     return choice - 1
 
 
-def parse_rewrite(text: str) -> tuple[str, str]:
-    """The refiner's rewrite and its explanation."""
+def parse_rewrite(text: str, original: str = "") -> tuple[str, str]:
+    """The refiner's rewrite (which must change the text) and its explanation."""
     rewrite = _string(_only(text, "rewrite"), "rewrite", 400)
-    obj = next(o for o in reversed(extract_json_objects(text)) if "rewrite" in o)
+    if " ".join(rewrite.lower().split()) == " ".join(original.lower().split()):
+        raise ParseError("the rewrite is the original text; change the wording")
+    obj = _own(text, "rewrite")
     return rewrite, str(obj.get("explanation", ""))[:600]
 
 
 def parse_check(text: str) -> tuple[bool, str]:
     """The checker's verdict: does the rewrite still carry the misbelief?"""
     carries = _bool(_only(text, "carries_misbelief"), "carries_misbelief")
-    obj = next(o for o in reversed(extract_json_objects(text)) if "carries_misbelief" in o)
+    obj = _own(text, "carries_misbelief")
     return carries, str(obj.get("reason", ""))[:300]
 
 
@@ -308,7 +346,7 @@ def name_filter(name: str, existing: Sequence[str]) -> str | None:
     return None
 
 
-def meme_or_error(ctx: AdaptContext, meme: Meme) -> ImagePart | None | DataError:
+def meme_or_error(ctx: AdaptContext, meme: Meme) -> ImagePart | DataError | None:
     """The meme's image, or the DataError that makes it unusable (recorded in the store)."""
     try:
         return ctx.image(meme)

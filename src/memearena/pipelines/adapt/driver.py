@@ -137,8 +137,8 @@ class AdaptPipeline:
             ctx.progress.advance("references")
             return r
 
-        async for (m, c, _), r in bounded_map(ref_one, usable, acfg.window):
-            refs[(m.uid, c.name)] = r
+        async for (m, c, _), got in bounded_map(ref_one, usable, acfg.window):
+            refs[(m.uid, c.name)] = got
 
         jobs = [
             (r, t, m, c, mb)
@@ -184,7 +184,9 @@ class AdaptPipeline:
                 out.pending += 1
             else:
                 out.chains.append(ch)
-        out.chains.sort(key=lambda c: (c["target"], c["category"], c["repeat"], c["mode"], c["seed"]))
+        out.chains.sort(
+            key=lambda c: (c["target"], c["category"], c["repeat"], c["mode"], c["seed"])
+        )
 
 
 @dataclass

@@ -140,6 +140,16 @@ async def mine(ctx: AdaptContext, memes: Sequence[Meme]) -> Mining:
     """Vote categories for every meme, filter new categories, store the taxonomy version."""
     acfg = ctx.acfg
     taxonomy = seed_taxonomy(ctx)
+    ctx.store.put_artifact(
+        "adapt.taxonomy",
+        _version(taxonomy),
+        {
+            "version": _version(taxonomy),
+            "parent": None,
+            "categories": [c.__dict__ for c in taxonomy],
+            "decisions": [],
+        },
+    )
     ctx.progress.stage("mining", len(memes))
     by_meme = {m.uid: m for m in memes}
     results: list[MemeVotes] = []
@@ -236,25 +246,24 @@ async def mine(ctx: AdaptContext, memes: Sequence[Meme]) -> Mining:
         hits_of[name] = fits
     final = taxonomy + kept
     version = _version(final)
-    ctx.store.put_artifact(
-        "adapt.taxonomy",
-        version,
-        {
-            "version": version,
-            "parent": _version(taxonomy) if kept else None,
-            "categories": [c.__dict__ for c in final],
-            "decisions": decisions,
-        },
-    )
+    if kept:
+        ctx.store.put_artifact(
+            "adapt.taxonomy",
+            version,
+            {
+                "version": version,
+                "parent": _version(taxonomy),
+                "categories": [c.__dict__ for c in final],
+                "decisions": decisions,
+            },
+        )
     assignments: dict[str, list[str]] = {}
     for r in results:
         cats = list(r.categories)
         cats += [c.name for c in kept if r.meme in hits_of.get(c.name, [])]
         if cats:
             assignments[r.meme] = cats
-    return Mining(
-        final, version, assignments, decisions, sum(1 for r in results if not r.complete)
-    )
+    return Mining(final, version, assignments, decisions, sum(1 for r in results if not r.complete))
 
 
 def _why(art: dict[str, Any] | None) -> str:

@@ -60,7 +60,9 @@ class Retriever:
         if not self._empty:
             self._bm25.index(corpus, show_progress=False)
 
-    def ranked(self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()) -> list[Sample]:
+    def ranked(
+        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[Sample]:
         """Every other sample not in ``exclude``, most similar misbelief first."""
         q = self._tok([query.misbelief])[0]
         if self._empty or not q:
@@ -158,7 +160,7 @@ async def _rewrite(
             acfg.refiner,
             "adapt.refine",
             "adapt/refiner.j2",
-            parse_rewrite,
+            lambda t: parse_rewrite(t, meme.text),
             lambda v: {"rewrite": v[0], "explanation": v[1]},
             image=image,
             params=GenParams(seed=seed * 16 + attempt),
@@ -171,7 +173,9 @@ async def _rewrite(
         if rw is None:
             return None
         if "rewrite" not in rw:
-            attempts.append({"rewrite": None, "outcome": "refused" if rw.get("refusal") else "unparsed"})
+            attempts.append(
+                {"rewrite": None, "outcome": "refused" if rw.get("refusal") else "unparsed"}
+            )
             continue
         chk = await ctx.step(
             "adapt.check",
@@ -242,7 +246,9 @@ async def refine_chain(
             if ctx.on_image is not None:
                 ctx.on_image(image.sha256, current.meme.text)
         tag = _text_tag(text)
-        ref = await reference(ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief)
+        ref = await reference(
+            ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+        )
         scored = await answer_and_score(
             ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
         )

@@ -88,7 +88,7 @@ async def answer_and_score(
     if "answer" not in ans:
         return Scored("refused" if ans.get("refusal") else "unparsed", reason="target")
     answer = ans["answer"]
-    shown = {
+    shown: dict[str, Any] = {
         "meme_text": defang_score_fields(text),
         "instruction": defang_score_fields(category.instruction),
         "reference": defang_score_fields(reference["reference"]),
