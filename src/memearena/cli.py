@@ -31,7 +31,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(adapt_app, name="adapt")
 
 # Piped output (logs, CI) gets a fixed width wide enough for the summary tables.
-console = Console() if sys.stdout.isatty() else Console(width=120)
+console = Console() if sys.stdout.isatty() else Console(width=80)
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
