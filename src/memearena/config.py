@@ -126,6 +126,8 @@ class _ModelCommon(_Strict):
     """Reasoning effort for reasoning models (sent only when set)."""
     price: Price = Field(default_factory=Price)
     """Cost per 1M tokens, used for accounting, --dry-run estimates and --max-cost."""
+    max_response_bytes: int = Field(2_000_000, gt=0, le=1_000_000_000)
+    """Largest reply accepted, in bytes: reading stops there and the call fails (never cached)."""
 
     def gen_params(self) -> GenParams:
         """The generation parameters this model is called with."""
@@ -294,6 +296,12 @@ class ArenaConfig(_Strict):
     answer_max_tokens: int = Field(4000, gt=0, le=1_000_000)
     """Answers are cut to about this many tokens (4 characters each) before any judge reads
     them, so an endless answer is not paid for at every judge; verdicts record the cut."""
+    bootstrap_unit: Literal["meme", "task", "battle"] = "meme"
+    """What every bootstrap interval resamples: memes (all battles of a meme are correlated),
+    tasks (meme × context), or single battles (too narrow when battles are correlated)."""
+    self_judging: Literal["exclude", "include"] = "exclude"
+    """Battles in which a judge compares a model of its own family: left out of the
+    leaderboards (kept for the self-preference measure), or included."""
     judge_audit: Path | None = None
     """A Judge audit run's ``leaderboard.json``: the Arena warns when a panel judge is flagged."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,6 +22,7 @@ __all__ = [
     "ErrorRecord",
     "RunStore",
     "artifact_key",
+    "create_private",
 ]
 
 USAGE_FIELDS: tuple[str, ...] = (
@@ -33,13 +35,17 @@ USAGE_FIELDS: tuple[str, ...] = (
     "output_tokens",
     "cost_usd",
     "latency_s",
+    "unsettled",
+    "unsettled_usd",
 )
-"""Per-model usage counters, in the order ``RunStore.usage_summary`` computes them."""
+"""Per-model usage counters, in the order ``RunStore.usage_summary`` computes them
+(``unsettled``: calls sent but never settled, e.g. in flight at a kill; ``unsettled_usd``: the
+most they can have cost)."""
 
 SCHEMA_VERSION = 1
 """Bumped on any incompatible schema change; a newer database is refused, never rewritten."""
 
-CallStatus = Literal["ok", "cached", "refusal", "error", "budget"]
+CallStatus = Literal["sent", "ok", "cached", "refusal", "error", "budget"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -55,7 +61,10 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts INTEGER NOT NULL,
     error TEXT,
     response TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    call_id TEXT,
+    cost_bound_usd REAL NOT NULL DEFAULT 0,
+    error_kind TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_model ON calls(model);
 CREATE TABLE IF NOT EXISTS artifacts (
@@ -82,9 +91,19 @@ CREATE TABLE IF NOT EXISTS snapshots (
 """
 
 
+# Columns added to ``calls`` after schema version 1 was released: added in place on open
+# (old readers select named columns, so they keep working).
+_CALL_COLUMNS_ADDED = (
+    ("call_id", "TEXT"),
+    ("cost_bound_usd", "REAL NOT NULL DEFAULT 0"),
+    ("error_kind", "TEXT"),
+)
+
+
 @dataclass(frozen=True)
 class CallRecord:
-    """One model call as it ended: served from cache, answered, refused, failed or over budget."""
+    """One model call: ``sent`` (recorded before it is sent, settled in place when it ends) or
+    as it ended: served from cache, answered, refused, failed or over budget."""
 
     request_hash: str
     model: str
@@ -98,6 +117,12 @@ class CallRecord:
     error: str | None = None
     response: str | None = None
     created_at: float = 0.0
+    call_id: str | None = None
+    """Identifies a sent call's row so it can be settled in place (None for cached calls)."""
+    cost_bound_usd: float = 0.0
+    """The most this call can have cost (its estimate at the spend cap: prompt + max output)."""
+    error_kind: str | None = None
+    """Machine-readable failure reason (``bad_response``, ``auth``, ``timeout``, ...)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,23 @@ _INSERT_CALL = (
     f"VALUES ({', '.join('?' for _ in _CALL_COLUMNS)})"
 )
 _SELECT_CALLS = f"SELECT {', '.join(_CALL_COLUMNS)} FROM calls ORDER BY id"
+_SETTLE_COLUMNS = (
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_s",
+    "attempts",
+    "error",
+    "response",
+    "created_at",
+    "error_kind",
+)
+# Only a row still ``sent`` is settled: a settlement never rewrites a finished call.
+_SETTLE_CALL = (
+    f"UPDATE calls SET {', '.join(f'{c}=?' for c in _SETTLE_COLUMNS)} "
+    "WHERE call_id=? AND status='sent'"
+)
 
 
 def _call_row(r: CallRecord) -> tuple[Any, ...]:
@@ -134,7 +176,18 @@ def _call_row(r: CallRecord) -> tuple[Any, ...]:
         r.error,
         r.response,
         r.created_at or time.time(),
+        r.call_id,
+        r.cost_bound_usd,
+        r.error_kind,
     )
+
+
+def create_private(path: Path) -> None:
+    """Create ``path``'s missing parent folders (0700) and the file itself (0600) unless it
+    exists: run files hold prompts, replies and spend, readable by their owner only."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
 
 def artifact_key(*parts: object) -> str:
@@ -156,7 +209,8 @@ class RunStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # The run directory and database hold prompts, replies and spend: owner only.
+            create_private(self.path)
             # Autocommit: every statement is atomic on its own; explicit BEGIN where needed.
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         except (OSError, sqlite3.Error) as e:
@@ -189,6 +243,14 @@ class RunStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+        have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+        for name, decl in _CALL_COLUMNS_ADDED:
+            if name not in have:
+                db.execute(f"ALTER TABLE calls ADD COLUMN {name} {decl}")
+        db.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
+            " WHERE call_id IS NOT NULL"
+        )
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -232,23 +294,57 @@ class RunStore:
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
+    def settle_call_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Settle ``sent`` calls in place, in one transaction: each row is the final
+        ``status, input_tokens, output_tokens, cost_usd, latency_s, attempts, error, response,
+        created_at, error_kind`` followed by the ``call_id`` of the sent row."""
+        try:
+            insert_many(self._db, _SETTLE_CALL, rows)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""
         return [CallRecord(*row) for row in self._read(_SELECT_CALLS)]
 
     def usage_summary(self) -> dict[str, dict[str, float]]:
-        """Per model: calls, cached, errors, refusals, budget, tokens, cost and summed latency."""
+        """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency, and
+        calls sent but never settled (``unsettled``) with the most they can have cost."""
         rows = self._read(
             "SELECT model, COUNT(*),"
             " SUM(status='cached'), SUM(status='error'), SUM(status='refusal'),"
             " SUM(status='budget'), SUM(input_tokens), SUM(output_tokens),"
-            " SUM(cost_usd), SUM(latency_s) FROM calls GROUP BY model ORDER BY model"
+            " SUM(cost_usd), SUM(latency_s), SUM(status='sent'),"
+            " SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END)"
+            " FROM calls GROUP BY model ORDER BY model"
         )
         return {r[0]: dict(zip(USAGE_FIELDS, (v or 0 for v in r[1:]), strict=True)) for r in rows}
 
     def total_cost(self) -> float:
-        """Summed cost of every recorded call, in USD."""
+        """Summed cost of every settled call, in USD."""
         return float(self._read("SELECT COALESCE(SUM(cost_usd), 0) FROM calls")[0][0])
+
+    def spend(self) -> tuple[float, float]:
+        """``(spent, upper_bound)`` in USD over every invocation of this run: the settled cost,
+        and that plus the most that calls sent but never settled (a kill mid-call) can cost."""
+        spent, unsettled = self._read(
+            "SELECT COALESCE(SUM(cost_usd), 0),"
+            " COALESCE(SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END), 0)"
+            " FROM calls"
+        )[0]
+        return float(spent), float(spent) + float(unsettled)
+
+    def call_errors(self, since: float = 0.0) -> dict[str, dict[str, int]]:
+        """Per model, failed calls by reason (``error_kind``), recorded at or after ``since``."""
+        rows = self._read(
+            "SELECT model, COALESCE(error_kind, 'error'), COUNT(*) FROM calls"
+            " WHERE status='error' AND created_at>=? GROUP BY 1, 2 ORDER BY 1, 2",
+            (since,),
+        )
+        out: dict[str, dict[str, int]] = {}
+        for model, kind, n in rows:
+            out.setdefault(model, {})[kind] = int(n)
+        return out
 
     # artifacts -----------------------------------------------------------------------------
 
