@@ -33,7 +33,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
 def _name_column(table: Table, header: str, names: list[str]) -> None:
     """A name column that wraps long names rather than cutting them to an ellipsis."""
     longest = max((len(n) for n in names), default=len(header))
-    table.add_column(header, overflow="fold", min_width=min(max(longest, len(header)), 24))
+    table.add_column(header, overflow="fold", min_width=min(max(longest, len(header)), 16))
 
 
 def _number_column(table: Table, header: str) -> None:
