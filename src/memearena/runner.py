@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from memearena.config import RunConfig, SimModelConfig
+from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, check_wall_time
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
 from memearena.errors import DataError, IncompatibleRunError
 from memearena.models import ModelPool, ResponseCache
@@ -230,6 +230,7 @@ def _run_arena_locked(
         check_compatible(cfg, store, run_dir)
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
+        check_wall_time(cfg, arena_call_estimate(cfg, len(memes), settings))  # before any call
         calls_before = store.last_call_id()
         stages: dict[str, StageCount] = {}
         pool = open_pool(

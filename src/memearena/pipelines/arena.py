@@ -49,6 +49,7 @@ from memearena.prompts import (
     parse_guideline,
     parse_verdicts,
 )
+from memearena.prompts.budget import shown_pair
 from memearena.store import RunStore, artifact_key
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "image_recipe",
     "judged_view",
     "load_human_guidelines",
+    "stored_answers",
 ]
 
 T = TypeVar("T")
@@ -205,6 +207,15 @@ class AnswerLookup(Mapping[tuple[str, str, str], dict[str, Any]]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def stored_answers(store: RunStore) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """The latest run's answers as ``(meme uid, level, target, artifact)``, in run order (a
+    step's key carries its request's fingerprint: read answers here, not from keys)."""
+    for coord, _refs, values in store.iter_members(ANSWERS_VIEW, ("answer", None, None)):
+        if values[0] is not None:
+            uid, level, target = coord.split(SEP)
+            yield uid, level, target, values[0]
 
 
 class JudgedStream:
@@ -581,10 +592,6 @@ class ArenaPipeline:
         return {}
 
     # ---------------------------------------------------------------- stage 3
-    def judge_text(self, answer: dict[str, Any]) -> str:
-        """The text of an answer as a judge is shown it."""
-        return str(answer["text"])
-
     def candidates(
         self,
         job: _MemeJob,
@@ -623,30 +630,39 @@ class ArenaPipeline:
         so), recorded in the setting's member view."""
         meme = job.meme
         criteria = list(self.acfg.criteria)
-        rendered: dict[tuple[str, str, str, str | None], list[Message]] = {}
+        rendered: dict[tuple[str, str, str, str | None], tuple[list[Message], Any]] = {}
         plans: list[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]] = []
         for _pos, t, x, y, j, g in jobs:
             for first, second in ((x, y), (y, x)):
                 # Rendered once per (task, order, guideline): every judge gets the same prompt.
-                msgs = rendered.get((t.level, first, second, g))
-                if msgs is None:
+                got = rendered.get((t.level, first, second, g))
+                if got is None:
                     a_first, a_second = answers[(t.level, first)], answers[(t.level, second)]
                     assert a_first is not None and a_second is not None
-                    msgs = rendered[(t.level, first, second, g)] = build_messages(
+                    # An endless answer is cut before any judge reads (and pays for) it.
+                    shown = shown_pair(
+                        a_first["text"], a_second["text"], self.acfg.answer_max_tokens
+                    )
+                    msgs = build_messages(
                         "arena/judge_pairwise.j2",
                         image=job.key_image(),
                         meme_text=meme.text,
                         background=t.background,
                         task=t.task,
                         guideline=g,
-                        response_a=self.judge_text(a_first),
-                        response_b=self.judge_text(a_second),
+                        response_a=shown.a,
+                        response_b=shown.b,
                         criteria=criteria,
                     )
+                    got = rendered[(t.level, first, second, g)] = (
+                        msgs,
+                        _encode_verdicts(shown.record),
+                    )
+                msgs, encode = got
                 key = artifact_key(
                     setting, meme.uid, t.level, first, second, j, self.pool.request_key(j, msgs)
                 )
-                plans.append((key, self._verdict_call(job, j, msgs), _encode_verdicts))
+                plans.append((key, self._verdict_call(job, j, msgs), encode))
         arts = await self._steps(job, "judgments", "verdict", plans, window=_VERDICT_WINDOW)
         rendered.clear()
         out: list[JudgedPair] = []
@@ -900,8 +916,11 @@ def _encode_answer(v: Any, r: AskResult[Any]) -> dict[str, Any]:
     }
 
 
-def _encode_verdicts(v: Any, _r: AskResult[Any]) -> dict[str, Any]:
-    return {"verdicts": {c: cv.model_dump() for c, cv in v.items()}}
+def _encode_verdicts(
+    record: dict[str, Any],
+) -> Callable[[Any, AskResult[Any]], dict[str, Any]]:
+    """The verdict artifact, with what was cut from the answers shown (``record``)."""
+    return lambda v, _: {"verdicts": {c: cv.model_dump() for c, cv in v.items()}, **record}
 
 
 def load_human_guidelines(path: Path | None) -> dict[str, str]:
