@@ -216,6 +216,8 @@ class SimModelConfig(_ModelCommon):
     """Simulated response latency."""
     model: str | None = None
     """Display name (defaults to the config key)."""
+    category_skill: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """Target (Adapt): understanding per harm category, overriding ``skill`` in that category."""
 
 
 ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator="provider")]
