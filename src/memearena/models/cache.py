@@ -49,6 +49,7 @@ _SIM_ADDED_BEHAVIOUR = (
     "ignores_image",
     "query_trust",
     "text_sway",
+    "category_skill",
     "guideline_damping",
     "family_misbeliefs",
 )
