@@ -48,7 +48,7 @@ def rank(*args: str) -> typer.testing.Result:
 def test_default_output_is_a_table_with_the_anchor_note(battles: Path) -> None:
     result = rank(str(battles), "--bootstrap", "50")
     assert result.exit_code == 0, result.output
-    for text in ("model", "95% CI", "Elo", "win rate", "battles", "x", "y", "z"):
+    for text in ("model", "UB", "95% CI", "Elo", "win %", "battles", "x", "y", "z"):
         assert text in result.stdout
     assert "mean of all models = 1000" in result.stdout
 
@@ -61,9 +61,24 @@ def test_json_follows_the_contract(battles: Path) -> None:
     rows = payload["models"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert all(
-        list(r) == ["model", "rank", "elo", "bt", "ci_low", "ci_high", "win_rate", "battles"]
+        list(r)
+        == [
+            "model",
+            "rank",
+            "rank_ub",
+            "elo",
+            "bt",
+            "ci_low",
+            "ci_high",
+            "win_rate",
+            "battles",
+            "mle",
+        ]
         for r in rows
     )
+    for r in rows:  # Chatbot Arena's CI-based rank, next to the ordinal one
+        above = sum(o["ci_low"] > r["ci_high"] for o in rows)
+        assert r["rank_ub"] == 1 + above and r["rank_ub"] <= r["rank"] and r["mle"] is True
     assert sum(r["battles"] for r in rows) == 2 * len(ROWS)
     again = json.loads(rank(str(battles), "--json", "--bootstrap", "50", "--seed", "3").stdout)
     assert again == payload  # seeded
@@ -117,7 +132,7 @@ def test_user_errors_exit_2(battles: Path, args: list[str], message: str) -> Non
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_disconnected_battles_exit_2_naming_components(tmp_path: Path) -> None:
+def test_disconnected_battles_fall_back_to_the_weak_prior_and_say_so(tmp_path: Path) -> None:
     path = tmp_path / "b.jsonl"
     rows = [("a", "b", "tie"), ("a", "b", "model_a"), ("c", "d", "tie"), ("d", "c", "model_a")]
     path.write_text(
@@ -125,7 +140,64 @@ def test_disconnected_battles_exit_2_naming_components(tmp_path: Path) -> None:
             json.dumps(dict(zip(("model_a", "model_b", "winner"), r, strict=True))) for r in rows
         )
     )
-    result = rank(str(path))
+    result = rank(str(path), "--json", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    assert "{a, b}; {c, d}" in result.stderr and "weak prior of 1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert all(r["mle"] is False for r in json.loads(result.stdout)["models"])
+    table = rank(str(path), "--bootstrap", "10")
+    assert table.exit_code == 0 and "no finite MLE" in table.stdout
+    explicit = json.loads(rank(str(path), "--prior", "1", "--bootstrap", "10", "--json").stdout)
+    assert all(r["mle"] is False for r in explicit["models"])
+
+
+def test_a_group_without_an_mle_is_flagged_and_the_others_are_not(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    lines = [
+        {"model_a": a, "model_b": b, "winner": w, "lang": lang}
+        for lang, a, b, w in [
+            ("en", "x", "y", "model_a"),
+            ("en", "y", "x", "model_a"),
+            ("en", "x", "y", "tie"),
+            ("de", "x", "y", "model_a"),  # y never wins in German: no finite MLE
+            ("de", "x", "y", "model_a"),
+        ]
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in lines))
+    result = rank(str(path), "--json", "--bootstrap", "20", "--group-by", "lang")
+    assert result.exit_code == 0, result.output
+    groups = json.loads(result.stdout)["groups"]
+    assert all(r["mle"] for r in groups["en"]["models"])
+    assert not any(r["mle"] for r in groups["de"]["models"])
+    assert result.stderr.startswith("warning: lang='de': the Bradley–Terry MLE does not exist")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--group-by", "nosuchfield"], "--group-by 'nosuchfield': no battle has this field"),
+        (["--bootstrap", "-5"], "--bootstrap must be between 0 and 20,000; got -5"),
+        (["--bootstrap", "20001"], "--bootstrap must be between 0 and 20,000; got 20001"),
+        (["--prior", "-1"], "--prior must be a finite number >= 0"),
+        (["--prior", "nan"], "--prior must be a finite number >= 0"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(battles: Path, args: list[str], message: str) -> None:
+    result = rank(str(battles), *args)
     assert result.exit_code == 2
-    assert "{a, b}; {c, d}" in result.stderr
-    assert rank(str(path), "--prior", "1", "--bootstrap", "10").exit_code == 0
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {message}")
+
+
+def test_model_names_are_shown_never_interpreted(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    names = ["[/bold]evil", "\x1b[31mred\x1b[0m"]
+    rows = [(names[0], names[1], "model_a"), (names[1], names[0], "model_a")] * 3
+    path.write_text(
+        "\n".join(json.dumps({"model_a": a, "model_b": b, "winner": w}) for a, b, w in rows)
+    )
+    result = rank(str(path), "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    assert "[/bold]evil" in result.stdout
+    assert "\x1b" not in result.stdout and "\\x1b[31mred" in result.stdout

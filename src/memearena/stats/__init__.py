@@ -21,14 +21,17 @@ from memearena.stats.agreement import (
 from memearena.stats.battles import (
     WINNERS,
     Battle,
+    BattleTable,
     LoadedBattles,
     SkippedLine,
     load_battles,
+    parse_battle_table,
     parse_battles,
+    read_battle_table,
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
 from memearena.stats.counts import PairCounts
-from memearena.stats.elo import online_elo
+from memearena.stats.elo import online_elo, online_elo_codes
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
 from memearena.stats.leaderboard import (
     LeaderboardRow,
@@ -36,7 +39,10 @@ from memearena.stats.leaderboard import (
     grouped_leaderboards,
     leaderboard,
     leaderboard_fit,
+    leaderboard_rows,
+    rank_upper_bounds,
 )
+from memearena.stats.rank_table import TableRanking, rank_table
 from memearena.stats.ranking import kendall_tau, ndcg, spearman_rho
 from memearena.stats.winrate import average_win_rate, win_rate_matrix
 
@@ -44,6 +50,7 @@ __all__ = [
     "WINNERS",
     "BTResult",
     "Battle",
+    "BattleTable",
     "DisconnectedComparisonError",
     "Estimate",
     "LeaderboardRow",
@@ -52,6 +59,7 @@ __all__ = [
     "SelfPreference",
     "SkippedLine",
     "StatsError",
+    "TableRanking",
     "UnboundedRatingsError",
     "Verdict",
     "average_win_rate",
@@ -64,15 +72,21 @@ __all__ = [
     "krippendorff_alpha",
     "leaderboard",
     "leaderboard_fit",
+    "leaderboard_rows",
     "load_battles",
     "ndcg",
     "next_pairs",
     "nominal_alpha",
     "online_elo",
+    "online_elo_codes",
+    "parse_battle_table",
     "parse_battles",
     "position_consistency",
     "prefer_first_rate",
     "prefer_longer_rate",
+    "rank_table",
+    "rank_upper_bounds",
+    "read_battle_table",
     "resample",
     "self_preference",
     "spearman_rho",
