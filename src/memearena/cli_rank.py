@@ -6,7 +6,6 @@ Registered by the main app as `app.command("rank")(rank_command)`.
 from __future__ import annotations
 
 import json
-import unicodedata
 from pathlib import Path
 from typing import Annotated
 
@@ -14,38 +13,25 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe, strip_control
 from memearena.stats.battles import BattleTable, read_battle_table
 from memearena.stats.bt import FALLBACK_PRIOR, MAX_BOOTSTRAP
 from memearena.stats.leaderboard import MISSING_GROUP, LeaderboardRow
 from memearena.stats.rank_table import TableRanking, rank_table
 
 
-def _plain(text: str) -> str:
-    """Untrusted text (model names, field values) made safe for a terminal: control and
-    format characters (ANSI escapes, bidi overrides) shown as escapes, never interpreted."""
-    if text.isprintable():
-        return text
-    return "".join(
-        ch
-        if ch.isprintable() or unicodedata.category(ch) == "Zs"
-        else ch.encode("unicode_escape").decode()
-        for ch in text
-    )
-
-
 def _table(rows: list[LeaderboardRow], title: str | None = None) -> Table:
-    # Text objects, not strings: a model named "[/bold]" is shown, never parsed as markup.
+    # A battle file's model names and field values are untrusted: shown inert (console_safe).
     # Light borders and short headers keep it within 80 columns; long names fold, never "…".
-    table = Table(title=Text(title) if title is not None else None, box=box.SIMPLE_HEAD)
+    table = Table(title=console_safe(title) if title is not None else None, box=box.SIMPLE_HEAD)
     table.add_column("model", overflow="fold")
     for name in ("rank", "UB", "BT", "95% CI", "Elo", "win %", "battles"):
         table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
-            Text(_plain(r.model) + ("" if r.mle else " *")),
+            console_safe(r.model) + ("" if r.mle else " *"),
             str(r.rank),
             str(r.rank_ub),
             f"{r.bt:.1f}",
@@ -102,6 +88,14 @@ def rank_command(
             f"{FALLBACK_PRIOR:g} (rows flagged mle=false) where no MLE exists."
         ),
     ] = 0.0,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Bootstrap whole clusters of battles sharing this field (e.g. item), not "
+            "single battles.",
+        ),
+    ] = None,
 ) -> None:
     """Rank models from pairwise battles: Bradley–Terry with bootstrap CIs, Elo, win rate."""
     err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
@@ -113,10 +107,10 @@ def rank_command(
             )
         if not 0 <= prior < float("inf"):
             raise MemearenaError(f"--prior must be a finite number >= 0; got {prior}")
-        fields = [group_by] if group_by is not None else []
+        fields = [f for f in (group_by, cluster) if f is not None]
         table = read_battle_table(battles, fields=fields, skip_bad=skip_bad)
         for skipped in table.skipped:
-            err.print(f"skipped {battles}:{skipped.line}: {_plain(skipped.reason)}")
+            err.print(strip_control(f"skipped {battles}:{skipped.line}: {skipped.reason}"))
         if len(table) == 0:
             raise MemearenaError(
                 f"{battles}: no battles to rank"
@@ -125,7 +119,12 @@ def rank_command(
         for key, group in _groups(table, group_by).items():
             try:
                 results[key] = rank_table(
-                    group, bootstrap=bootstrap, seed=seed, anchor=anchor, prior=prior
+                    group,
+                    bootstrap=bootstrap,
+                    seed=seed,
+                    anchor=anchor,
+                    prior=prior,
+                    cluster=cluster,
                 )
             except MemearenaError as exc:
                 if key is None:
@@ -133,14 +132,14 @@ def rank_command(
                 raise MemearenaError(f"{group_by}={key!r}: {exc}") from None
     except MemearenaError as exc:
         # One line on stderr, exit 2: the contract for every user-facing error.
-        typer.echo(f"error: {_plain(' '.join(str(exc).split()))}", err=True)
+        typer.echo(f"error: {strip_control(' '.join(str(exc).split()))}", err=True)
         raise typer.Exit(2) from None
 
     for key, ranking in results.items():
         if ranking.fallback is not None:
             where = "" if key is None else f"{group_by}={key!r}: "
             err.print(
-                _plain(
+                strip_control(
                     f"warning: {where}{ranking.fallback}; fitted with a weak prior of "
                     f"{FALLBACK_PRIOR:g} virtual tie(s) per model (rows flagged mle=false)"
                 )
@@ -154,20 +153,23 @@ def rank_command(
             payload: dict[str, object] = dump(results[None].rows)
         else:
             payload = {"groups": {str(k): dump(r.rows) for k, r in results.items()}}
+        if cluster is not None:  # the default output stays exactly the `rank --json` contract
+            payload["bootstrap_unit"] = f"cluster:{cluster}"
         typer.echo(json.dumps(payload, indent=2))
         return
     out = Console(highlight=False)
     for key, ranking in results.items():
-        title = None if key is None else _plain(f"{group_by} = {key}")
+        title = None if key is None else f"{group_by} = {key}"
         out.print(_table(ranking.rows, title))
         battles_total = sum(r.battles for r in ranking.rows) // 2
+        unit = f"clusters of {cluster!r}" if cluster else "battles"
         note = (
-            f"{ranking.fit.note}; {bootstrap} bootstrap rounds (seed {seed}); "
+            f"{ranking.fit.note}; {bootstrap} bootstrap rounds over {unit} (seed {seed}); "
             f"{battles_total} battles"
         )
         if ranking.fallback is not None:
             note += "; * no finite MLE: weak prior"
-        out.print(note, markup=False)
+        out.print(strip_control(note), markup=False)
     out.print(
         "UB: rank upper bound, 1 + the models whose interval lies entirely above this one's",
         markup=False,

@@ -219,7 +219,9 @@ def test_budget_stops_before_the_call_that_would_exceed_it(store):
         run(go())
     assert backend.calls == 1  # nothing sent for the refused call
     assert pool.spent_usd == pytest.approx(0.15)
-    assert [c.status for c in store.calls()] == ["ok", "budget"]
+    # The sent row was settled in place; the refused call, never sent, leaves no row.
+    assert [c.status for c in store.calls()] == ["ok"]
+    assert pool.stopped is not None and "higher --max-cost" in pool.stopped
     assert store.total_cost() == pytest.approx(0.15)
 
 

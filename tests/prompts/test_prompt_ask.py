@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from memearena.config import CRITERIA
-from memearena.errors import BudgetExceeded, ModelError
+from memearena.errors import BudgetExceeded, ModelError, ParseError
 from memearena.models.types import Completion, GenParams, Message
 from memearena.prompts import AskResult, ModelPoolLike, ask, parse_verdicts, render
 
@@ -48,6 +48,12 @@ def _parser(text: str) -> dict[str, object]:
     return dict(parse_verdicts(text, CRITERIA))
 
 
+def _reason(text: str) -> str:
+    with pytest.raises(ParseError) as e:
+        _parser(text)
+    return str(e.value)
+
+
 def _ask(pool: FakePool, **kw: object) -> AskResult[dict[str, object]]:
     p: ModelPoolLike = pool
     return asyncio.run(ask(p, "judge-1", "arena.judge", MESSAGES, _parser, **kw))  # type: ignore[arg-type]
@@ -68,7 +74,7 @@ def test_reask_then_success() -> None:
     second = pool.calls[1][1]
     assert second[: len(MESSAGES)] == MESSAGES
     assert second[-2] == Message.text("assistant", "Response A wins.")
-    expected = render("common/reask.j2", reason='no JSON object with a "verdicts" field')
+    expected = render("common/reask.j2", reason=_reason("Response A wins."))
     assert second[-1] == Message.text("user", expected)
 
 

@@ -7,12 +7,14 @@ import email.utils
 import itertools
 import os
 import re
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memearena.errors import ModelError, TransientModelError
+from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
+from memearena.jsonsafe import loads_bounded
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.types import GenParams, ImagePart, Message, TextPart, Usage
 
@@ -26,7 +28,9 @@ __all__ = [
     "RawReply",
     "SimBackend",
     "SimResponder",
+    "connection_failure_kind",
     "openai_messages",
+    "parse_completion",
     "parse_retry_after",
 ]
 
@@ -69,12 +73,20 @@ class SimBackend:
         self.name = name
         self._delay = cfg.latency_ms / 1000.0
         self._responder = responder
+        self._max_bytes = cfg.max_response_bytes
 
     async def chat(self, messages: Sequence[Message], params: GenParams, role: str) -> RawReply:
         """Ask the responder; token usage is estimated (ceil(chars / 4), +85 per image)."""
         if self._delay > 0:
             await asyncio.sleep(self._delay)
         text = self._responder.respond(self.name, role, messages, params)
+        if not isinstance(text, str):
+            raise BadResponse(f"simulated reply is a {type(text).__name__}, not text")
+        if len(text) > self._max_bytes // 4 and len(text.encode("utf-8")) > self._max_bytes:
+            raise ModelError(
+                f"model {self.name!r}: reply larger than max_response_bytes ({self._max_bytes:,})",
+                kind="too_large",
+            )
         usage = Usage(estimate_tokens(messages), estimate_text_tokens(text))
         return RawReply(text, usage, "stop")
 
@@ -122,7 +134,94 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 _KEYLIKE = re.compile(r"\b(sk|key|api)-[A-Za-z0-9_\-*]{6,}", re.IGNORECASE)
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# Only these are worth a retry: a timeout, a rate limit or a server error. Every other 4xx
+# (401/403 bad key, 404 unknown model, 400 bad request) fails the same way on every attempt.
+_RETRYABLE_STATUS = frozenset({408, 429})
+# An endpoint that cannot serve the model at all: no further request to it is worth sending.
+_ENDPOINT_STATUS = {401: "auth", 403: "auth", 404: "not_found"}
+
+MAX_USAGE_TOKENS = 100_000_000
+"""Largest token count accepted in a reply's usage (larger is a malformed reply)."""
+
+MAX_REPLY_DEPTH = 32
+"""Deepest JSON nesting accepted in a completion body (real ones nest < 8 levels)."""
+
+
+def _usage_count(u: dict[str, Any], name: str) -> int | None:
+    """A validated token count from a usage object: None when absent; BadResponse when it is
+    not a finite, non-negative whole number (negative usage would make spend negative)."""
+    v = u.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise BadResponse(f"usage.{name} is not a number")
+    if v != v or v < 0 or v > MAX_USAGE_TOKENS or (isinstance(v, float) and not v.is_integer()):
+        raise BadResponse(f"usage.{name} is not a token count ({v!r})")
+    return int(v)
+
+
+def parse_completion(data: Any, messages: Sequence[Message]) -> RawReply:
+    """A chat-completions body validated field by field into a RawReply; BadResponse names the
+    first field that is missing or of the wrong type (a malformed reply never reaches a parser,
+    the cache or the accounts)."""
+    if not isinstance(data, dict):
+        raise BadResponse("reply is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise BadResponse("reply has no choices")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise BadResponse("choices[0] is not an object")
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise BadResponse("choices[0].message is not an object")
+    content = message.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):  # content parts, as some servers send them
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                raise BadResponse("choices[0].message.content holds a malformed part")
+            texts.append(part.get("text", ""))
+        text = "".join(texts)
+    else:
+        raise BadResponse("choices[0].message.content is not a string")
+    refusal = message.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise BadResponse("choices[0].message.refusal is not a string")
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise BadResponse("choices[0].finish_reason is not a string")
+    u = data.get("usage")
+    if u is not None and not isinstance(u, dict):
+        raise BadResponse("usage is not an object")
+    prompt = _usage_count(u, "prompt_tokens") if u else None
+    completion = _usage_count(u, "completion_tokens") if u else None
+    # Some servers omit usage: estimate what is missing so accounting stays conservative.
+    usage = Usage(
+        estimate_tokens(messages) if prompt is None else prompt,
+        estimate_text_tokens(text) if completion is None else completion,
+    )
+    return RawReply(text, usage, finish, refusal or None)
+
+
+def connection_failure_kind(exc: BaseException) -> str | None:
+    """``connection_refused`` or ``dns`` when a connection error's cause chain shows the endpoint
+    cannot be reached at all (the SDK reports a refused connection as a timeout); None for
+    failures worth a retry (reset, timeout, temporary resolver failure)."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 16:
+        if isinstance(e, ConnectionRefusedError):
+            return "connection_refused"
+        if isinstance(e, socket.gaierror):
+            return None if e.errno == socket.EAI_AGAIN else "dns"
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 class OpenAIBackend:
@@ -134,17 +233,21 @@ class OpenAIBackend:
 
         self.name = name
         self._cfg = cfg
+        where = ", ".join(cfg.urls()) or "api.openai.com"
+        self._where = f"model {name!r} ({cfg.model} at {where})"
         if cfg.api_key_env is None:
             key = "EMPTY"  # local servers (vLLM, Ollama, the simulator) ignore the key
         else:
             key = os.environ.get(cfg.api_key_env, "")
             if not key:
-                raise ModelError(
-                    f"model {name!r}: environment variable {cfg.api_key_env} is not set "
-                    "(it must hold the API key)"
+                raise EndpointError(
+                    f"{self._where}: environment variable {cfg.api_key_env} is not set "
+                    "(it must hold the API key)",
+                    kind="missing_key",
                 )
         # Kept only to scrub it out of error messages; never logged, stored or repr'd.
         self._secret = key
+        self._max_bytes = cfg.max_response_bytes
         urls: list[str | None] = list(cfg.urls()) or [None]
         self._clients = [
             openai.AsyncOpenAI(
@@ -197,59 +300,70 @@ class OpenAIBackend:
             body["reasoning_effort"] = params.reasoning_effort
         return body
 
+    async def _read_capped(self, resp: Any) -> bytes:
+        """The body, read chunk by chunk; stops (and fails the call) past ``max_response_bytes``
+        so a huge or endless reply never sits in memory whole."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > self._max_bytes:
+                    raise ModelError(
+                        f"{self._where}: reply larger than max_response_bytes "
+                        f"({self._max_bytes:,}); reading stopped",
+                        kind="too_large",
+                    )
+                chunks.append(chunk)
+        finally:
+            await resp.aclose()
+        return b"".join(chunks)
+
     async def chat(self, messages: Sequence[Message], params: GenParams, role: str) -> RawReply:
-        """One chat completion; SDK errors mapped to TransientModelError / ModelError."""
+        """One chat completion; failures mapped to TransientModelError (retried: 408, 429, 5xx,
+        timeouts, resets, malformed replies), EndpointError (refused connection, unknown host,
+        401, 403, 404) or ModelError (any other 4xx, an oversized reply)."""
         oa = self._openai
         i = self._pick()
         self._busy[i] += 1
         try:
             # The SDK's generic request path (auth, base URL, timeout, error mapping) without its
             # per-call typed-dict transform and model construction, which cost more than the
-            # whole rest of the stack; the reply is read as plain JSON below.
+            # whole rest of the stack; the body is streamed (capped) and parsed (bounded) below.
             resp = await self._clients[i].post(
                 "/chat/completions",
                 cast_to=self._response_cls,
                 body=self._request(messages, params),
                 options={"headers": {ROLE_HEADER: role}},
+                stream=True,
             )
-            data = resp.json()
+            body = await self._read_capped(resp)
         except oa.APIStatusError as e:
             status = e.status_code
-            msg = self._scrub(f"HTTP {status}: {_error_message(e)}")
+            msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
             if status in _RETRYABLE_STATUS or status >= 500:
-                raise TransientModelError(msg, parse_retry_after(e.response.headers)) from None
-            raise ModelError(msg) from None
-        except oa.APITimeoutError:
-            raise TransientModelError("request timed out") from None
-        except oa.APIConnectionError as e:
-            raise TransientModelError(self._scrub(f"connection error: {e}")) from None
-        except ValueError:  # a 200 whose body is not JSON
-            raise TransientModelError("response is not valid JSON") from None
+                kind = "rate_limit" if status == 429 else f"http_{status}"
+                retry_after = parse_retry_after(e.response.headers)
+                raise TransientModelError(msg, retry_after, kind=kind) from None
+            if status in _ENDPOINT_STATUS:
+                raise EndpointError(msg, kind=_ENDPOINT_STATUS[status]) from None
+            raise ModelError(msg, kind=f"http_{status}") from None
+        except (oa.APITimeoutError, oa.APIConnectionError) as e:
+            dead = connection_failure_kind(e)
+            if dead is not None:
+                what = "connection refused" if dead == "connection_refused" else "unknown host"
+                raise EndpointError(f"{self._where}: {what}", kind=dead) from None
+            if isinstance(e, oa.APITimeoutError):
+                raise TransientModelError("request timed out", kind="timeout") from None
+            msg = self._scrub(f"{self._where}: connection error: {e}")
+            raise TransientModelError(msg, kind="connection") from None
         finally:
             self._busy[i] -= 1
-        return self._reply(data, messages)
-
-    def _reply(self, data: Any, messages: Sequence[Message]) -> RawReply:
         try:
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise TransientModelError("response has no choices") from None
-        content = message.get("content")
-        text = content if isinstance(content, str) else ""
-        refusal = message.get("refusal")
-        u = data.get("usage") or {}
-        prompt, completion = u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0
-        if prompt or completion:
-            usage = Usage(int(prompt), int(completion))
-        else:  # some servers omit usage: estimate so cost accounting stays conservative
-            usage = Usage(estimate_tokens(messages), estimate_text_tokens(text))
-        return RawReply(
-            text,
-            usage,
-            choice.get("finish_reason"),
-            refusal if isinstance(refusal, str) and refusal else None,
-        )
+            data = loads_bounded(body, max_depth=MAX_REPLY_DEPTH, max_bytes=self._max_bytes)
+        except ValueError as e:  # a 200 whose body is not (bounded) JSON
+            raise BadResponse(f"reply is not valid JSON ({str(e)[:120]})") from None
+        return parse_completion(data, messages)
 
     async def aclose(self) -> None:
         """Close every replica's HTTP client."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
+from memearena.store.runstore import create_private
 from memearena.store.sqlite_util import insert_many
 
 if TYPE_CHECKING:
@@ -33,7 +34,18 @@ CACHE_KEY_VERSION = 1
 """Part of every key; bumping it invalidates every cached response."""
 
 # Fields of a simulated model that shape its answers (limits, price and latency do not).
-_SIM_BEHAVIOUR_EXCLUDE = {"max_concurrency", "rpm", "timeout", "max_retries", "price", "latency_ms"}
+_SIM_BEHAVIOUR_EXCLUDE = {
+    "max_concurrency",
+    "rpm",
+    "timeout",
+    "max_retries",
+    "price",
+    "latency_ms",
+    "max_response_bytes",
+}
+# Behaviour fields added after keys were pinned enter the key only when set (not 0), so caches
+# written before they existed stay valid.
+_SIM_ADDED_BEHAVIOUR = ("ignores_image", "query_trust", "text_sway")
 
 
 def _message_json(m: Message) -> list[Any]:
@@ -54,6 +66,9 @@ def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
         endpoint: Any = ["openai", model_cfg.model, sorted(model_cfg.urls())]
     else:
         behaviour = model_cfg.model_dump(mode="json", exclude=_SIM_BEHAVIOUR_EXCLUDE)
+        for name in _SIM_ADDED_BEHAVIOUR:
+            if not behaviour.get(name):
+                behaviour.pop(name, None)
         endpoint = ["sim", model_name, behaviour]
     return json.dumps(endpoint, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
@@ -191,7 +206,7 @@ class ResponseCache:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            create_private(self.path)  # cached replies are run data: owner only
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             # NORMAL, not OFF, although this is only a cache: in WAL mode NORMAL skips the fsync

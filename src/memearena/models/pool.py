@@ -1,5 +1,14 @@
-"""The model call stack: cache, budget, concurrency and rate limits, timeout, retries,
+"""The model call stack: cache, concurrency and rate limits, budget, timeout, retries,
 accounting, refusal detection and the call record, in that order, for every model call.
+
+Spend on record is never lower than spend: a call that can cost money or leaves this process
+is recorded as ``sent`` (with the most it can cost) and committed before it is sent, then settled
+in place when it ends; a kill leaves it ``sent``, so the run's spend upper bound covers it.
+The spend cap (``max_cost``) is on the run's total across invocations (read from the store),
+and a call reserves its estimate only once it holds a concurrency slot, so reservations never
+exceed what can be in flight. Reaching the cap stops the pool: calls not yet sent raise
+BudgetExceeded without a record, calls in flight finish and are recorded, and ``aclose`` waits
+for them before closing any client.
 
 Writes are group-committed: the cache entries and call records of the calls that end in the
 same event-loop turn are written in one transaction each (one commit per turn rather than two
@@ -12,13 +21,24 @@ once, before their error is raised."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
+import os
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memearena.errors import BudgetExceeded, ModelError, TransientModelError
+from memearena.errors import (
+    BadResponse,
+    BudgetExceeded,
+    ConfigError,
+    EndpointError,
+    ModelError,
+    TransientModelError,
+)
 from memearena.models.accounting import estimate_tokens
 from memearena.models.backends import ChatBackend, OpenAIBackend, SimBackend, SimResponder
 from memearena.models.cache import (
@@ -43,7 +63,9 @@ log = logging.getLogger("memearena.models")
 DEFAULT_OUTPUT_ESTIMATE = 512
 """Output tokens assumed by the budget check when a call sets no max_tokens."""
 
-"""Keys of each model's usage summary (same as ``RunStore.usage_summary``)."""
+MIN_SECRET_CHARS = 8
+"""Key values shorter than this are not scrubbed (a short placeholder like ``EMPTY`` or ``x``
+is no secret, and replacing it everywhere would garble stored text)."""
 
 _STATUS_COUNTER = {"cached": "cached", "error": "errors", "refusal": "refusals", "budget": "budget"}
 
@@ -54,6 +76,7 @@ class _Model:
     __slots__ = (
         "backend",
         "cfg",
+        "dead",
         "endpoint",
         "key_prefix",
         "limiter",
@@ -63,6 +86,7 @@ class _Model:
         "price_in",
         "price_out",
         "sem",
+        "tracked",
         "usage",
     )
 
@@ -79,6 +103,11 @@ class _Model:
         self.price_out = cfg.price.output / 1_000_000
         self.backend: ChatBackend | None = None
         self.usage: dict[str, float] = dict.fromkeys(USAGE_FIELDS, 0)
+        # Why no further call to this model is sent (refused connection, bad key, ...).
+        self.dead: EndpointError | None = None
+        # Whether calls are recorded ``sent`` before they are sent: every call that can cost
+        # money or leaves this process (a free in-process simulated model needs no such record).
+        self.tracked = cfg.provider != "sim" or self.price_in > 0 or self.price_out > 0
 
 
 class ModelPool:
@@ -98,6 +127,8 @@ class ModelPool:
         backoff_cap: float = 30.0,
         seed: int = 0,
     ) -> None:
+        if max_cost is not None and not (math.isfinite(max_cost) and max_cost >= 0):
+            raise ConfigError(f"--max-cost: must be a finite number >= 0, got {max_cost!r}")
         self._models = {name: _Model(name, cfg) for name, cfg in models.items()}
         for name, backend in (backends or {}).items():
             if name not in self._models:
@@ -112,8 +143,29 @@ class ModelPool:
         self._rng = random.Random(seed)  # jitter only: never shapes a result
         self._spent = 0.0
         self._reserved = 0.0
+        # What earlier invocations of this run spent (their upper bound: a call a kill left
+        # unsettled may have been paid), so the cap is on the run's total.
+        self._spent_before = store.spend()[1] if store is not None else 0.0
+        self._stopped: str | None = None  # why the spend cap stopped the pool
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._ids = itertools.count()
+        self._id_prefix = uuid.uuid4().hex[:12]
+        # Known key values, scrubbed from every text this pool returns or stores.
+        self._secrets = sorted(
+            {
+                v
+                for cfg in models.values()
+                if (env := getattr(cfg, "api_key_env", None))
+                and len(v := os.environ.get(env, "")) >= MIN_SECRET_CHARS
+            },
+            key=len,
+            reverse=True,
+        )
         # Group commit: what ended since the last commit, and the calls waiting for it.
         self._pending_calls: list[tuple[Any, ...]] = []  # CallRecord rows
+        self._pending_settle: list[tuple[Any, ...]] = []  # settlements of sent rows
         self._pending_cache: dict[str, Completion] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
@@ -123,6 +175,23 @@ class ModelPool:
         """USD spent by this pool's calls so far (cached calls cost nothing)."""
         return self._spent
 
+    @property
+    def run_spent_usd(self) -> float:
+        """USD the run has spent over every invocation (earlier ones at their upper bound)."""
+        return self._spent_before + self._spent
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the spend cap stopped this pool, or None."""
+        return self._stopped
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every known key value replaced by ``***``."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
     def usage(self) -> dict[str, dict[str, float]]:
         """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency."""
         return {name: dict(m.usage) for name, m in self._models.items() if m.usage["calls"]}
@@ -130,7 +199,11 @@ class ModelPool:
     def _backend(self, m: _Model) -> ChatBackend:
         if m.backend is None:
             if m.cfg.provider == "openai":
-                m.backend = OpenAIBackend(m.name, m.cfg)
+                try:
+                    m.backend = OpenAIBackend(m.name, m.cfg)
+                except EndpointError as e:  # a missing key: nothing can be sent to this model
+                    m.dead = e
+                    raise
             else:
                 if self._responder is None:
                     raise ModelError(
@@ -153,9 +226,11 @@ class ModelPool:
         attempts: int = 0,
         error: str | None = None,
         response: str | None = None,
+        error_kind: str | None = None,
+        call_id: str | None = None,
     ) -> None:
-        """Count the call and queue its record for the next commit (``_committed`` waits for
-        it, ``_commit_now`` forces it)."""
+        """Count the call and queue its record (or, with ``call_id``, the settlement of its sent
+        row) for the next commit (``_committed`` waits for it, ``_commit_now`` forces it)."""
         u = m.usage
         u["calls"] += 1
         counter = _STATUS_COUNTER.get(status)
@@ -165,13 +240,15 @@ class ModelPool:
         u["output_tokens"] += output_tokens
         u["cost_usd"] += cost
         u["latency_s"] += latency
-        if self._store is not None:
-            # A CallRecord's fields, in order, as a plain row (no dataclass per call).
-            self._pending_calls.append(
+        if self._store is None:
+            return
+        if error is not None:
+            error = self.scrub(error)
+        if response is not None:
+            response = self.scrub(response)
+        if call_id is not None:
+            self._pending_settle.append(
                 (
-                    key,
-                    m.name,
-                    role,
                     status,
                     input_tokens,
                     output_tokens,
@@ -181,13 +258,61 @@ class ModelPool:
                     error,
                     response,
                     time.time(),
+                    error_kind,
+                    call_id,
                 )
             )
+            return
+        # A CallRecord's fields, in order, as a plain row (no dataclass per call).
+        self._pending_calls.append(
+            (
+                key,
+                m.name,
+                role,
+                status,
+                input_tokens,
+                output_tokens,
+                cost,
+                latency,
+                attempts,
+                error,
+                response,
+                time.time(),
+                None,
+                0.0,
+                error_kind,
+            )
+        )
+
+    def _record_sent(self, m: _Model, key: str, role: str, bound: float) -> str:
+        """Queue the ``sent`` row of a call about to be sent; returns its id (settled later)."""
+        call_id = f"{self._id_prefix}-{next(self._ids)}"
+        if self._store is not None:
+            self._pending_calls.append(
+                (
+                    key,
+                    m.name,
+                    role,
+                    "sent",
+                    0,
+                    0,
+                    0.0,
+                    0.0,
+                    0,
+                    None,
+                    None,
+                    time.time(),
+                    call_id,
+                    bound,
+                    None,
+                )
+            )
+        return call_id
 
     async def _committed(self) -> None:
         """Wait until every cache entry and call record pending now is committed: the first
         waiter of an event-loop turn schedules one commit for all of them at the next turn."""
-        if not self._pending_calls and not self._pending_cache:
+        if not self._pending_calls and not self._pending_cache and not self._pending_settle:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -202,6 +327,7 @@ class ModelPool:
         wake their waiters, with the write error if one failed; returns that error."""
         self._flush_loop = None
         calls, self._pending_calls = self._pending_calls, []
+        settle, self._pending_settle = self._pending_settle, []
         entries, self._pending_cache = self._pending_cache, {}
         waiters, self._waiters = self._waiters, []
         error: Exception | None = None
@@ -213,6 +339,11 @@ class ModelPool:
         if calls and self._store is not None:
             try:
                 self._store.record_call_rows(calls)
+            except Exception as e:
+                error = error or e
+        if settle and self._store is not None:
+            try:
+                self._store.settle_call_rows(settle)
             except Exception as e:
                 error = error or e
         for w in waiters:
@@ -256,7 +387,8 @@ class ModelPool:
     ) -> Completion:
         """One model call through the whole stack. Returns once the call's record (and cache
         entry) is committed. Raises ModelError once retries are spent (the failure is recorded
-        first) and BudgetExceeded before a call that would overspend."""
+        first), EndpointError when the model's endpoint cannot serve it at all, and
+        BudgetExceeded (nothing recorded, nothing sent) once the spend cap is reached."""
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
@@ -285,25 +417,46 @@ class ModelPool:
                     cached=True,
                     cost_usd=0.0,
                 )
-
-        estimate = 0.0
-        if self._max_cost is not None:
-            out_tokens = p.max_tokens or DEFAULT_OUTPUT_ESTIMATE
-            estimate = estimate_tokens(messages) * m.price_in + out_tokens * m.price_out
-            # In-flight calls hold their estimate, so concurrency cannot overshoot the budget.
-            if self._spent + self._reserved + estimate > self._max_cost:
-                reason = (
-                    f"budget: spent ${self._spent:.4f} + in flight ${self._reserved:.4f} + "
-                    f"this call ~${estimate:.4f} would exceed --max-cost ${self._max_cost:.4f}"
-                )
-                self._record(m, key, role, "budget", error=reason)
-                self._commit_now()
-                raise BudgetExceeded(f"{model}: {reason}")
-            self._reserved += estimate
+        self._check_open(m)
+        self._in_flight += 1
+        self._idle.clear()
         try:
             return await self._call(m, key, messages, p, role, t0)
         finally:
-            self._reserved -= estimate
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+
+    def _check_open(self, m: _Model) -> None:
+        """Raise before anything is sent once the cap stopped the pool or the model is dead."""
+        if self._stopped is not None:
+            raise BudgetExceeded(self._stopped)
+        if m.dead is not None:
+            raise EndpointError(str(m.dead), kind=m.dead.kind)
+
+    def _estimate(self, m: _Model, messages: Sequence[Message], p: GenParams) -> float:
+        """The most a call is expected to cost: its prompt plus its max output at the price."""
+        if not m.tracked and self._max_cost is None:
+            return 0.0
+        out_tokens = p.max_tokens or DEFAULT_OUTPUT_ESTIMATE
+        return estimate_tokens(messages) * m.price_in + out_tokens * m.price_out
+
+    def _reserve(self, m: _Model, estimate: float) -> None:
+        """Hold ``estimate`` against the cap (the caller holds a concurrency slot, so what is
+        reserved never exceeds what can be in flight); reaching the cap stops the pool."""
+        if self._max_cost is None:
+            return
+        self._check_open(m)
+        total = self.run_spent_usd
+        if total + self._reserved + estimate > self._max_cost:
+            self._stopped = (
+                f"spend cap reached: ${total:.4f} spent in this run (all invocations) of "
+                f"--max-cost ${self._max_cost:.4f}; re-run the same command with a higher "
+                "--max-cost to continue"
+            )
+            log.info("%s (next call to %s ~$%.4f)", self._stopped, m.name, estimate)
+            raise BudgetExceeded(self._stopped)
+        self._reserved += estimate
 
     async def _call(
         self,
@@ -316,6 +469,8 @@ class ModelPool:
     ) -> Completion:
         backend = self._backend(m)
         cfg = m.cfg
+        estimate = self._estimate(m, messages, p)
+        call_id: str | None = None
         attempt = 0
         while True:
             attempt += 1
@@ -323,21 +478,42 @@ class ModelPool:
                 async with m.sem:
                     if m.limiter is not None:
                         await m.limiter.acquire()
-                    async with asyncio.timeout(cfg.timeout):
-                        raw = await backend.chat(messages, p, role)
+                    try:
+                        self._reserve(m, estimate)
+                    except (BudgetExceeded, EndpointError) as stop:
+                        if call_id is not None:  # a retry not sent: settle what was sent
+                            kind = "budget" if isinstance(stop, BudgetExceeded) else stop.kind
+                            self._fail(m, key, role, t0, attempt - 1, str(stop), kind, call_id)
+                        raise
+                    try:
+                        if m.tracked and call_id is None:
+                            call_id = self._record_sent(m, key, role, estimate)
+                            await self._committed()  # on record before it is sent
+                        async with asyncio.timeout(cfg.timeout):
+                            raw = await backend.chat(messages, p, role)
+                    finally:
+                        if self._max_cost is not None:
+                            self._reserved -= estimate
                 break
             except TimeoutError:
-                err: TransientModelError = TransientModelError(f"no reply within {cfg.timeout:g}s")
+                err: TransientModelError = TransientModelError(
+                    f"no reply within {cfg.timeout:g}s", kind="timeout"
+                )
             except TransientModelError as e:
                 err = e
+            except EndpointError as e:
+                m.dead = m.dead or e  # no further call to this model is sent
+                raise self._fail(m, key, role, t0, attempt, str(e), e.kind, call_id) from None
             except ModelError as e:
-                raise self._fail(m, key, role, t0, attempt, str(e)) from None
+                raise self._fail(m, key, role, t0, attempt, str(e), e.kind, call_id) from None
+            except BudgetExceeded:
+                raise
             except Exception as e:  # a bug in a backend or responder: on record, then raised
-                self._fail(m, key, role, t0, attempt, f"{type(e).__name__}: {e}")
+                self._fail(m, key, role, t0, attempt, f"{type(e).__name__}: {e}", "bug", call_id)
                 raise
             if attempt > cfg.max_retries:
                 reason = f"{err} (gave up after {attempt} attempts)"
-                raise self._fail(m, key, role, t0, attempt, reason) from None
+                raise self._fail(m, key, role, t0, attempt, reason, err.kind, call_id) from None
             delay = backoff_delay(
                 attempt,
                 self._rng,
@@ -351,8 +527,13 @@ class ModelPool:
         latency = time.perf_counter() - t0
         usage = raw.usage
         cost = usage.input_tokens * m.price_in + usage.output_tokens * m.price_out
+        if not (math.isfinite(cost) and cost >= 0):  # backends validate usage; never trust it
+            bad = BadResponse(f"usage gives a cost of {cost!r}")
+            raise self._fail(m, key, role, t0, attempt, str(bad), bad.kind, call_id)
         self._spent += cost
         text = raw.text or raw.refusal_field or ""
+        if self._secrets:
+            text = self.scrub(text)
         refusal = detect_refusal(raw.text, raw.finish_reason, raw.refusal_field)
         completion = Completion(
             text, m.name, usage, latency, raw.finish_reason, refusal, False, cost
@@ -377,14 +558,25 @@ class ModelPool:
             latency=latency,
             attempts=attempt,
             response=text,
+            call_id=call_id,
         )
         await self._committed()
         return completion
 
     def _fail(
-        self, m: _Model, key: str, role: str, t0: float, attempts: int, reason: str
+        self,
+        m: _Model,
+        key: str,
+        role: str,
+        t0: float,
+        attempts: int,
+        reason: str,
+        kind: str,
+        call_id: str | None,
     ) -> ModelError:
-        """Record a failed call; returns the error to raise (naming the model)."""
+        """Record a failed call (settling its sent row); returns the error to raise (naming the
+        model, of the same class as the failure when it is an EndpointError)."""
+        reason = self.scrub(reason)
         log.warning("%s: call failed: %s", m.name, reason)
         self._record(
             m,
@@ -394,13 +586,32 @@ class ModelPool:
             latency=time.perf_counter() - t0,
             attempts=attempts,
             error=reason,
+            error_kind=kind,
+            call_id=call_id,
         )
         self._commit_now()
-        return ModelError(f"{m.name}: {reason}")
+        message = reason if reason.startswith(f"model {m.name!r}") else f"{m.name}: {reason}"
+        if m.dead is not None and kind == m.dead.kind:
+            return EndpointError(message, kind=kind)
+        return ModelError(message, kind=kind)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait until no call is in flight (at most ``timeout`` seconds); True if none is."""
+        if not self._in_flight:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def aclose(self) -> None:
-        """Commit anything still pending and close every backend this pool opened (the store and
-        cache belong to the caller)."""
+        """Let calls still in flight finish and be recorded (up to the longest timeout), commit
+        anything pending and close every backend this pool opened (the store and cache belong to
+        the caller). Calls cancelled here stay ``sent``: their spend is an upper bound."""
+        longest = max((m.cfg.timeout for m in self._models.values()), default=0.0)
+        await self.drain(longest + 1.0)
         try:
             self._commit_now()
         finally:

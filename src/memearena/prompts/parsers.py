@@ -1,18 +1,29 @@
-"""Parsers of agent outputs. Structured outputs come only from well-formed JSON objects, the last
-valid one winning; free text is never read as a verdict."""
+"""Parsers of agent outputs.
+
+A structured output (verdicts, contexts, a guideline) comes only from the agent's own answer:
+one JSON object in ONE final fenced block that stands after everything else the agent wrote
+(or, the structured-outputs form, a reply that is nothing but that JSON object). A second object
+holding the same field anywhere else in the output, fenced or not, is a ParseError: a judge that
+echoes or quotes a response (whose text is defanged when the prompt is rendered, see
+``prompts.render``) must yield its own verdict or a counted parse failure, never the quoted one.
+Free text is never read as a verdict.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from memearena.errors import ParseError
+from memearena.jsonsafe import loads_bounded
 from memearena.prompts.schemas import LEVELS, Answer, Context, CriterionVerdict
 
 __all__ = [
+    "MAX_BLOCK_CHARS",
     "extract_json_objects",
+    "final_block",
     "parse_answer",
     "parse_contexts",
     "parse_guideline",
@@ -24,17 +35,23 @@ T = TypeVar("T")
 _DECODER = json.JSONDecoder()
 _MAX_REASON = 160
 
+MAX_BLOCK_CHARS = 200_000
+"""Longest final block parsed (characters); a longer one is a ParseError, not a slow parse."""
+_MAX_SCAN_CHARS = 2_000_000
+# Bounds the work spent looking for a second object outside the final block.
+
 
 def extract_json_objects(text: str) -> list[dict[str, Any]]:
     """Every well-formed top-level JSON object in ``text`` (also inside ```json fences), in order.
 
-    Objects nested in a found object are part of it, not separate entries."""
+    Objects nested in a found object are part of it, not separate entries. Too deeply nested or
+    oversized numbers count as not well-formed."""
     found: list[dict[str, Any]] = []
     pos = text.find("{")
     while pos != -1:
         try:
             obj, end = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             pos = text.find("{", pos + 1)
             continue
         if isinstance(obj, dict):
@@ -47,19 +64,85 @@ def _short(reason: str) -> str:
     return reason if len(reason) <= _MAX_REASON else reason[: _MAX_REASON - 1] + "…"
 
 
-def _last_valid(text: str, key: str, validate: Callable[[Any], T]) -> T:
-    """The last JSON object holding ``key`` that ``validate`` accepts; else ParseError naming the
-    last object's problem."""
-    objects = [o for o in extract_json_objects(text) if key in o]
-    if not objects:
-        raise ParseError(f'no JSON object with a "{key}" field')
-    problem = ""
-    for obj in reversed(objects):
-        try:
-            return validate(obj[key])
-        except ParseError as e:
-            problem = problem or str(e)
-    raise ParseError(_short(problem))
+_CLOSING_FENCE = re.compile(r"`{3,}\Z")
+_LANG_TAG = re.compile(r"[ \t]*json\b", re.IGNORECASE)
+
+
+def final_block(text: str) -> tuple[str, str] | None:
+    """``(body, before)``: the body of the fenced block that ends ``text`` (trailing whitespace
+    aside) and everything written before its opening fence; None when ``text`` does not end
+    with a fenced block."""
+    t = text.rstrip()
+    close = _CLOSING_FENCE.search(t)
+    if close is None:
+        return None
+    opening = t.rfind("```", 0, close.start())
+    if opening == -1:
+        return None
+    body_start = opening + 3
+    while opening > 0 and t[opening - 1] == "`":
+        opening -= 1
+    tag = _LANG_TAG.match(t, body_start)
+    if tag is not None:
+        body_start = tag.end()
+    return t[body_start : close.start()].strip(), t[:opening]
+
+
+def _has_key(obj: Any, key: str, depth: int = 0) -> bool:
+    """Whether ``key`` is a field of ``obj`` or of anything nested in it."""
+    if depth > 64:
+        return True  # deeper than any answer we ask for: treat as suspect
+    if isinstance(obj, dict):
+        return key in obj or any(_has_key(v, key, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has_key(v, key, depth + 1) for v in obj)
+    return False
+
+
+def _objects_with_key(text: str, key: str) -> Iterator[dict[str, Any]]:
+    # Cheap guard: an object can only hold the key if its name (or a \u escape) is written.
+    if key not in text and "\\u" not in text:
+        return
+    for obj in extract_json_objects(text[:_MAX_SCAN_CHARS]):
+        if _has_key(obj, key):
+            yield obj
+
+
+def _own_object(text: str, key: str) -> dict[str, Any]:
+    """The agent's own JSON object holding ``key``: the final fenced block (or the whole reply),
+    with no other object holding ``key`` anywhere before it."""
+    how = f'end your reply with one fenced json block holding the "{key}" object, after all else'
+    stripped = text.strip()
+    block = final_block(stripped)
+    if block is None:
+        if stripped.startswith("{"):
+            body, before = stripped, ""  # the structured-outputs form: the reply is the object
+        else:
+            raise ParseError(f"no final json block; {how}")
+    else:
+        body, before = block
+    if len(body) > MAX_BLOCK_CHARS:
+        raise ParseError(f"the final block is longer than {MAX_BLOCK_CHARS:,} characters")
+    try:
+        obj = loads_bounded(body, max_bytes=4 * MAX_BLOCK_CHARS)
+    except ValueError as e:
+        what = "holds more than one JSON object" if "Extra data" in str(e) else "is not valid JSON"
+        raise ParseError(f"the final block {what} ({_short(str(e))[:80]}); {how}") from None
+    if not isinstance(obj, dict) or key not in obj:
+        raise ParseError(f'the final block has no "{key}" field; {how}')
+    if any(True for _ in _objects_with_key(before, key)):
+        raise ParseError(
+            f'a "{key}" object appears before the final block: write exactly one, at the end'
+        )
+    return obj
+
+
+def _own_value(text: str, key: str, validate: Callable[[Any], T]) -> T:
+    obj = _own_object(text, key)
+    try:
+        return validate(obj[key])
+    except ParseError as e:
+        raise ParseError(_short(str(e))) from None
 
 
 def parse_contexts(text: str, n: int) -> list[Context]:
@@ -92,26 +175,26 @@ def parse_contexts(text: str, n: int) -> list[Context]:
             by_level[level] = Context.model_validate({"level": level, **fields})
         return [by_level[lv] for lv in wanted]
 
-    return _last_valid(text, "contexts", validate)
+    return _own_value(text, "contexts", validate)
 
 
 def parse_guideline(text: str) -> str:
-    """The guideline text of the last well-formed ``{"guideline": "<non-empty>"}``."""
+    """The guideline text of the final block's ``{"guideline": "<non-empty>"}``."""
 
     def validate(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ParseError('"guideline" must be a non-empty string')
         return value.strip()
 
-    return _last_valid(text, "guideline", validate)
+    return _own_value(text, "guideline", validate)
 
 
 _WINNERS = {"a": "A", "b": "B", "tie": "tie"}
 
 
 def parse_verdicts(text: str, criteria: Sequence[str]) -> dict[str, CriterionVerdict]:
-    """A verdict for every requested criterion, from the last well-formed ``{"verdicts": ...}``
-    that has them all; ParseError otherwise (never a default tie)."""
+    """A verdict for every requested criterion, from the judge's final block
+    ``{"verdicts": ...}``; ParseError otherwise (never a default tie)."""
     if not criteria:
         raise ValueError("criteria must not be empty")
 
@@ -132,8 +215,9 @@ def parse_verdicts(text: str, criteria: Sequence[str]) -> dict[str, CriterionVer
             out[c] = CriterionVerdict.model_validate({"winner": winner, "rationale": rationale})
         return out
 
-    # Take the last well-formed verdict field: text quoted from a meme must not forge one.
-    return _last_valid(text, "verdicts", validate)
+    # A verdict comes only from the judge's own final block: a response or meme that quotes
+    # verdict JSON must yield the judge's verdict or a counted parse failure, never the quoted one.
+    return _own_value(text, "verdicts", validate)
 
 
 # A heading is "[Name]" (the asked-for form) or a bare "Name" closed by a colon or the line's end,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from functools import cache
 from importlib.resources import files
@@ -14,8 +15,10 @@ from memearena.models.types import ImagePart, Message, TextPart
 
 __all__ = [
     "DELIMITER_TAGS",
+    "RESERVED_KEYS",
     "ROLE_TEMPLATES",
     "build_messages",
+    "defang",
     "reask_message",
     "render",
     "template_hashes",
@@ -55,15 +58,50 @@ DELIMITER_TAGS: tuple[str, ...] = (
 )
 """Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
 
-# A meme's text or a quoted response must not be able to close its block and open a forged one:
-# delimiter tags inside an inserted value are defanged before they reach the prompt.
+RESERVED_KEYS: tuple[str, ...] = ("verdicts", "guideline", "contexts")
+"""JSON fields an agent's own answer is read from (``prompts.parsers``): inserted text cannot
+write them as object keys."""
+
+# A meme's text or a quoted response must not be able to close its block and open a forged one,
+# nor carry an answer a judge could echo: inside an inserted value, delimiter tags, code fences
+# and reserved JSON keys are defanged before they reach the prompt (the parsers take an answer
+# only from one final fenced block, so an echo of defanged text can never be read as one).
 _TAG_IN_VALUE = re.compile(r"<(\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\s*>)", re.IGNORECASE)
+_FENCE_IN_VALUE = re.compile(r"`{3,}")
+# A JSON string literal short enough to decode to a reserved key (\uXXXX escapes included).
+_SHORT_LITERAL = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})){1,60}"')
+_AFTER_KEY = re.compile(r"\s*:")
+
+
+def _defang_keys(text: str) -> str:
+    """Reserved keys written as JSON object keys get typographic quotes (no longer JSON)."""
+    chars: list[str] | None = None
+    i = text.find('"')
+    while i != -1:
+        # Every quote is tried as an opening one: a decoder starting elsewhere may pair quotes
+        # differently from a left-to-right reading. Short literals keep this linear in the text.
+        m = _SHORT_LITERAL.match(text, i)
+        if m and json.loads(m.group()) in RESERVED_KEYS and _AFTER_KEY.match(text, m.end()):
+            chars = chars if chars is not None else list(text)
+            chars[i], chars[m.end() - 1] = "\u201c", "\u201d"
+        i = text.find('"', i + 1)
+    return text if chars is None else "".join(chars)
+
+
+def defang(text: str) -> str:
+    """Untrusted text made safe to insert in a prompt: it cannot close or open a delimiter block,
+    hold a code fence, or write a reserved JSON key (what an agent's answer is read from)."""
+    if "<" in text:
+        text = _TAG_IN_VALUE.sub(r"‹\1", text)
+    if "```" in text:
+        text = _FENCE_IN_VALUE.sub(lambda m: "\u2035" * len(m.group(0)), text)
+    if '"' in text:
+        text = _defang_keys(text)
+    return text
 
 
 def _defang(value: object) -> object:
-    if isinstance(value, str) and "<" in value:
-        return _TAG_IN_VALUE.sub(r"‹\1", value)
-    return value
+    return defang(value) if isinstance(value, str) else value
 
 
 @cache

@@ -16,6 +16,7 @@ from memearena.stats.agreement import (
     position_consistency,
     prefer_first_rate,
     prefer_longer_rate,
+    relative_longer_rate,
     self_preference,
 )
 from memearena.stats.battles import (
@@ -30,10 +31,28 @@ from memearena.stats.battles import (
     read_battle_table,
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
+from memearena.stats.cluster import (
+    ClusteredCounts,
+    ClusteredCountsBuilder,
+    ClusterIndex,
+    cluster_weights,
+    clustered_counts,
+)
 from memearena.stats.counts import PairCounts
 from memearena.stats.elo import online_elo, online_elo_codes
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
+from memearena.stats.judge_bias import (
+    BIAS_CATEGORIES,
+    BIAS_TYPES,
+    BiasFigure,
+    BiasPair,
+    BiasTable,
+    bias_conformity,
+    bias_deviation,
+    bias_table,
+)
 from memearena.stats.leaderboard import (
+    LeaderboardAccumulator,
     LeaderboardRow,
     group_battles,
     grouped_leaderboards,
@@ -43,17 +62,35 @@ from memearena.stats.leaderboard import (
     rank_upper_bounds,
 )
 from memearena.stats.rank_table import TableRanking, rank_table
-from memearena.stats.ranking import kendall_tau, ndcg, spearman_rho
+from memearena.stats.ranking import (
+    kendall_tau,
+    kendall_tau_scores,
+    ndcg,
+    ndcg_scores,
+    spearman_rho,
+)
+from memearena.stats.style import LengthControlled, LengthObservations, length_controlled_bt
 from memearena.stats.winrate import average_win_rate, win_rate_matrix
 
 __all__ = [
+    "BIAS_CATEGORIES",
+    "BIAS_TYPES",
     "WINNERS",
     "BTResult",
     "Battle",
     "BattleTable",
+    "BiasFigure",
+    "BiasPair",
+    "BiasTable",
+    "ClusterIndex",
+    "ClusteredCounts",
+    "ClusteredCountsBuilder",
     "DisconnectedComparisonError",
     "Estimate",
+    "LeaderboardAccumulator",
     "LeaderboardRow",
+    "LengthControlled",
+    "LengthObservations",
     "LoadedBattles",
     "PairCounts",
     "SelfPreference",
@@ -63,18 +100,26 @@ __all__ = [
     "UnboundedRatingsError",
     "Verdict",
     "average_win_rate",
+    "bias_conformity",
+    "bias_deviation",
+    "bias_table",
     "bradley_terry",
     "bt_probability",
+    "cluster_weights",
+    "clustered_counts",
     "cohen_kappa",
     "group_battles",
     "grouped_leaderboards",
     "kendall_tau",
+    "kendall_tau_scores",
     "krippendorff_alpha",
     "leaderboard",
     "leaderboard_fit",
     "leaderboard_rows",
+    "length_controlled_bt",
     "load_battles",
     "ndcg",
+    "ndcg_scores",
     "next_pairs",
     "nominal_alpha",
     "online_elo",
@@ -87,6 +132,7 @@ __all__ = [
     "rank_table",
     "rank_upper_bounds",
     "read_battle_table",
+    "relative_longer_rate",
     "resample",
     "self_preference",
     "spearman_rho",

@@ -583,7 +583,8 @@ def _column_codes(
     """Code one field column against `table`: (codes, present), None when a value is refused."""
     n = len(column)
     if set(map(type, column)) <= _PLAIN:  # the common case: text, null or absent
-        mapping = {v: table.setdefault(_label(v), len(table)) for v in set(column)}
+        # First-appearance order (not set order): codes must not depend on hash seeds.
+        mapping = {v: table.setdefault(_label(v), len(table)) for v in dict.fromkeys(column)}
         present = any(v is not msgspec.UNSET for v in mapping)
         return np.fromiter(map(mapping.__getitem__, column), np.int32, n), present
     if not all(map(_in_bounds, column)):
@@ -591,7 +592,7 @@ def _column_codes(
     if name == "item":  # item ids may be integers: kept as text, as on the exact path
         column = [str(v) if isinstance(v, int) else v for v in column]
     texts = [_label(v) for v in column]
-    for text in set(texts):
+    for text in dict.fromkeys(texts):
         table.setdefault(text, len(table))
     present = any(v is not msgspec.UNSET for v in column)
     return np.fromiter(map(table.__getitem__, texts), np.int32, n), present

@@ -23,6 +23,7 @@ import numpy as np
 
 from memearena.stats._scipy import connected_components, expit
 from memearena.stats.battles import Battle
+from memearena.stats.cluster import ClusteredCounts
 from memearena.stats.counts import FloatArray, IntArray, PairCounts, as_counts
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
 
@@ -31,8 +32,9 @@ TieModel = Literal["half", "davidson"]
 FALLBACK_PRIOR = 1.0
 """Virtual ties per model used where no MLE exists (a bootstrap resample, or `rank`'s groups)."""
 
-MAX_BOOTSTRAP = 20_000
-"""Most bootstrap rounds one fit may ask for (memory and time grow linearly with rounds)."""
+MAX_BOOTSTRAP = 100_000
+"""Most bootstrap rounds one fit may ask for (as `config.MAX_BOOTSTRAP`): rounds are drawn and
+fitted in batches, so memory stays bounded, but time grows linearly with rounds."""
 
 _CHECKED_STEP = 0.1  # natural-log units; larger Newton steps get a likelihood check
 _CHORD_STEPS = 40
@@ -566,8 +568,34 @@ def fit_cells(
     return out[:, :m], (out[:, -1] if ties == "davidson" else None)
 
 
+def fit_draws(
+    counts: PairCounts,
+    draws: FloatArray,
+    *,
+    prior: float = 0.0,
+    ties: TieModel = "half",
+    start: FloatArray | None = None,
+    certificate: _Sufficient | None = None,
+) -> tuple[FloatArray, int]:
+    """Fit resampled cell counts (rounds × cells of `counts.cells()`), however they were drawn;
+    natural-log ratings (rounds × m) and how many rounds had no finite MLE (those are fitted
+    with `FALLBACK_PRIOR` virtual ties per model instead). `certificate` (from
+    `_certificate(counts)`) saves recomputing it for every batch."""
+    rounds = len(draws)
+    priors = np.full(rounds, prior)
+    regularised = 0
+    if prior == 0:
+        if certificate is None:
+            certificate = _certificate(counts)
+        ok = _mle_exists_draws(counts, draws, certificate)
+        priors[~ok] = FALLBACK_PRIOR
+        regularised = int((~ok).sum())
+    theta, _ = fit_cells(counts, draws, prior=priors, ties=ties, start=start)
+    return theta, regularised
+
+
 def bradley_terry(
-    data: PairCounts | Iterable[Battle],
+    data: PairCounts | ClusteredCounts | Iterable[Battle],
     *,
     models: Sequence[str] | None = None,
     anchor: str | None = None,
@@ -585,11 +613,16 @@ def bradley_terry(
     Ties count half a win each way (`ties="half"`), or are modelled by Davidson's tie
     parameter (`ties="davidson"`). Ratings are mean-anchored at `init`, or `anchor` gets
     exactly `init`. `bootstrap` rounds resample the outcome counts multinomially (seeded) and
-    give `ci` percentile intervals. A disconnected comparison graph or unbounded MLE raises
-    (`DisconnectedComparisonError`, `UnboundedRatingsError`) unless `prior` > 0: that many
-    virtual ties per model against an average opponent, reported in `BTResult.note`.
+    give `ci` percentile intervals; given `ClusteredCounts`, they resample whole clusters (the
+    unit that was sampled, e.g. memes) instead of single battles. A disconnected comparison
+    graph or unbounded MLE raises (`DisconnectedComparisonError`, `UnboundedRatingsError`)
+    unless `prior` > 0: that many virtual ties per model against an average opponent,
+    reported in `BTResult.note`.
     """
-    counts = as_counts(data, models)
+    clustered = data if isinstance(data, ClusteredCounts) else None
+    if clustered is not None and models is not None and tuple(models) != clustered.models:
+        raise StatsError("clustered counts fix their own model order")
+    counts = clustered.total if clustered is not None else as_counts(data, models)  # type: ignore[arg-type]
     if counts.total <= 0:
         raise StatsError("no battles to rate")
     if anchor is not None and anchor not in counts.models:
@@ -623,18 +656,20 @@ def bradley_terry(
         start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
         samples = np.empty((bootstrap, counts.n_models))
         # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
-        # (one generator, so the draws are those of a single call).
+        # (one generator drawn in sequence, so the draws are those of a single call).
         batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
         certificate = _certificate(counts) if prior == 0 else None
         for first in range(0, bootstrap, batch):
             rounds = min(batch, bootstrap - first)
-            draws = resample(counts, rounds, rng)
-            priors = np.full(rounds, prior)
-            if prior == 0:
-                ok = _mle_exists_draws(counts, draws, certificate)
-                priors[~ok] = FALLBACK_PRIOR
-                regularised += int((~ok).sum())
-            boot_theta, _ = fit_cells(counts, draws, prior=priors, ties=ties, start=start)
+            draws = (
+                clustered.resample(rounds, rng)
+                if clustered is not None
+                else resample(counts, rounds, rng)
+            )
+            boot_theta, failed = fit_draws(
+                counts, draws, prior=prior, ties=ties, start=start, certificate=certificate
+            )
+            regularised += failed
             samples[first : first + rounds] = to_elo(boot_theta)
         tail = 100 * (1 - ci) / 2
         ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)

@@ -1,0 +1,156 @@
+"""``memearena adapt CONFIG`` (run the Adapt method) and ``memearena adapt import LOG_DIR``.
+
+Registered by the main app as ``app.add_typer(adapt_app, name="adapt")``. ``adapt CONFIG`` is
+the group's default command: any first argument that is not a subcommand name is a config.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
+
+from memearena.errors import MemearenaError
+
+__all__ = ["adapt_app"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_console = Console() if sys.stdout.isatty() else Console(width=120)
+_err = Console(stderr=True)
+
+
+class _DefaultRun(TyperGroup):
+    """A group whose first argument, when it names no subcommand, is the ``run`` config."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if (
+            args
+            and not args[0].startswith("-")
+            and args[0] not in self.commands
+            and "run" in self.commands
+        ):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+adapt_app = typer.Typer(
+    cls=_DefaultRun,
+    help="The Adapt method (AdamMeme): `adapt CONFIG` runs it; `adapt import LOG_DIR` "
+    "re-analyses published logs.",
+    no_args_is_help=True,
+)
+
+
+def _one_line_errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemearenaError as e:
+            _err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            _err.print("interrupted: re-run the same command to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _ci(v: Any, ci: Any, pct: bool = False) -> str:
+    lo, hi = ci if ci else (None, None)
+    if v is None:
+        return "—"
+    if pct:
+        return f"{v:.1%} [{lo:.1%}, {hi:.1%}]" if lo is not None else f"{v:.1%}"
+    return f"{v:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None else f"{v:.2f}"
+
+
+@adapt_app.command("import")
+@_one_line_errors
+def import_command(
+    log_dir: Annotated[Path, typer.Argument(help="Folder of AdamMeme log_<category>.json files.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON.")] = False,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="A score below this is a failure.")
+    ] = 4.0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+) -> None:
+    """Re-analyse AdamMeme's published logs: scores and failure rates per category with
+    intervals over memes, refined vs original steps, and the selection rule's share."""
+    from memearena.analysis.adapt_import import analyse_published_logs, read_published_logs
+
+    logs = read_published_logs(log_dir)
+    doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    print_import(_console, doc)
+
+
+def print_import(console: Console, doc: dict[str, Any]) -> None:
+    """The ``adapt import`` tables (every name from the logs is shown as plain text)."""
+    table = Table(
+        title=Text(f"published AdamMeme logs — model {doc['model']}"),
+        caption=Text(
+            "95% intervals: bootstrap over memes; score only from the scorer's own "
+            "'Rating: [[n]]' field"
+        ),
+    )
+    for col in ("category", "steps", "scored", "refused", "unparsed", "avg score", "failure rate"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    rows = [*doc["categories"].items(), ("overall", doc["overall"])]
+    for name, c in rows:
+        table.add_row(
+            Text(name),
+            str(c["steps"]),
+            str(c["scored"]),
+            str(c["refused"]),
+            str(c["unparsed"]),
+            _ci(c["avg_score"], c["avg_score_ci"]),
+            _ci(c["failure_rate"], c["failure_rate_ci"], pct=True),
+        )
+    console.print(table)
+    rvo = doc["refined_vs_original"]
+    for name in ("original", "refined"):
+        r = rvo[name]
+        hist = " ".join(f"{k}:{v}" for k, v in r["histogram"].items())
+        console.print(
+            Text(
+                f"{name:>8} steps: {r['scored']} scored, avg "
+                f"{_ci(r['avg_score'], r['avg_score_ci'])}, failure rate "
+                f"{_ci(r['failure_rate'], r['failure_rate_ci'], pct=True)}; scores {hist}"
+            )
+        )
+    sel = doc["selection"]
+    if sel.get("observed_increase") is not None:
+        share = sel.get("explained_share")
+        share_ci = sel.get("explained_share_ci") or [None, None]
+        console.print(
+            Text(
+                f"selection: chain failure rate exceeds the originals' by "
+                f"{_ci(sel['observed_increase'], sel['observed_increase_ci'], pct=True)}; "
+                f"the continuation rule alone (refinement changing nothing) gives "
+                f"{_ci(sel['selection_only_increase'], sel['selection_only_increase_ci'], True)}"
+                + (
+                    f" = {_ci(share, share_ci, pct=True)} of it"
+                    if share is not None and share_ci[0] is not None
+                    else ""
+                )
+                + f" ({sel['chains']} chains)"
+            )
+        )
+    bad = sum(len(v) for v in doc["invalid"].values())
+    if bad:
+        first = next(iter(doc["invalid"].values()))[0]
+        console.print(Text(f"{bad} malformed step(s) recorded and left out; first: {first}"))

@@ -1,0 +1,328 @@
+"""MM-JudgeBias as published: the Hugging Face dataset's parquet files and its ``datasets`` JSON
+export.
+
+A row holds ``id``, ``bias_type``, ``bias_category``, ``task_type``, ``domain_type``,
+``difficulty``, ``unbiased_source``, ``biased_source``, ``response``, ``unbiased_instruction``,
+``biased_instruction``, ``unbiased_image`` and ``biased_image``. An image cell is a
+``{"bytes", "path"}`` object (bytes raw in parquet, base64 text in a JSON export), a plain path,
+or null: a licence-gated image the user rebuilds locally as ``images/{id:04d}_{role}.jpg``.
+
+Threats guarded against: image bytes are untrusted (decoded only by the safe image checks, under
+the pixel cap, and stored by content hash so a name can never escape the image folder); paths in
+cells stay inside the dataset root. A row with an unknown bias type, or a null image where the
+bias type needs one and no rebuilt file exists, is an error for that item only (recorded, never
+silently dropped); a file that cannot be read at all is a DataError naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memearena.config import ImageConfig
+from memearena.data.images import ImageError, safe_join, verify_image
+from memearena.data.loaders import ItemError
+from memearena.errors import DataError
+from memearena.stats.judge_bias import BIAS_TYPES
+
+__all__ = [
+    "IMAGE_ROLES",
+    "JudgeBiasLoad",
+    "JudgeBiasRow",
+    "iter_rows",
+    "load_mmjudgebias",
+]
+
+IMAGE_ROLES: dict[str, tuple[bool, bool]] = {
+    "text_dominance": (True, False),
+    "image_dominance": (True, True),
+    "response_dominance": (True, False),
+    "instruction_misalignment": (True, True),
+    "image_misalignment": (True, True),
+    "detail_description": (True, True),
+    "unnecessary_image": (False, True),
+    "visual_transformation": (True, True),
+    "texture_insertion": (True, True),
+}
+"""Bias type → whether its (unbiased, biased) triplet carries an image."""
+
+
+@dataclass(frozen=True)
+class JudgeBiasRow:
+    """One MM-JudgeBias pair, with its images as files inside the image folder."""
+
+    id: str
+    """The row's ``id``."""
+    bias_type: str
+    """One of the nine bias types."""
+    response: str
+    """The response both triplets share."""
+    unbiased_instruction: str
+    """The query of the unbiased triplet."""
+    biased_instruction: str
+    """The query of the perturbed triplet (empty when the bias type removes it)."""
+    unbiased_image: Path | None
+    """Image of the unbiased triplet (None: text-only)."""
+    biased_image: Path | None
+    """Image of the perturbed triplet (None: removed)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Other fields (category, task type, domain, difficulty, sources)."""
+
+
+@dataclass
+class JudgeBiasLoad:
+    """Rows that loaded, and an error for every row that did not."""
+
+    rows: list[JudgeBiasRow] = field(default_factory=list)
+    """Usable rows, in file order."""
+    errors: list[ItemError] = field(default_factory=list)
+    """One per unusable row (its id, or ``row N``), with the reason."""
+
+
+def _parquet_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+        if not files:
+            raise DataError(f"{path}: no .parquet files in this folder")
+        return files
+    return [path]
+
+
+def _iter_parquet(path: Path) -> Iterator[tuple[str, int, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(
+            f"{path}: reading parquet needs pyarrow: pip install 'memearena[parquet]'"
+        ) from None
+    for file in _parquet_files(path):
+        try:
+            pf = pq.ParquetFile(file)
+            n = 0
+            # Streamed in small batches: memory follows the batch, not the dataset.
+            for batch in pf.iter_batches(batch_size=64):
+                for row in batch.to_pylist():
+                    n += 1
+                    yield str(file), n, row
+        except (OSError, ValueError) as e:
+            raise DataError(f"{file}: cannot read parquet ({e})") from None
+
+
+def _iter_json(path: Path) -> Iterator[tuple[str, int, Any]]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            head = f.read(1)
+            while head and head.isspace():
+                head = f.read(1)
+            f.seek(0)
+            if head == "[":
+                try:
+                    rows = json.load(f)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+                for n, row in enumerate(rows, start=1):
+                    yield str(path), n, row
+                return
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield str(path), n, json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+
+
+def iter_rows(path: Path) -> Iterator[tuple[str, int, Any]]:
+    """``(file, row number, raw row)`` of a parquet file or folder, or a JSON / JSON-lines
+    export (streamed)."""
+    if not path.exists():
+        raise DataError(f"{path}: no such file or folder")
+    if path.is_dir() or path.suffix.lower() == ".parquet":
+        return _iter_parquet(path)
+    return _iter_json(path)
+
+
+class _RowProblem(Exception):
+    """A problem with one row; ``kind`` starts the recorded reason."""
+
+    def __init__(self, message: str, kind: str = "malformed row") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _text(row: dict[str, Any], name: str, *, required: bool = True) -> str:
+    v = row.get(name)
+    if v is None:
+        if required:
+            raise _RowProblem(f"field {name!r}: missing")
+        return ""
+    if not isinstance(v, str):
+        raise _RowProblem(f"field {name!r}: must be text, got {type(v).__name__}")
+    return v
+
+
+def _decode_bytes(raw: Any, name: str) -> bytes:
+    if isinstance(raw, bytes | bytearray):
+        return bytes(raw)
+    if isinstance(raw, str):
+        try:
+            return base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise _RowProblem(f"field {name!r}: bytes are not base64") from None
+    if isinstance(raw, list) and all(isinstance(b, int) and 0 <= b < 256 for b in raw):
+        return bytes(raw)
+    raise _RowProblem(f"field {name!r}: unsupported bytes type {type(raw).__name__}")
+
+
+class _Images:
+    """Writes image bytes into a content-addressed folder (first write wins, atomically)."""
+
+    def __init__(self, root: Path, store: Path | None, image_cfg: ImageConfig | None) -> None:
+        self.root = root
+        self.store = store
+        self.image_cfg = image_cfg
+
+    def from_bytes(self, data: bytes, name: str) -> Path:
+        if not data:
+            raise _RowProblem(f"field {name!r}: empty image bytes")
+        if self.store is None:
+            raise _RowProblem(f"field {name!r}: image bytes given but no image folder to write to")
+        self.store.mkdir(parents=True, exist_ok=True)
+        target = self.store / f"{hashlib.sha256(data).hexdigest()}.img"
+        if not target.exists():
+            fd, tmp = tempfile.mkstemp(dir=self.store, prefix=".img.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        return target
+
+    def resolve(self, cell: Any, name: str, row_id: str, role: str, needed: bool) -> Path | None:
+        path: Path | None = None
+        if isinstance(cell, dict):
+            raw = cell.get("bytes")
+            if raw:
+                path = self.from_bytes(_decode_bytes(raw, name), name)
+            elif cell.get("path"):
+                path = self._rel(str(cell["path"]), name)
+        elif isinstance(cell, str) and cell.strip():
+            path = self._rel(cell, name)
+        elif cell is not None:
+            raise _RowProblem(f"field {name!r}: unsupported image cell {type(cell).__name__}")
+        if path is None:
+            if not needed:
+                return None
+            path = self._rebuilt(row_id, role)
+            if path is None:
+                raise _RowProblem(
+                    f"field {name!r}: null image (licence-gated); rebuild it as "
+                    f"images/{_padded(row_id)}_{role}.jpg under {self.root}",
+                    "missing image",
+                )
+        try:
+            verify_image(path, self.image_cfg)
+        except ImageError as e:
+            raise _RowProblem(f"field {name!r}: {e.reason}", e.kind) from None
+        return path
+
+    def _rel(self, rel: str, name: str) -> Path:
+        try:
+            return safe_join(self.root, rel)
+        except DataError as e:
+            raise _RowProblem(f"field {name!r}: {e}") from None
+
+    def _rebuilt(self, row_id: str, role: str) -> Path | None:
+        for cand in (f"{_padded(row_id)}_{role}.jpg", f"{_padded(row_id)}.jpg"):
+            p = self.root / "images" / cand
+            if p.is_file():
+                return p
+        return None
+
+
+def _padded(row_id: str) -> str:
+    return f"{int(row_id):04d}" if row_id.isdigit() else row_id
+
+
+def load_mmjudgebias(
+    path: str | Path,
+    *,
+    image_root: Path | None = None,
+    image_store: Path | None = None,
+    image_cfg: ImageConfig | None = None,
+    bias_types: list[str] | None = None,
+    limit: int | None = None,
+) -> JudgeBiasLoad:
+    """Load MM-JudgeBias rows from a parquet file or folder, or a ``datasets`` JSON export.
+
+    ``image_root`` is where cell paths and rebuilt ``images/{id:04d}_{role}.jpg`` files live
+    (default: the file's folder); embedded image bytes are written to ``image_store`` by content
+    hash. ``bias_types`` keeps only those types; ``limit`` caps rows per type (the first ones)."""
+    path = Path(path)
+    root = image_root or (path if path.is_dir() else path.parent)
+    images = _Images(root, image_store, image_cfg)
+    out = JudgeBiasLoad()
+    per_type: dict[str, int] = {}
+    for file, n, row in iter_rows(path):
+        where = f"row {n}"
+        if not isinstance(row, dict):
+            out.errors.append(ItemError(file, where, "malformed row: expected an object"))
+            continue
+        raw_id = row.get("id")
+        row_id = str(raw_id) if isinstance(raw_id, int | str) and str(raw_id).strip() else None
+        item = row_id or where
+        try:
+            if row_id is None:
+                raise _RowProblem("field 'id': missing")
+            bias_type = _text(row, "bias_type")
+            if bias_type not in BIAS_TYPES:
+                raise _RowProblem(
+                    f"field 'bias_type': {bias_type!r}; expected one of {', '.join(BIAS_TYPES)}",
+                    "unknown bias type",
+                )
+            if bias_types is not None and bias_type not in bias_types:
+                continue
+            if limit is not None and per_type.get(bias_type, 0) >= limit:
+                continue
+            need_u, need_b = IMAGE_ROLES[bias_type]
+            rec = JudgeBiasRow(
+                id=row_id,
+                bias_type=bias_type,
+                response=_text(row, "response"),
+                unbiased_instruction=_text(row, "unbiased_instruction"),
+                biased_instruction=_text(row, "biased_instruction", required=False),
+                unbiased_image=images.resolve(
+                    row.get("unbiased_image"), "unbiased_image", row_id, "unbiased", need_u
+                ),
+                biased_image=images.resolve(
+                    row.get("biased_image"), "biased_image", row_id, "biased", need_b
+                ),
+                meta={
+                    k: row.get(k)
+                    for k in (
+                        "bias_category",
+                        "task_type",
+                        "domain_type",
+                        "difficulty",
+                        "unbiased_source",
+                        "biased_source",
+                    )
+                    if isinstance(row.get(k), str | int | float)
+                },
+            )
+        except _RowProblem as e:
+            out.errors.append(ItemError(file, item, f"{e.kind}: {where}: {e}"))
+            continue
+        per_type[bias_type] = per_type.get(bias_type, 0) + 1
+        out.rows.append(rec)
+    return out

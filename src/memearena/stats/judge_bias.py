@@ -1,0 +1,251 @@
+"""Compositional judge bias (MM-JudgeBias): Bias-Deviation and Bias-Conformity.
+
+With y the score a judge gave the unbiased triplet, ŷ the score it gave the perturbed one and
+S the top of the scale:
+
+* BD = mean over pairs with y > 1 of max(0, y − ŷ) / (y − 1), for the Integrality and Congruity
+  types (a perturbation that removes or mismatches evidence should lower the score; 1 = the
+  judge always drops to the bottom, 0 = it never notices);
+* BC = mean of 1 − |y − ŷ| / max(y − 1, S − y), for the Robustness types (a perturbation that
+  keeps the meaning should not move the score; 1 = perfectly stable).
+
+Both are higher-is-better. A pair with a missing score (unparsed, or an abstention) is not a
+number and never enters a mean; it is counted as excluded. A category is the plain mean of its
+types and the overall figure the plain mean of the types (as the reference implementation
+does), each over the types that have data: "no data" (None) rather than 0 where no pair
+qualifies. Intervals come from a bootstrap over items (the unit that was sampled).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from memearena.stats.errors import StatsError
+
+__all__ = [
+    "BIAS_CATEGORIES",
+    "BIAS_TYPES",
+    "BiasFigure",
+    "BiasPair",
+    "BiasTable",
+    "bias_conformity",
+    "bias_deviation",
+    "bias_table",
+    "category_of",
+    "metric_of",
+]
+
+BIAS_TYPES: dict[str, tuple[str, Literal["bd", "bc"]]] = {
+    "text_dominance": ("integrality", "bd"),
+    "image_dominance": ("integrality", "bd"),
+    "response_dominance": ("integrality", "bd"),
+    "instruction_misalignment": ("congruity", "bd"),
+    "image_misalignment": ("congruity", "bd"),
+    "detail_description": ("robustness", "bc"),
+    "unnecessary_image": ("robustness", "bc"),
+    "visual_transformation": ("robustness", "bc"),
+    "texture_insertion": ("robustness", "bc"),
+}
+"""The nine bias types: type → (category, metric)."""
+
+BIAS_CATEGORIES: dict[str, Literal["bd", "bc"]] = {
+    "integrality": "bd",
+    "congruity": "bd",
+    "robustness": "bc",
+}
+"""The three categories and the metric their types use."""
+
+
+def category_of(bias_type: str) -> str:
+    """The category of a bias type (StatsError naming it if unknown)."""
+    try:
+        return BIAS_TYPES[bias_type][0]
+    except KeyError:
+        raise StatsError(
+            f"unknown bias type {bias_type!r}; expected one of {', '.join(BIAS_TYPES)}"
+        ) from None
+
+
+def metric_of(bias_type: str) -> Literal["bd", "bc"]:
+    """``bd`` or ``bc`` for a bias type."""
+    category_of(bias_type)
+    return BIAS_TYPES[bias_type][1]
+
+
+def _pairs(
+    unbiased: Sequence[float | None], biased: Sequence[float | None]
+) -> list[tuple[float, float]]:
+    if len(unbiased) != len(biased):
+        raise StatsError(
+            f"unbiased and biased scores differ in length ({len(unbiased)} vs {len(biased)})"
+        )
+    return [
+        (float(y), float(h))
+        for y, h in zip(unbiased, biased, strict=True)
+        if y is not None and h is not None
+    ]
+
+
+def _bd_term(y: float, y_hat: float) -> float | None:
+    # y = 1 cannot drop any further: such a pair says nothing about sensitivity.
+    return max(0.0, y - y_hat) / (y - 1) if y > 1 else None
+
+
+def _bc_term(y: float, y_hat: float, scale: float) -> float | None:
+    denom = max(y - 1, scale - y)
+    return 1.0 - abs(y - y_hat) / denom if denom > 0 else None
+
+
+def bias_deviation(
+    unbiased: Sequence[float | None], biased: Sequence[float | None]
+) -> float | None:
+    """BD over paired scores (None entries skipped); None when no pair has y > 1."""
+    terms = [t for y, h in _pairs(unbiased, biased) if (t := _bd_term(y, h)) is not None]
+    return float(np.mean(terms)) if terms else None
+
+
+def bias_conformity(
+    unbiased: Sequence[float | None], biased: Sequence[float | None], scale: float = 10
+) -> float | None:
+    """BC over paired scores on a 1..``scale`` scale (None entries skipped); None when no
+    pair qualifies."""
+    terms = [t for y, h in _pairs(unbiased, biased) if (t := _bc_term(y, h, scale)) is not None]
+    return float(np.mean(terms)) if terms else None
+
+
+@dataclass(frozen=True, slots=True)
+class BiasPair:
+    """One judge's scores on one unbiased/biased pair (None: unparsed or abstained)."""
+
+    item: str
+    """The sampled unit (bootstrap resamples items)."""
+    bias_type: str
+    """One of ``BIAS_TYPES``."""
+    unbiased: float | None
+    """Score of the unbiased triplet."""
+    biased: float | None
+    """Score of the perturbed triplet."""
+
+
+class BiasFigure(BaseModel):
+    """One BD/BC figure with its bootstrap interval and the pairs behind it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    """``bd``, ``bc`` or ``mixed`` (the overall mean of both)."""
+    value: float | None
+    """The figure; None = no data (no qualifying pair), never 0."""
+    ci_low: float | None
+    """Lower bound of the bootstrap percentile interval (None without data)."""
+    ci_high: float | None
+    """Upper bound of the interval."""
+    pairs: int
+    """Pairs that entered the figure."""
+    excluded: int = 0
+    """Pairs left out because a score was missing (unparsed or N/A) or y = 1 for BD."""
+
+
+class BiasTable(BaseModel):
+    """BD/BC per type, per category and overall."""
+
+    types: dict[str, BiasFigure]
+    """Per bias type (all nine, in taxonomy order)."""
+    categories: dict[str, BiasFigure]
+    """Per category: the plain mean of its types that have data."""
+    overall: BiasFigure
+    """The plain mean of the types that have data."""
+
+
+def _interval(samples: np.ndarray, ci: float) -> tuple[float | None, float | None]:
+    finite = samples[np.isfinite(samples)]
+    if not len(finite):
+        return None, None
+    tail = 100 * (1 - ci) / 2
+    lo, hi = np.percentile(finite, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def bias_table(
+    pairs: Iterable[BiasPair],
+    *,
+    scale: float = 10,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> BiasTable:
+    """The full BD/BC table of one judge's scored pairs, with intervals from a bootstrap over
+    items (every pair of a drawn item comes along; a replicate's category and overall figures
+    are the plain means of its types that have data)."""
+    types = list(BIAS_TYPES)
+    t_index = {t: i for i, t in enumerate(types)}
+    items: dict[str, int] = {}
+    sums: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    excluded = np.zeros(len(types), dtype=np.int64)
+    for p in pairs:
+        category_of(p.bias_type)
+        ti = t_index[p.bias_type]
+        term: float | None = None
+        if p.unbiased is not None and p.biased is not None:
+            y, h = float(p.unbiased), float(p.biased)
+            term = _bd_term(y, h) if metric_of(p.bias_type) == "bd" else _bc_term(y, h, scale)
+        if term is None:
+            excluded[ti] += 1
+            continue
+        row = items.get(p.item)
+        if row is None:
+            row = items[p.item] = len(sums)
+            sums.append(np.zeros(len(types)))
+            counts.append(np.zeros(len(types)))
+        sums[row][ti] += term
+        counts[row][ti] += 1
+    S = np.array(sums).reshape(-1, len(types))
+    C = np.array(counts).reshape(-1, len(types))
+    n_items = len(S)
+    tot_s, tot_c = S.sum(axis=0), C.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = np.where(tot_c > 0, tot_s / np.maximum(tot_c, 1), np.nan)
+    if n_items and n_boot > 0:
+        rng = np.random.default_rng(seed)
+        w = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
+        bs, bc = w @ S, w @ C
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot = np.where(bc > 0, bs / np.maximum(bc, 1e-300), np.nan)
+    else:
+        boot = np.full((0, len(types)), np.nan)
+
+    def figure(cols: list[int], metric: str) -> BiasFigure:
+        vals = point[cols]
+        have = [c for c, v in zip(cols, vals, strict=True) if np.isfinite(v)]
+        n_pairs = int(tot_c[cols].sum())
+        n_excl = int(excluded[cols].sum())
+        if not have:
+            return BiasFigure(
+                metric=metric, value=None, ci_low=None, ci_high=None, pairs=0, excluded=n_excl
+            )
+        value = float(np.mean(point[have]))
+        if len(boot):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a replicate without data
+                rep = np.nanmean(boot[:, have], axis=1)
+            lo, hi = _interval(rep, ci)
+        else:
+            lo = hi = None
+        return BiasFigure(
+            metric=metric, value=value, ci_low=lo, ci_high=hi, pairs=n_pairs, excluded=n_excl
+        )
+
+    type_figs = {t: figure([t_index[t]], BIAS_TYPES[t][1]) for t in types}
+    cat_figs = {
+        cat: figure([t_index[t] for t in types if BIAS_TYPES[t][0] == cat], metric)
+        for cat, metric in BIAS_CATEGORIES.items()
+    }
+    overall = figure(list(range(len(types))), "mixed")
+    return BiasTable(types=type_figs, categories=cat_figs, overall=overall)

@@ -1,0 +1,138 @@
+"""BD / BC on hand-computed tables, aggregation, exclusions and intervals."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memearena.stats import (
+    BIAS_TYPES,
+    BiasPair,
+    StatsError,
+    bias_conformity,
+    bias_deviation,
+    bias_table,
+)
+
+
+def test_bd_hand_computed() -> None:
+    # (5 -> 3): 2/4 = 0.5; (10 -> 10): 0; (4 -> 6): score rose, max(0, -2) = 0; (3 -> 1): 2/2 = 1
+    assert bias_deviation([5, 10, 4, 3], [3, 10, 6, 1]) == pytest.approx((0.5 + 0 + 0 + 1) / 4)
+
+
+def test_bd_skips_y_equal_one_and_is_none_without_qualifying_pairs() -> None:
+    assert bias_deviation([1, 5], [1, 1]) == pytest.approx(1.0)  # only (5 -> 1) qualifies
+    assert bias_deviation([1, 1], [1, 5]) is None
+    assert bias_deviation([], []) is None
+
+
+def test_bc_hand_computed_including_scale_ends() -> None:
+    # y=5: denom max(4, 5) = 5 -> 1 - 2/5; y=10: denom 9 -> 1 - 3/9; y=1: denom 9 -> 1 - 9/9
+    got = bias_conformity([5, 10, 1], [7, 7, 10])
+    assert got == pytest.approx(((1 - 2 / 5) + (1 - 3 / 9) + 0.0) / 3)
+
+
+def test_bc_ties_are_perfectly_stable() -> None:
+    assert bias_conformity([3, 8, 10, 1], [3, 8, 10, 1]) == pytest.approx(1.0)
+
+
+def test_bc_other_scale() -> None:
+    # S = 5, y = 4: denom max(3, 1) = 3
+    assert bias_conformity([4], [2], scale=5) == pytest.approx(1 - 2 / 3)
+
+
+def test_missing_scores_are_skipped_not_counted_as_numbers() -> None:
+    assert bias_deviation([5, None, 5], [3, 1, None]) == pytest.approx(0.5)
+    assert bias_conformity([None], [5]) is None
+
+
+def test_length_mismatch_is_an_error() -> None:
+    with pytest.raises(StatsError):
+        bias_deviation([1, 2], [1])
+
+
+def _pairs(bias_type: str, ys: list[int | None], hs: list[int | None]) -> list[BiasPair]:
+    return [
+        BiasPair(f"{bias_type}-{i}", bias_type, y, h)
+        for i, (y, h) in enumerate(zip(ys, hs, strict=True))
+    ]
+
+
+def test_table_types_categories_overall_and_no_data() -> None:
+    pairs = _pairs("text_dominance", [5, 3], [1, 3])  # BD terms 1, 0 -> 0.5
+    pairs += _pairs("image_dominance", [10, 1], [1, 1])  # 1; y = 1 excluded -> 1.0
+    pairs += _pairs("image_misalignment", [6, None], [1, 2])  # 1; one unparsed -> 1.0
+    pairs += _pairs("texture_insertion", [5, 5], [5, 10])  # 1, 0 -> 0.5
+    t = bias_table(pairs, n_boot=200, seed=1)
+    assert t.types["text_dominance"].value == pytest.approx(0.5)
+    assert t.types["text_dominance"].pairs == 2
+    assert t.types["image_dominance"].value == pytest.approx(1.0)
+    assert t.types["image_dominance"].excluded == 1
+    assert t.types["image_misalignment"].excluded == 1
+    assert t.types["response_dominance"].value is None  # no data, not 0
+    assert t.types["response_dominance"].pairs == 0
+    # category = plain mean of its types with data (not pooled over pairs)
+    assert t.categories["integrality"].value == pytest.approx((0.5 + 1.0) / 2)
+    assert t.categories["integrality"].pairs == 3
+    assert t.categories["congruity"].value == pytest.approx(1.0)
+    assert t.categories["robustness"].value == pytest.approx(0.5)
+    assert t.overall.value == pytest.approx((0.5 + 1.0 + 1.0 + 0.5) / 4)
+    assert t.overall.metric == "mixed"
+    assert list(t.types) == list(BIAS_TYPES)
+
+
+def test_empty_category_is_no_data() -> None:
+    t = bias_table(_pairs("texture_insertion", [5], [5]), n_boot=50)
+    assert t.categories["integrality"].value is None
+    assert t.categories["integrality"].ci_low is None
+    assert t.overall.value == pytest.approx(1.0)
+
+
+def test_empty_table_is_no_data_everywhere() -> None:
+    t = bias_table([], n_boot=50)
+    assert t.overall.value is None and t.overall.pairs == 0
+
+
+def test_unknown_bias_type_is_an_error() -> None:
+    with pytest.raises(StatsError, match="unknown bias type 'nope'"):
+        bias_table([BiasPair("1", "nope", 5, 5)])
+
+
+def test_interval_brackets_value_and_shrinks_with_items() -> None:
+    import random
+
+    rng = random.Random(3)
+
+    def make(n: int) -> list[BiasPair]:
+        return [
+            BiasPair(str(i), "text_dominance", rng.randint(2, 10), rng.randint(1, 10))
+            for i in range(n)
+        ]
+
+    small = bias_table(make(30), n_boot=400, seed=0).types["text_dominance"]
+    big = bias_table(make(600), n_boot=400, seed=0).types["text_dominance"]
+    for f in (small, big):
+        assert f.ci_low is not None and f.ci_high is not None and f.value is not None
+        assert f.ci_low <= f.value <= f.ci_high
+    assert (big.ci_high - big.ci_low) < (small.ci_high - small.ci_low)  # type: ignore[operator]
+
+
+def test_bootstrap_unit_is_the_item() -> None:
+    # One item with many identical pairs: resampling items can only ever draw that item.
+    pairs = [BiasPair("only", "text_dominance", 5, 3) for _ in range(50)]
+    f = bias_table(pairs, n_boot=100).types["text_dominance"]
+    assert f.ci_low == pytest.approx(0.5) and f.ci_high == pytest.approx(0.5)
+
+
+scores = st.integers(min_value=1, max_value=10)
+
+
+@given(st.lists(st.tuples(scores, scores), min_size=1, max_size=40))
+def test_metrics_stay_in_unit_interval(pairs: list[tuple[int, int]]) -> None:
+    ys, hs = [p[0] for p in pairs], [p[1] for p in pairs]
+    bd = bias_deviation(ys, hs)
+    bc = bias_conformity(ys, hs)
+    assert bc is not None and 0.0 <= bc <= 1.0
+    assert bd is None or 0.0 <= bd <= 1.0
+    assert (bd is None) == all(y == 1 for y in ys)
