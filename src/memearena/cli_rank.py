@@ -67,6 +67,14 @@ def rank_command(
         float,
         typer.Option(help="Weak prior: virtual ties per model (for sparse or disconnected data)."),
     ] = 0.0,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Bootstrap whole clusters of battles sharing this field (e.g. item), not "
+            "single battles.",
+        ),
+    ] = None,
 ) -> None:
     """Rank models from pairwise battles: Bradley–Terry with bootstrap CIs, Elo, win rate."""
     err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -81,7 +89,12 @@ def rank_command(
         for key, group in groups.items():
             try:
                 results[key] = leaderboard_fit(
-                    group, bootstrap=bootstrap, seed=seed, anchor=anchor, prior=prior
+                    group,
+                    bootstrap=bootstrap,
+                    seed=seed,
+                    anchor=anchor,
+                    prior=prior,
+                    cluster=cluster,
                 )
             except MemearenaError as exc:
                 if key is None:
@@ -100,14 +113,17 @@ def rank_command(
             payload: dict[str, object] = dump(results[None][0])
         else:
             payload = {"groups": {str(k): dump(rows) for k, (rows, _) in results.items()}}
+        if cluster is not None:  # the default output stays exactly the `rank --json` contract
+            payload["bootstrap_unit"] = f"cluster:{cluster}"
         typer.echo(json.dumps(payload, indent=2))
         return
     out = Console(highlight=False)
     for key, (rows, fit) in results.items():
         title = None if key is None else f"{group_by} = {key}"
         out.print(_table(rows, title))
+        unit = f"clusters of {cluster!r}" if cluster else "battles"
         out.print(
-            f"{fit.note}; {bootstrap} bootstrap rounds (seed {seed}); "
+            f"{fit.note}; {bootstrap} bootstrap rounds over {unit} (seed {seed}); "
             f"{sum(r.battles for r in rows) // 2} battles",
             markup=False,
         )

@@ -102,7 +102,7 @@ def run_arena(
     bootstrap: int | None = None,
 ) -> ArenaRunResult:
     """Run (or resume) the Arena in ``run_dir`` and write its leaderboard and battles."""
-    from memearena.report.arena import arena_leaderboard, write_arena_outputs
+    from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
     run_dir = Path(run_dir)
@@ -141,7 +141,7 @@ def run_arena(
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
             board["status"] = status.as_json()
-            write_arena_outputs(run_dir, board, done)
+            write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
         new_calls = sum(
             1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")

@@ -94,7 +94,8 @@ def test_battles_file_reproduces_the_overall_leaderboard(tmp_path: Path) -> None
     cfg = small_config()
     result = run_arena(cfg, tmp_path / "run", show_progress=False)
     battles = load_battles(tmp_path / "run" / "battles.jsonl").battles
-    rows = leaderboard(battles, bootstrap=20, seed=cfg.seed, elo_k=cfg.arena.elo_k)  # type: ignore[union-attr]
+    assert cfg.arena is not None and cfg.arena.bootstrap_unit == "meme"
+    rows = leaderboard(battles, bootstrap=20, seed=cfg.seed, elo_k=cfg.arena.elo_k, cluster="item")
     assert [r.model_dump() for r in rows] == result.leaderboard["arena"]["overall"]
     doc = json.loads((tmp_path / "run" / "leaderboard.json").read_text())
     assert set(doc["arena"]["by_criterion"]) == set(cfg.arena.criteria)  # type: ignore[union-attr]

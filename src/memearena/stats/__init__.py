@@ -16,6 +16,7 @@ from memearena.stats.agreement import (
     position_consistency,
     prefer_first_rate,
     prefer_longer_rate,
+    relative_longer_rate,
     self_preference,
 )
 from memearena.stats.battles import (
@@ -27,6 +28,13 @@ from memearena.stats.battles import (
     parse_battles,
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
+from memearena.stats.cluster import (
+    ClusteredCounts,
+    ClusteredCountsBuilder,
+    ClusterIndex,
+    cluster_weights,
+    clustered_counts,
+)
 from memearena.stats.counts import PairCounts
 from memearena.stats.elo import online_elo
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
@@ -41,13 +49,21 @@ from memearena.stats.judge_bias import (
     bias_table,
 )
 from memearena.stats.leaderboard import (
+    LeaderboardAccumulator,
     LeaderboardRow,
     group_battles,
     grouped_leaderboards,
     leaderboard,
     leaderboard_fit,
 )
-from memearena.stats.ranking import kendall_tau, ndcg, spearman_rho
+from memearena.stats.ranking import (
+    kendall_tau,
+    kendall_tau_scores,
+    ndcg,
+    ndcg_scores,
+    spearman_rho,
+)
+from memearena.stats.style import LengthControlled, LengthObservations, length_controlled_bt
 from memearena.stats.winrate import average_win_rate, win_rate_matrix
 
 __all__ = [
@@ -59,9 +75,15 @@ __all__ = [
     "BiasFigure",
     "BiasPair",
     "BiasTable",
+    "ClusterIndex",
+    "ClusteredCounts",
+    "ClusteredCountsBuilder",
     "DisconnectedComparisonError",
     "Estimate",
+    "LeaderboardAccumulator",
     "LeaderboardRow",
+    "LengthControlled",
+    "LengthObservations",
     "LoadedBattles",
     "PairCounts",
     "SelfPreference",
@@ -75,15 +97,20 @@ __all__ = [
     "bias_table",
     "bradley_terry",
     "bt_probability",
+    "cluster_weights",
+    "clustered_counts",
     "cohen_kappa",
     "group_battles",
     "grouped_leaderboards",
     "kendall_tau",
+    "kendall_tau_scores",
     "krippendorff_alpha",
     "leaderboard",
     "leaderboard_fit",
+    "length_controlled_bt",
     "load_battles",
     "ndcg",
+    "ndcg_scores",
     "next_pairs",
     "nominal_alpha",
     "online_elo",
@@ -91,6 +118,7 @@ __all__ = [
     "position_consistency",
     "prefer_first_rate",
     "prefer_longer_rate",
+    "relative_longer_rate",
     "resample",
     "self_preference",
     "spearman_rho",

@@ -18,6 +18,7 @@ import numpy as np
 
 from memearena.stats._scipy import connected_components, expit
 from memearena.stats.battles import Battle
+from memearena.stats.cluster import ClusteredCounts
 from memearena.stats.counts import FloatArray, IntArray, PairCounts, as_counts
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
 
@@ -384,8 +385,31 @@ def fit_cells(
     return x[:, :m], (x[:, -1] if ties == "davidson" else None)
 
 
+def fit_draws(
+    counts: PairCounts,
+    draws: FloatArray,
+    *,
+    prior: float = 0.0,
+    ties: TieModel = "half",
+    start: FloatArray | None = None,
+) -> tuple[FloatArray, int]:
+    """Fit resampled cell counts (rounds × cells of `counts.cells()`), however they were drawn;
+    natural-log ratings (rounds × m) and how many rounds had no finite MLE (those are fitted
+    with `FALLBACK_PRIOR` virtual ties per model instead)."""
+    rounds = len(draws)
+    priors = np.full(rounds, prior)
+    regularised = 0
+    if prior == 0:
+        i, j, tables = _pair_tables(counts, draws)
+        ok = _mle_exists(tables, i, j, counts.n_models)
+        priors[~ok] = FALLBACK_PRIOR
+        regularised = int((~ok).sum())
+    theta, _ = fit_cells(counts, draws, prior=priors, ties=ties, start=start)
+    return theta, regularised
+
+
 def bradley_terry(
-    data: PairCounts | Iterable[Battle],
+    data: PairCounts | ClusteredCounts | Iterable[Battle],
     *,
     models: Sequence[str] | None = None,
     anchor: str | None = None,
@@ -403,11 +427,16 @@ def bradley_terry(
     Ties count half a win each way (`ties="half"`), or are modelled by Davidson's tie
     parameter (`ties="davidson"`). Ratings are mean-anchored at `init`, or `anchor` gets
     exactly `init`. `bootstrap` rounds resample the outcome counts multinomially (seeded) and
-    give `ci` percentile intervals. A disconnected comparison graph or unbounded MLE raises
-    (`DisconnectedComparisonError`, `UnboundedRatingsError`) unless `prior` > 0: that many
-    virtual ties per model against an average opponent, reported in `BTResult.note`.
+    give `ci` percentile intervals; given `ClusteredCounts`, they resample whole clusters (the
+    unit that was sampled, e.g. memes) instead of single battles. A disconnected comparison
+    graph or unbounded MLE raises (`DisconnectedComparisonError`, `UnboundedRatingsError`)
+    unless `prior` > 0: that many virtual ties per model against an average opponent,
+    reported in `BTResult.note`.
     """
-    counts = as_counts(data, models)
+    clustered = data if isinstance(data, ClusteredCounts) else None
+    if clustered is not None and models is not None and tuple(models) != clustered.models:
+        raise StatsError("clustered counts fix their own model order")
+    counts = clustered.total if clustered is not None else as_counts(data, models)  # type: ignore[arg-type]
     if counts.total <= 0:
         raise StatsError("no battles to rate")
     if anchor is not None and anchor not in counts.models:
@@ -432,16 +461,14 @@ def bradley_terry(
     samples = ci_low = ci_high = None
     regularised = 0
     if bootstrap > 0:
-        draws = resample(counts, bootstrap, seed)
-        priors = np.full(bootstrap, prior)
-        if prior == 0:
-            i, j, tables = _pair_tables(counts, draws)
-            ok = _mle_exists(tables, i, j, counts.n_models)
-            priors[~ok] = FALLBACK_PRIOR
-            regularised = int((~ok).sum())
+        draws = (
+            clustered.resample(bootstrap, seed)
+            if clustered is not None
+            else resample(counts, bootstrap, seed)
+        )
         # Resampled fits lie near the point estimate: starting there saves Newton steps.
         start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
-        boot_theta, _ = fit_cells(counts, draws, prior=priors, ties=ties, start=start)
+        boot_theta, regularised = fit_draws(counts, draws, prior=prior, ties=ties, start=start)
         samples = to_elo(boot_theta)
         tail = 100 * (1 - ci) / 2
         ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)

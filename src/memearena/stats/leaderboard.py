@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from memearena.stats.battles import Battle
 from memearena.stats.bt import BTResult, TieModel, bradley_terry
+from memearena.stats.cluster import (
+    ClusteredCounts,
+    ClusteredCountsBuilder,
+    ClusterIndex,
+    clustered_counts,
+)
 from memearena.stats.counts import PairCounts
 from memearena.stats.elo import online_elo
 from memearena.stats.errors import StatsError
@@ -83,13 +89,14 @@ def leaderboard_fit(
     elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
+    cluster: str | Sequence[str] | None = None,
 ) -> tuple[list[LeaderboardRow], BTResult]:
     """Like `leaderboard`, also returning the fit (for its anchor note and bootstrap samples)."""
     battles = list(battles)
     if not battles:
         raise StatsError("no battles to rank")
     fit = bradley_terry(
-        PairCounts.from_battles(battles),
+        PairCounts.from_battles(battles) if cluster is None else clustered_counts(battles, cluster),
         anchor=anchor,
         bootstrap=bootstrap,
         seed=seed,
@@ -110,12 +117,14 @@ def leaderboard(
     elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
+    cluster: str | Sequence[str] | None = None,
 ) -> list[LeaderboardRow]:
     """Rank models by Bradley–Terry rating, with bootstrap CIs, online Elo and win rates.
 
     `bt`, `ci_low`, `ci_high` come from `bradley_terry` (see it for `anchor`, `prior`, `ties`);
-    `elo` is online Elo with factor `elo_k`, in file order or averaged over `elo_shuffles`
-    seeded orders.
+    the bootstrap resamples single battles, or with `cluster` whole clusters of battles that
+    share the value of that battle field (or fields), e.g. `item` for memes. `elo` is online
+    Elo with factor `elo_k`, in file order or averaged over `elo_shuffles` seeded orders.
     """
     rows, _ = leaderboard_fit(
         battles,
@@ -126,6 +135,7 @@ def leaderboard(
         elo_shuffles=elo_shuffles,
         prior=prior,
         ties=ties,
+        cluster=cluster,
     )
     return rows
 
@@ -151,6 +161,7 @@ def grouped_leaderboards(
     elo_shuffles: int = 0,
     prior: float = 0.0,
     ties: TieModel = "half",
+    cluster: str | Sequence[str] | None = None,
 ) -> dict[str, list[LeaderboardRow]]:
     """One leaderboard per value of the battle field `by` (judge, criterion, item, any extra).
 
@@ -168,6 +179,7 @@ def grouped_leaderboards(
                 elo_shuffles=elo_shuffles,
                 prior=prior,
                 ties=ties,
+                cluster=cluster,
             )
         except StatsError as exc:
             raise _in_group(exc, by, key) from None
@@ -180,3 +192,81 @@ def _in_group(exc: StatsError, by: str, key: str) -> StatsError:
     clone.__dict__.update(exc.__dict__)
     clone.args = (f"{by}={key!r}: {exc}",)
     return clone
+
+
+class LeaderboardAccumulator:
+    """A leaderboard built from a stream of battles: per-cluster counts for the Bradley–Terry
+    fit and its cluster bootstrap, and online Elo updated battle by battle (file order).
+
+    Memory grows with the (cluster, pair, outcome) cells met, not with the battles.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[str],
+        index: ClusterIndex | None = None,
+        *,
+        elo_k: float = 4.0,
+        init: float = 1000.0,
+        scale: float = 400.0,
+        base: float = 10.0,
+    ) -> None:
+        self.models = tuple(models)
+        self.builder = ClusteredCountsBuilder(self.models, index)
+        self.elo = dict.fromkeys(self.models, init)
+        self.elo_k, self.init, self.scale, self.base = elo_k, init, scale, base
+        self.n = 0
+
+    def add(self, model_a: str, model_b: str, winner: str, cluster: Hashable) -> None:
+        """Count one battle in its cluster and replay it through online Elo."""
+        self.builder.add(model_a, model_b, winner, cluster)
+        score_a = 1.0 if winner == "model_a" else 0.0 if winner == "model_b" else 0.5
+        ra, rb = self.elo[model_a], self.elo[model_b]
+        delta = self.elo_k * (score_a - 1.0 / (1.0 + self.base ** ((rb - ra) / self.scale)))
+        self.elo[model_a], self.elo[model_b] = ra + delta, rb - delta
+        self.n += 1
+
+    def counts(self) -> ClusteredCounts:
+        """The per-cluster counts so far, restricted to the models that played."""
+        return self.builder.build()
+
+    def fit(
+        self,
+        *,
+        bootstrap: int = 1000,
+        seed: int = 0,
+        anchor: str | None = None,
+        prior: float = 0.0,
+        ties: TieModel = "half",
+    ) -> tuple[list[LeaderboardRow], BTResult]:
+        """Rows and fit over the models that played (see `leaderboard`); the bootstrap
+        resamples clusters."""
+        if not self.n:
+            raise StatsError("no battles to rank")
+        full = self.counts()
+        played = full.total.battles_per_model > 0
+        names = [m for m, p in zip(self.models, played, strict=True) if p]
+        clustered = full.subset(names)
+        fit = bradley_terry(
+            clustered, anchor=anchor, bootstrap=bootstrap, seed=seed, prior=prior, ties=ties
+        )
+        counts = clustered.total
+        win_rate = average_win_rate(counts)
+        games = counts.battles_per_model
+        rows = []
+        for rank, name in enumerate(fit.ranking(), start=1):
+            k = fit.models.index(name)
+            bt = float(fit.ratings[k])
+            rows.append(
+                LeaderboardRow(
+                    model=name,
+                    rank=rank,
+                    elo=float(self.elo[name]),
+                    bt=bt,
+                    ci_low=float(fit.ci_low[k]) if fit.ci_low is not None else bt,
+                    ci_high=float(fit.ci_high[k]) if fit.ci_high is not None else bt,
+                    win_rate=win_rate[name],
+                    battles=round(float(games[k])),
+                )
+            )
+        return rows, fit

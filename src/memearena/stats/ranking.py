@@ -63,3 +63,30 @@ def spearman_rho(ranking: Sequence[str], reference: Sequence[str]) -> float:
     n = len(x)
     d = np.argsort(np.argsort(x)) - np.argsort(np.argsort(y))
     return float(1 - 6 * (d.astype(float) ** 2).sum() / (n * (n**2 - 1)))
+
+
+def ndcg_scores(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """NDCG (as `ndcg`) per row: the ranking orders models by `scores` (rounds × K, higher is
+    better), the reference by `reference` (rounds × K, or one row for every round)."""
+    scores = np.atleast_2d(scores)
+    reference = np.broadcast_to(np.atleast_2d(reference), scores.shape)
+    k = scores.shape[1]
+    ref_pos = np.argsort(np.argsort(-reference, axis=1, kind="stable"), axis=1, kind="stable")
+    relevance = k - ref_pos  # per model
+    order = np.argsort(-scores, axis=1, kind="stable")
+    discount = 1.0 / np.log2(np.arange(k) + 2.0)
+    dcg = (np.take_along_axis(relevance, order, axis=1) * discount).sum(axis=1)
+    ideal = ((k - np.arange(k)) * discount).sum()
+    return np.asarray(dcg / ideal, dtype=np.float64)
+
+
+def kendall_tau_scores(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Kendall's τ (as `kendall_tau`, no ties: orders broken as in `ndcg_scores`) per row."""
+    scores = np.atleast_2d(scores)
+    reference = np.broadcast_to(np.atleast_2d(reference), scores.shape)
+    k = scores.shape[1]
+    pos_a = np.argsort(np.argsort(-scores, axis=1, kind="stable"), axis=1, kind="stable")
+    pos_b = np.argsort(np.argsort(-reference, axis=1, kind="stable"), axis=1, kind="stable")
+    sa = np.sign(pos_a[:, :, None] - pos_a[:, None, :])
+    sb = np.sign(pos_b[:, :, None] - pos_b[:, None, :])
+    return np.asarray((sa * sb).sum(axis=(1, 2)) / (k * (k - 1)), dtype=np.float64)
