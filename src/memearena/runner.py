@@ -23,7 +23,7 @@ from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
 from memearena.runstatus import RunStatus, arena_status
 from memearena.sim.world import SimWorld
-from memearena.store import RunStore
+from memearena.store import RunLock, RunStore
 
 CACHE_FILE = "cache.sqlite"
 
@@ -102,17 +102,41 @@ def run_arena(
     bootstrap: int | None = None,
 ) -> ArenaRunResult:
     """Run (or resume) the Arena in ``run_dir`` and write its leaderboard and battles."""
+    run_dir = Path(run_dir)
+    # One writer per run directory: a second process refuses at once (before opening anything).
+    with RunLock(run_dir):
+        return _run_arena_locked(
+            cfg,
+            run_dir,
+            max_cost=max_cost,
+            settings=settings,
+            cache_path=cache_path,
+            console=console,
+            show_progress=show_progress,
+            bootstrap=bootstrap,
+        )
+
+
+def _run_arena_locked(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    max_cost: float | None,
+    settings: Sequence[str] | None,
+    cache_path: Path | None,
+    console: Console | None,
+    show_progress: bool,
+    bootstrap: int | None,
+) -> ArenaRunResult:
     from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
-    run_dir = Path(run_dir)
-    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # run data: owner only
     store = RunStore(run_dir / "run.db")
     try:
         started = time.time()
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
-        calls_before = len(store.calls())
+        calls_before = store.last_call_id()
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
         )
@@ -143,9 +167,7 @@ def run_arena(
             board["status"] = status.as_json()
             write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
-        new_calls = sum(
-            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
-        )
+        new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(
             run_dir, outcomes, board, new_calls, store.total_cost(), stopped, status
         )
@@ -200,7 +222,7 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
 
             asyncio.run(go())
             per_model: dict[str, dict[str, float]] = {}
-            for c in store.calls():
+            for c in store.iter_calls():
                 row = per_model.setdefault(
                     c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
                 )
