@@ -11,7 +11,6 @@ import time
 
 from PIL import Image, ImageDraw
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from memearena.config import RunConfig
@@ -19,11 +18,8 @@ from memearena.errors import MemearenaError
 from memearena.models import ModelPool
 from memearena.models.types import ImagePart
 from memearena.prompts import build_messages
+from memearena.report.safe import console_safe
 from memearena.sim.serve import demo_world
-
-
-def _printable(text: str) -> str:
-    return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
 def ping_image() -> ImagePart:
@@ -51,7 +47,7 @@ def warn_missing_keys(cfg: RunConfig, console: Console) -> list[str]:
     """Print the ``missing_keys`` warnings (escaped); returns them."""
     found = missing_keys(cfg)
     for w in found:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/yellow] {console_safe(w)}", highlight=False, soft_wrap=True)
     return found
 
 
@@ -83,18 +79,17 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
         table.add_column(col)
     for name, status, dt, text in rows:
         colour = "green" if status == "ok" else "red"
-        # Names, replies and errors are untrusted: shown as text, never as markup.
-        table.add_row(
-            escape(name),
+        table.add_row(  # names and replies are untrusted: shown inert (no markup, no escapes)
+            console_safe(name),
             cfg.models[name].provider,
             f"[{colour}]{status}[/]",
             f"{dt * 1000:.0f} ms",
-            escape(_printable(text)),
+            console_safe(text),
         )
     console.print(table)
     for _name, status, _dt, text in rows:
         if status == "failed":  # the whole reason, on one line (table cells wrap it)
             console.print(
-                f"[red]failed:[/red] {escape(_printable(text))}", highlight=False, soft_wrap=True
+                f"[red]failed:[/red] {console_safe(text)}", highlight=False, soft_wrap=True
             )
     return all(r[1] == "ok" for r in rows)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from memearena.report.safe import console_safe
 
 if TYPE_CHECKING:
     from memearena.config import RunConfig
@@ -249,17 +250,17 @@ def print_run_status(console: Console, status: RunStatus) -> None:
             errs = ", ".join(f"{k} {n}" for k, n in sorted(r.errors.items())) or "—"
             style = "red" if (r.planned and r.done == 0) or r.missing else None
             table.add_row(
-                escape(_clean(r.model, 60)),
+                console_safe(r.model, max_chars=60),
                 r.role,
                 f"{r.planned:,}",
                 f"{r.done:,}",
                 f"{r.refused:,}",
-                escape(errs),
+                console_safe(errs),
                 style=style,
             )
         if status.models:
             console.print(table)
         for p in status.problems:
-            console.print(f"[red]problem:[/red] {escape(p)}", highlight=False, soft_wrap=True)
+            console.print(f"[red]problem:[/red] {console_safe(p)}", highlight=False, soft_wrap=True)
     colour = "green" if status.complete and not status.stopped else "red"
-    console.print(f"[{colour}]{escape(status.final_line())}[/]", highlight=False, soft_wrap=True)
+    console.print(f"[{colour}]{console_safe(status.final_line())}[/]", highlight=False, soft_wrap=True)
