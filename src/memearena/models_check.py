@@ -47,7 +47,9 @@ def warn_missing_keys(cfg: RunConfig, console: Console) -> list[str]:
     """Print the ``missing_keys`` warnings (escaped); returns them."""
     found = missing_keys(cfg)
     for w in found:
-        console.print(f"[yellow]warning:[/yellow] {console_safe(w)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]warning:[/yellow] {console_safe(w)}", highlight=False, soft_wrap=True
+        )
     return found
 
 

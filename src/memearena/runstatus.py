@@ -263,4 +263,6 @@ def print_run_status(console: Console, status: RunStatus) -> None:
         for p in status.problems:
             console.print(f"[red]problem:[/red] {console_safe(p)}", highlight=False, soft_wrap=True)
     colour = "green" if status.complete and not status.stopped else "red"
-    console.print(f"[{colour}]{console_safe(status.final_line())}[/]", highlight=False, soft_wrap=True)
+    console.print(
+        f"[{colour}]{console_safe(status.final_line())}[/]", highlight=False, soft_wrap=True
+    )
