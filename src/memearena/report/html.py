@@ -447,7 +447,9 @@ def _environment() -> Environment:
 def render_report(board: dict[str, Any], *, title: str = "memearena report") -> str:
     """The report of a ``leaderboard.json`` document as one self-contained HTML page."""
     template = _environment().get_template("report.html.j2")
-    return template.render(view=build_view(board, title=title))
+    from memearena.report.adapt import adapt_view
+
+    return template.render(view=build_view(board, title=title), adapt=adapt_view(board))
 
 
 def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
