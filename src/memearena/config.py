@@ -200,6 +200,13 @@ class SimModelConfig(_ModelCommon):
     """Judge: extra preference for responses of its own family."""
     noise: float = Field(0.15, ge=0, le=2)
     """Judge: standard deviation of the noise added to every quality comparison."""
+    guideline_damping: float = Field(0.0, ge=0, le=1)
+    """Judge: how far settled beliefs damp its biases: each bias is scaled by
+    1 − guideline_damping × coverage, coverage being the share of the meme's facts and target
+    its beliefs settle after reading the guideline (0: biases no guideline can change)."""
+    family_misbeliefs: float = Field(0.0, ge=0, le=1)
+    """Share of a model's misbelief draws made once per family instead of per model, so models
+    of one family hold the same false beliefs about a meme (0: independent)."""
     ignores_image: float = Field(0.0, ge=0, le=1)
     """Judge audit: how far a pointwise judge overlooks the image (a missing or mismatched
     image barely lowers its score)."""
@@ -560,6 +567,20 @@ def load_config(path: str | Path) -> RunConfig:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
     return parse_config(raw, str(path), path.parent.resolve())
+
+
+def check_option_ranges(options: Mapping[str, Any]) -> None:
+    """Range-check the numeric command-line options every command shares, by name:
+    ``max_cost`` finite and >= 0, ``bootstrap`` within 0..MAX_BOOTSTRAP, ``scale`` finite > 0."""
+    cost = options.get("max_cost")
+    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
+        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
+    boot = options.get("bootstrap")
+    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
+    scale = options.get("scale")
+    if isinstance(scale, float | int) and not (math.isfinite(scale) and 0 < scale <= 1e6):
+        raise ConfigError(f"--scale: must be a finite number > 0, got {scale}")
 
 
 def arena_call_estimate(

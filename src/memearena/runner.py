@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from memearena.pipelines.arena import (
 )
 from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
+from memearena.runstatus import RunStatus, arena_status
 from memearena.sim.world import SimWorld
 from memearena.store import RunLock, RunStore
 
@@ -55,6 +57,8 @@ class ArenaRunResult:
     new_calls: int
     cost_usd: float
     stopped: str | None
+    status: RunStatus | None = None
+    """What is missing, why, the spend and the exit code (``memearena.runstatus``)."""
     stages: dict[str, StageCount] = field(default_factory=dict)
     """Per stage: steps reused from the run directory, newly computed, and failed."""
     analysis_reused: bool = False
@@ -179,6 +183,14 @@ def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, An
     return board if isinstance(board, dict) else None
 
 
+def write_leaderboard(run_dir: Path, board: dict[str, Any]) -> None:
+    """Rewrite ``leaderboard.json`` alone (atomically: a kill never leaves half a file)."""
+    path = run_dir / "leaderboard.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(board, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
     """Record the config (no secrets: keys are only env-var names) and prompt hashes."""
     store.save_snapshot(json.loads(cfg.model_dump_json()), template_hashes())
@@ -228,6 +240,7 @@ def _run_arena_locked(
     store = RunStore(run_dir / "run.db")
     try:
         check_compatible(cfg, store, run_dir)
+        started = time.time()
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
         check_wall_time(cfg, arena_call_estimate(cfg, len(memes), settings))  # before any call
@@ -249,6 +262,16 @@ def _run_arena_locked(
         outcomes = asyncio.run(go())
         stopped = next((o.stopped for o in outcomes if o.stopped), None)
         done = [o for o in outcomes if not o.stopped]
+        status = arena_status(
+            cfg,
+            outcomes,
+            store,
+            memes=len(memes),
+            max_cost=max_cost,
+            since=started,
+            dead=pool.dead_models(),
+            stopped=stopped,
+        )
         board: dict[str, Any] = {}
         reused = False
         if done:
@@ -257,14 +280,27 @@ def _run_arena_locked(
             previous = _previous_board(run_dir, store, digest)
             if previous is not None:
                 board, reused = previous, True
+                if board.get("status") != status.as_json():  # spend, problems: this run's
+                    board["status"] = status.as_json()
+                    write_leaderboard(run_dir, board)
+                    write_report(run_dir, board)
             else:
                 board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap)
+                board["status"] = status.as_json()
                 write_arena_outputs(run_dir, board, done, cfg)
                 write_report(run_dir, board)
                 store.set_meta(ANALYSIS_DIGEST, digest)
         new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(
-            run_dir, outcomes, board, new_calls, store.total_cost(), stopped, stages, reused
+            run_dir,
+            outcomes,
+            board,
+            new_calls,
+            store.total_cost(),
+            stopped,
+            status,
+            stages,
+            reused,
         )
     finally:
         store.close()

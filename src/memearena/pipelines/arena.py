@@ -82,6 +82,7 @@ ANSWERS_VIEW = "arena.answers"
 SEP = "\x1f"
 """Separator of the parts of a member's coord (never in a uid, level or model name)."""
 
+_STOPPED: Any = object()  # a step not run: the spend cap stopped the run
 _SEQ_SHIFT = 32  # a member's seq: meme index << 32 | its position within the meme
 _VERDICT_WINDOW = 64  # verdict steps in flight per meme
 
@@ -147,6 +148,9 @@ class ArenaOutcome:
     judged: Iterable[JudgedPair] = ()
     answers: Mapping[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     stopped: str | None = None
+    tasks: Iterable[tuple[str, str]] = ()
+    """(meme uid, context level) of every task targets were asked to answer (re-iterable,
+    read from the store)."""
 
 
 def _model_error() -> dict[str, Any]:
@@ -216,6 +220,21 @@ def stored_answers(store: RunStore) -> Iterator[tuple[str, str, str, dict[str, A
         if values[0] is not None:
             uid, level, target = coord.split(SEP)
             yield uid, level, target, values[0]
+
+
+class _TaskStream:
+    """The run's tasks as (meme uid, level), in run order, from the answers view."""
+
+    def __init__(self, ref: _StoreRef) -> None:
+        self._ref = ref
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        last: tuple[str, str] | None = None
+        for coord, _refs, _values in self._ref.get().iter_members(ANSWERS_VIEW):
+            uid, level, _target = coord.split(SEP)
+            if (uid, level) != last:
+                last = (uid, level)
+                yield last
 
 
 class JudgedStream:
@@ -337,6 +356,8 @@ class ArenaPipeline:
         self._recipe = image_recipe(cfg.image)
         self._human: dict[str, str] | None = None
         self._ref = _StoreRef(store)
+        self.stopped: str | None = None
+        """Why the run stopped (the spend cap), once it has: no further step is started."""
 
     # ---------------------------------------------------------------- images
     def _image_state(self, meme: Meme) -> tuple[str, int, int] | None:
@@ -396,17 +417,29 @@ class ArenaPipeline:
         if len(todo) < len(plans):
             job.advance(stage, len(plans) - len(todo))
 
-        async def one(i: int) -> dict[str, Any] | None:
+        async def one(i: int) -> Any:
+            if self.stopped is not None:
+                return _STOPPED
             key, call, enc = plans[i]
-            return await run_step(self.store, kind, key, call, enc, lookup=False)
+            try:
+                return await run_step(self.store, kind, key, call, enc, lookup=False)
+            except BudgetExceeded as e:
+                # The cap stops the run, but the steps in flight finish and are recorded: a
+                # cancelled call would stay on record as sent, its result lost.
+                self.stopped = self.stopped or str(e)
+                return _STOPPED
 
         async for i, art in bounded_map(one, todo, window or max(1, len(todo))):
+            if art is _STOPPED:
+                continue
             out[i] = art
             if art is None:
                 count.failed += 1
             else:
                 count.new += 1
             job.advance(stage)
+        if self.stopped is not None:
+            raise BudgetExceeded(self.stopped)
         return out
 
     async def _step(
@@ -761,6 +794,8 @@ class ArenaPipeline:
                 await self.judge(job, s, jobs, answers, ctx_key)
         except DataError as e:
             self.store.record_error("meme", meme.uid, str(e))
+        except BudgetExceeded as e:  # recorded; the other memes in flight finish their steps
+            self.stopped = self.stopped or str(e)
         finally:
             done = job.done if job is not None else dict.fromkeys(STAGES, 0)
             for stage, total in expected.items():
@@ -791,6 +826,7 @@ class ArenaPipeline:
             battles=_BattleStream(judged, self.battle_rows),
             judged=judged,
             answers=AnswerLookup(self._ref),
+            tasks=_TaskStream(self._ref),
         )
 
     async def run(self, settings: Sequence[str] | None = None) -> list[ArenaOutcome]:
@@ -804,12 +840,15 @@ class ArenaPipeline:
             else:
 
                 async def one(item: tuple[int, Meme]) -> None:
-                    await self._meme(item[0], item[1], settings)
+                    if self.stopped is None:  # the cap stops scheduling
+                        await self._meme(item[0], item[1], settings)
 
                 async for _ in bounded_map(one, enumerate(self.memes), self.window):
                     pass
         except BudgetExceeded as e:
-            return [ArenaOutcome(setting=settings[0], stopped=str(e))]
+            self.stopped = self.stopped or str(e)
+        if self.stopped is not None:
+            return [ArenaOutcome(setting=settings[0], stopped=self.stopped)]
         return [self.outcome(s) for s in settings]
 
     async def _run_active(self, settings: Sequence[str]) -> None:
@@ -824,6 +863,8 @@ class ArenaPipeline:
 
         async def prep(item: tuple[int, Meme]) -> None:
             idx, meme = item
+            if self.stopped is not None:
+                return
             try:
                 job = self._start(idx, meme)
                 ctx_key, tasks, answers, guides = await self._prepare_meme(job, settings)
@@ -831,9 +872,13 @@ class ArenaPipeline:
                 prepared[idx] = (job, ctx_key, tasks, answers, guides)
             except DataError as e:
                 self.store.record_error("meme", meme.uid, str(e))
+            except BudgetExceeded as e:
+                self.stopped = self.stopped or str(e)
 
         async for _ in bounded_map(prep, enumerate(self.memes), self.window):
             pass
+        if self.stopped is not None:
+            return
         budget = self.acfg.battle_budget or 0
         n_judges = len(self.acfg.judges)
         for setting in settings:
@@ -874,9 +919,14 @@ class ArenaPipeline:
                     *(
                         self.judge(prepared[i][0], setting, js, prepared[i][3], prepared[i][1])
                         for i, js in per_meme.items()
-                    )
+                    ),
+                    return_exceptions=True,  # every meme's steps in flight finish first
                 )
+                for got in judged:
+                    if isinstance(got, BaseException):
+                        raise got
                 for pairs in judged:
+                    assert not isinstance(pairs, BaseException)
                     for jp in pairs:
                         for row in self.battle_rows(setting, jp):
                             so_far.append(
