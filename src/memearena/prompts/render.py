@@ -32,6 +32,10 @@ ROLE_TEMPLATES: dict[str, str] = {
     "arena.guideline_self": "arena/guideline_draft.j2",
     "arena.guideline_refine": "arena/guideline_refine.j2",
     "arena.judge": "arena/judge_pairwise.j2",
+    "judge_audit.respond": "judge_audit/respond.j2",
+    "judge_audit.describe": "judge_audit/describe.j2",
+    "judge_audit.score": "judge_audit/score_plain.j2",
+    "judge_audit.pairwise": "judge_audit/pairwise.j2",
     "ping": "common/ping.j2",
     "reask": "common/reask.j2",
 }
@@ -43,6 +47,13 @@ _SYSTEM_TEMPLATES: dict[str, str] = {
     "arena/guideline_draft.j2": "common/system_judge.j2",
     "arena/guideline_refine.j2": "common/system_judge.j2",
     "arena/judge_pairwise.j2": "common/system_judge.j2",
+    "judge_audit/respond.j2": "common/system_target.j2",
+    "judge_audit/score_plain.j2": "judge_audit/system_judge.j2",
+    "judge_audit/score_score_guided.j2": "judge_audit/system_judge.j2",
+    "judge_audit/score_modality_constraints.j2": "judge_audit/system_judge.j2",
+    "judge_audit/score_modality_reasoning.j2": "judge_audit/system_judge.j2",
+    "judge_audit/score_abstention.j2": "judge_audit/system_judge.j2",
+    "judge_audit/pairwise.j2": "judge_audit/system_judge.j2",
 }
 _DEFAULT_SYSTEM = "common/system_default.j2"
 
@@ -55,6 +66,8 @@ DELIMITER_TAGS: tuple[str, ...] = (
     "response_a",
     "response_b",
     "criteria",
+    "query",
+    "response",
 )
 """Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from memearena.report.judge_audit import judge_audit_view
+
 __all__ = ["render_report", "write_report"]
 
 GROUP_SECTIONS: tuple[tuple[str, str], ...] = (
@@ -393,7 +395,9 @@ def _simulated(value: Any) -> dict[str, Any] | None:
     }
 
 
-def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
+def build_view(
+    board: Mapping[str, Any], *, title: str, run_dir: Path | None = None
+) -> dict[str, Any]:
     """Everything the template shows, formatted, from a ``leaderboard.json`` document.
 
     Tolerates missing or malformed keys anywhere: what is absent is simply not shown."""
@@ -424,6 +428,7 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
         "usage": _usage(arena.get("usage")),
         "errors": errors,
         "has_errors_key": "errors" in arena,
+        "judge_audit": judge_audit_view(board.get("judge_audit"), run_dir),
     }
 
 
@@ -444,17 +449,20 @@ def _environment() -> Environment:
     )
 
 
-def render_report(board: dict[str, Any], *, title: str = "memearena report") -> str:
-    """The report of a ``leaderboard.json`` document as one self-contained HTML page."""
+def render_report(
+    board: dict[str, Any], *, title: str = "memearena report", run_dir: Path | None = None
+) -> str:
+    """The report of a ``leaderboard.json`` document as one self-contained HTML page (images of
+    the Judge audit's examples are read from ``run_dir`` when given)."""
     template = _environment().get_template("report.html.j2")
-    return template.render(view=build_view(board, title=title))
+    return template.render(view=build_view(board, title=title, run_dir=run_dir))
 
 
 def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    text = render_report(board)
+    text = render_report(board, run_dir=run_dir)
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report.", suffix=".html.tmp")
     try:
         if hasattr(os, "fchmod"):
