@@ -9,6 +9,7 @@ from rich.console import Console
 from memearena.config import ArenaConfig, DatasetConfig, RunConfig
 from memearena.runner import ArenaRunResult, run_arena
 from memearena.sim.catalogue import DEMO_CONTEXT_MODEL, DEMO_JUDGES, DEMO_TARGETS, demo_models
+from memearena.sim.judge_audit import DEMO_AUDIT_JUDGES, demo_audit_config
 
 
 def demo_config(*, seed: int = 0, bootstrap: int = 1000) -> RunConfig:
@@ -17,7 +18,7 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000) -> RunConfig:
     return RunConfig(
         run="demo",
         seed=seed,
-        models=dict(demo_models()),
+        models={**demo_models(), **{k: v.model_copy() for k, v in DEMO_AUDIT_JUDGES.items()}},
         data=[DatasetConfig(format="demo")],
         arena=ArenaConfig(
             targets=list(DEMO_TARGETS),
@@ -25,6 +26,7 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000) -> RunConfig:
             context_model=DEMO_CONTEXT_MODEL,
             bootstrap=bootstrap,
         ),
+        judge_audit=demo_audit_config(list(DEMO_JUDGES), bootstrap=bootstrap),
     )
 
 
@@ -39,6 +41,11 @@ def run_demo(
         "[bold]memearena demo[/bold] — Arena on the bundled synthetic memes with "
         "[yellow]simulated[/yellow] models (offline; not a result about real models)"
     )
-    result = run_arena(demo_config(), run_dir, console=console, show_progress=show_progress)
+    from memearena.runner_judge_audit import run_demo_audit
+
+    cfg = demo_config()
+    # The audit runs first, so the Arena can warn about the panel judges it flags.
+    cfg = run_demo_audit(cfg, Path(run_dir), console=console, show_progress=show_progress)
+    result = run_arena(cfg, run_dir, console=console, show_progress=show_progress)
     print_arena_summary(console, result)
     return result

@@ -33,6 +33,7 @@ __all__ = [
     "JudgeAuditRunResult",
     "load_audit_inputs",
     "plan_judge_audit",
+    "run_demo_audit",
     "run_judge_audit",
 ]
 
@@ -230,3 +231,32 @@ def plan_judge_audit(cfg: RunConfig) -> PlannedCalls:
             return PlannedCalls(per_model)
         finally:
             store.close()
+
+
+def run_demo_audit(
+    cfg: RunConfig, run_dir: Path, *, console: Console, show_progress: bool = True
+) -> RunConfig:
+    """The demo's audit: run it, print the evaluator leaderboard and whether each injected
+    bias is flagged on the judge that has it and the clean judge on none; return the config
+    with the Arena pointed at this audit (so it warns about flagged panel judges)."""
+    from memearena.report.judge_audit import demo_check, print_judge_audit_summary
+
+    console.print(
+        "[bold]Judge audit[/bold] — compositional bias (BD/BC) and position, verbosity and "
+        "self-enhancement bias of [yellow]simulated[/yellow] judges with injected failure modes"
+    )
+    result = run_judge_audit(cfg, run_dir, console=console, show_progress=show_progress)
+    print_judge_audit_summary(console, result)
+    lines, ok = demo_check(result.section)
+    for line in lines:
+        console.print(line, markup=False, style="green" if line.startswith("ok") else "red")
+    console.print(
+        "every injected bias is flagged on its judge and the clean judge on none"
+        if ok
+        else "the audit did NOT recover every injected bias (see the lines above)",
+        style="bold green" if ok else "bold red",
+    )
+    if cfg.arena is None:
+        return cfg
+    arena = cfg.arena.model_copy(update={"judge_audit": run_dir / "leaderboard.json"})
+    return cfg.model_copy(update={"arena": arena})

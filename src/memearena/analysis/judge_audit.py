@@ -6,7 +6,10 @@ Flags: a judge is flagged on a BD/BC figure (a bias type, a category, overall) o
 consistency when its whole interval lies below the reference's interval (the configured
 ``reference_judge``, else the panel's best judge on that figure), hence excludes its value;
 on position when its P(first) interval excludes 0.5, on verbosity when its P(prefer padded)
-interval excludes 0.5, and on self-enhancement when its interval lies above 0.
+interval excludes 0.5, and on self-enhancement when its interval lies above 0 — each only when
+the point estimate also departs from the no-bias value by a practical margin
+(``RATE_MARGIN``, ``SELF_MARGIN``), since a panel is many tests at once and a 95% interval
+alone would flag one unbiased figure in twenty.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ CLASSIC_FLAGS: tuple[str, ...] = (
     "self_enhancement",
 )
 """Flags of the classic biases (the others are bias types, categories and ``overall``)."""
+
+RATE_MARGIN = 0.08
+"""P(first) and P(prefer padded) flag only beyond 0.5 ± this (and with the interval)."""
+SELF_MARGIN = 0.25
+"""Self-enhancement (score points, 1–10 scale) flags only beyond this (and with the interval)."""
 
 _SCORE_ROLES = ("judge_audit.score", "judge_audit.pairwise")
 
@@ -215,12 +223,13 @@ def judge_audit_section(
     _flag_below(rows, lambda r: r["overall"], "overall", ref)
     _flag_below(rows, lambda r: r["position_consistency"], "position_consistency", ref)
     for r in rows:
-        if _excludes(r["p_prefer_first"], 0.5):
+        if _excludes(r["p_prefer_first"], 0.5, RATE_MARGIN):
             r["flags"].append("position")
-        if _excludes(r["p_prefer_padded"], 0.5):
+        if _excludes(r["p_prefer_padded"], 0.5, RATE_MARGIN):
             r["flags"].append("verbosity")
         se = r["self_enhancement"]
-        if se is not None and se.get("ci_low") is not None and se["ci_low"] > 0:
+        se_low = se.get("ci_low") if se is not None else None
+        if se is not None and se_low is not None and se_low > 0 and se["value"] >= SELF_MARGIN:
             r["flags"].append("self_enhancement")
     rows.sort(key=lambda r: -(r["overall"]["value"] if r["overall"]["value"] is not None else -1))
     for rank, r in enumerate(rows, start=1):
@@ -251,6 +260,10 @@ def judge_audit_section(
         doc["simulated"] = {
             "note": "judges are simulated; this checks the method, not real models",
             "injected": {j: sorted(expected_flags(m)) for j, m in sims.items()},  # type: ignore[arg-type]
+            "weak": {
+                j: sorted(expected_flags(m, strong_only=False) - expected_flags(m))  # type: ignore[arg-type]
+                for j, m in sims.items()
+            },
         }
     if outcome.stopped:
         doc["stopped"] = outcome.stopped
@@ -271,25 +284,32 @@ def _consistency(verdicts: Sequence[Any]) -> tuple[list[float], list[float]]:
     return _per_item(rows)
 
 
-def _excludes(est: dict[str, Any], value: float) -> bool:
-    lo, hi = est.get("ci_low"), est.get("ci_high")
-    return lo is not None and hi is not None and (lo > value or hi < value)
+def _excludes(est: dict[str, Any], value: float, margin: float) -> bool:
+    lo, hi, v = est.get("ci_low"), est.get("ci_high"), est.get("value")
+    if lo is None or hi is None or v is None:
+        return False
+    return (lo > value or hi < value) and abs(v - value) >= margin
 
 
-def expected_flags(m: SimModelConfig) -> set[str]:
-    """The flags a simulated judge's injected failure modes should raise."""
+def expected_flags(m: SimModelConfig, *, strong_only: bool = True) -> set[str]:
+    """The flags a simulated judge's injected failure modes should raise: with
+    ``strong_only``, only those injected at the strength the demo's sample is sized to detect
+    (weaker ones may or may not be flagged)."""
+    cut = {"image": 0.5, "query": 0.5, "text": 0.3, "position": 0.2, "verbosity": 0.2, "self": 0.3}
+    if not strong_only:
+        cut = dict.fromkeys(cut, 1e-9)
     out: set[str] = set()
-    if m.ignores_image >= 0.5:
+    if m.ignores_image >= cut["image"]:
         out |= {"text_dominance", "image_misalignment"}
-    if m.query_trust >= 0.5:
+    if m.query_trust >= cut["query"]:
         out |= {"instruction_misalignment", "detail_description"}
-    if m.text_sway >= 0.3:
+    if m.text_sway >= cut["text"]:
         out.add("texture_insertion")
-    if abs(m.position_bias) >= 0.2:
+    if abs(m.position_bias) >= cut["position"]:
         out.add("position")
-    if m.verbosity_bias >= 0.2:
+    if m.verbosity_bias >= cut["verbosity"]:
         out.add("verbosity")
-    if m.self_bias >= 0.3:
+    if m.self_bias >= cut["self"]:
         out.add("self_enhancement")
     return out
 

@@ -102,34 +102,31 @@ def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
-    """For simulated judges: one line per injected bias (flagged or not) and per clean judge
-    (flagged on nothing or not); and whether every check passed."""
+    """For simulated judges: one line per injected bias (flagged or not), per weakly injected
+    bias (information only) and per clean judge (nothing injected: must be flagged on
+    nothing); and whether every required check passed."""
     sim = section.get("simulated") or {}
     injected: dict[str, list[str]] = sim.get("injected") or {}
-    flags = {
-        str(r.get("judge")): set(r.get("flags") or [])
-        for r in section.get("leaderboard") or []
-        if isinstance(r, dict)
-    }
+    weak: dict[str, list[str]] = sim.get("weak") or {}
+    flags = {str(r.get("judge")): set(r.get("flags") or []) for r in _rows(section)}
     lines: list[str] = []
     ok = True
     for judge, expected in injected.items():
         got = flags.get(judge, set())
-        if not expected:
+        if not expected and not weak.get(judge):
             good = not got
             ok &= good
-            lines.append(
-                f"{'ok ' if good else 'FAIL'} clean judge {judge}: flagged on "
-                f"{', '.join(sorted(got)) if got else 'nothing'}"
-            )
+            shown = ", ".join(sorted(got)) if got else "nothing"
+            lines.append(f"{'ok ' if good else 'FAIL'} clean judge {judge}: flagged on {shown}")
             continue
         for bias in expected:
             good = bias in got
             ok &= good
-            lines.append(
-                f"{'ok ' if good else 'FAIL'} {judge}: injected {bias} "
-                f"{'is flagged' if good else 'is NOT flagged'}"
-            )
+            said = "is flagged" if good else "is NOT flagged"
+            lines.append(f"{'ok ' if good else 'FAIL'} {judge}: injected {bias} {said}")
+        for bias in weak.get(judge, []):
+            said = "flagged" if bias in got else "not flagged"
+            lines.append(f"info {judge}: weakly injected {bias}, {said}")
     return lines, ok
 
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memearena.config import SimModelConfig
+from memearena.config_judge_audit import JudgeAuditConfig
 from memearena.models.types import ImagePart, Message
 from memearena.pipelines.judge_audit.classic import FILLER
 from memearena.pipelines.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
@@ -39,7 +40,13 @@ from memearena.pipelines.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, ima
 if TYPE_CHECKING:
     from memearena.sim.world import SimWorld, _Meme, _Profile
 
-__all__ = ["DEMO_AUDIT_JUDGES", "DEMO_AUDIT_RESPONDERS", "JudgeAuditSim"]
+__all__ = [
+    "DEMO_AUDIT_JUDGES",
+    "DEMO_AUDIT_REFERENCE",
+    "DEMO_AUDIT_RESPONDERS",
+    "JudgeAuditSim",
+    "demo_audit_config",
+]
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
 _ABSTAIN_OFFER = "Rating: [[N/A]]"
@@ -53,19 +60,32 @@ def _sim(**fields: object) -> SimModelConfig:
 
 
 DEMO_AUDIT_JUDGES: dict[str, SimModelConfig] = {
-    "sim-audit-clean": _sim(skill=0.8, family="clean", noise=0.15),
-    "sim-audit-blind": _sim(skill=0.8, family="blind", noise=0.15, ignores_image=0.9),
-    "sim-audit-credulous": _sim(skill=0.8, family="credulous", noise=0.15, query_trust=0.9),
-    "sim-audit-swayed": _sim(skill=0.8, family="swayed", noise=0.15, text_sway=0.8),
-    "sim-audit-first": _sim(skill=0.8, family="first", noise=0.15, position_bias=0.4),
-    "sim-audit-wordy": _sim(skill=0.8, family="wordy", noise=0.15, verbosity_bias=0.4),
-    "sim-audit-aurora": _sim(skill=0.8, family="aurora", noise=0.15, self_bias=0.5),
+    "sim-judge-blind": _sim(skill=0.8, family="blind", noise=0.15, ignores_image=0.9),
+    "sim-judge-credulous": _sim(skill=0.8, family="credulous", noise=0.15, query_trust=0.9),
+    "sim-judge-swayed": _sim(skill=0.8, family="swayed", noise=0.15, text_sway=0.8),
+    "sim-judge-first": _sim(skill=0.8, family="first", noise=0.15, position_bias=0.4),
+    "sim-judge-wordy": _sim(skill=0.8, family="wordy", noise=0.15, verbosity_bias=0.4),
 }
-"""The demo's SIMULATED audit panel: one clean judge and one judge per injected failure mode
-(``sim-audit-aurora`` prefers its own family's answers, those of the ``sim-aurora`` target)."""
+"""The demo audit's extra SIMULATED judges, one per injected failure mode; the audit panel adds
+them to the Arena's four judges (``sim-judge-falcon`` is clean and is the reference;
+``sim-judge-drizzle`` prefers its own family's answers)."""
 
-DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-cirrus", "sim-ember")
-"""Demo targets whose answers the audit panel judges."""
+DEMO_AUDIT_REFERENCE = "sim-judge-falcon"
+"""The clean judge of the demo panel (nothing injected)."""
+
+DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-drizzle", "sim-ember")
+"""Demo targets whose answers the audit panel judges (``sim-drizzle`` is the self-preferring
+judge's own family)."""
+
+
+def demo_audit_config(judges: Sequence[str], *, bootstrap: int = 1000) -> JudgeAuditConfig:
+    """The demo's audit: ``judges`` plus the failure-mode judges, on the demo targets' answers."""
+    return JudgeAuditConfig(
+        judges=[*judges, *(j for j in DEMO_AUDIT_JUDGES if j not in judges)],
+        responders=list(DEMO_AUDIT_RESPONDERS),
+        reference_judge=DEMO_AUDIT_REFERENCE,
+        bootstrap=bootstrap,
+    )
 
 
 def _norm(text: str) -> str:

@@ -209,8 +209,11 @@ def bias_table(
             counts.append(np.zeros(len(types)))
         sums[row][ti] += term
         counts[row][ti] += 1
-    S = np.array(sums).reshape(-1, len(types))
-    C = np.array(counts).reshape(-1, len(types))
+    # Rows in item order, not arrival order: the same pairs give the same interval however
+    # they were gathered (a resumed run reports exactly what an uninterrupted one does).
+    order = [items[k] for k in sorted(items)]
+    S = np.array([sums[i] for i in order]).reshape(-1, len(types))
+    C = np.array([counts[i] for i in order]).reshape(-1, len(types))
     n_items = len(S)
     tot_s, tot_c = S.sum(axis=0), C.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
