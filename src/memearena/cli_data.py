@@ -18,12 +18,13 @@ from rich.text import Text
 
 from memearena.config import DatasetConfig, ImageConfig, load_config
 from memearena.data import (
+    Duplicate,
     ImageError,
     ItemError,
     LoadResult,
-    check_unique,
     demo_dir,
     load_dataset,
+    merge_results,
     prepare_image,
 )
 from memearena.errors import MemearenaError
@@ -69,7 +70,9 @@ def _name(cfg: DatasetConfig) -> str:
     return f"{cfg.format}: {cfg.path}" if cfg.path is not None else f"{cfg.format}: bundled"
 
 
-def _render(console: Console, checked: list[_Checked]) -> None:
+def _render(
+    console: Console, checked: list[_Checked], cross: list[ItemError], merged: LoadResult
+) -> None:
     table = Table(title="Datasets", show_lines=False)
     table.add_column("dataset", overflow="fold")
     for col in ("ok", "harmful", "not harmful", "unlabelled", "errors"):
@@ -88,15 +91,27 @@ def _render(console: Console, checked: list[_Checked]) -> None:
             Text(by_kind),
         )
     console.print(table)
-    errors = [e for c in checked for e in c.errors]
+    if merged.duplicates:
+        console.print(Text(_duplicates_line(merged.duplicates)), soft_wrap=True)
+    errors = [e for c in checked for e in c.errors] + cross
     if errors:
         console.print(Text(f"{len(errors)} item error(s):", style="bold red"))
         for e in errors:
             # Text (not markup): file names and reasons may contain [brackets].
             console.print(Text(f"{e.source}  {e.item}  {e.reason}"), soft_wrap=True)
     else:
-        total = sum(c.ok for c in checked)
+        total = sum(c.ok for c in checked) - sum(d.count - 1 for d in merged.duplicates)
         console.print(Text(f"all {total} items ok", style="bold green"))
+
+
+def _duplicates_line(dups: list[Duplicate]) -> str:
+    copies = sum(d.count - 1 for d in dups)
+    shown = ", ".join(f"{d.uid} ×{d.count}" for d in dups[:5])
+    more = f", … (+{len(dups) - 5})" if len(dups) > 5 else ""
+    return (
+        f"{len(dups)} item(s) found more than once with identical rows, kept once "
+        f"({copies} extra copies merged): {shown}{more}"
+    )
 
 
 def check_command(
@@ -110,11 +125,13 @@ def check_command(
     try:
         run_cfg = load_config(config)
         results = [(d, load_dataset(d, run_cfg.image, check_images=True)) for d in run_cfg.data]
-        check_unique(results)
+        merged = merge_results(results)
+        # Errors only the merge finds: items whose copies in two datasets disagree.
+        cross = merged.errors[sum(len(r.errors) for _, r in results) :]
         checked = [_check_dataset(d, run_cfg.image, r) for d, r in results]
     except MemearenaError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    _render(Console(highlight=False), checked)
-    if any(c.errors for c in checked):
+    _render(Console(highlight=False), checked, cross, merged)
+    if cross or any(c.errors for c in checked):
         raise typer.Exit(1)

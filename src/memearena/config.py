@@ -171,12 +171,33 @@ class DatasetConfig(_Strict):
     sample_seed: int = 0
     """Seed of the stratified sample."""
     skip_bad: bool = False
-    """Record and skip malformed rows instead of stopping at the first one."""
+    """Deprecated, kept for old configs: malformed rows are always recorded and skipped unless
+    ``strict`` is set."""
+    strict: bool = False
+    """Stop at the first malformed row or conflicting duplicate instead of recording it."""
+    ids: list[str | int] | None = None
+    """Keep only these item ids (canonical form, e.g. FHM ``8291`` = ``"08291"``)."""
+    exclude: list[str | int] = Field(default_factory=list)
+    """Leave out these item ids (applied before ``harmful_only``, ``sample`` and ``limit``)."""
+    fields: dict[Literal["id", "image", "text", "label", "labels"], str] | None = None
+    """``jsonl``/``csv`` only: the file's name for each field, e.g. ``{image: img}``."""
 
     @model_validator(mode="after")
     def _needs_path(self) -> DatasetConfig:
         if self.format != "demo" and self.path is None:
             raise ValueError(f"format {self.format!r} needs a 'path'")
+        if self.fields is not None:
+            if self.format not in ("jsonl", "csv"):
+                raise ValueError(
+                    f"'fields' applies to formats jsonl and csv, not {self.format!r} "
+                    "(published formats have fixed field names)"
+                )
+            names = list(self.fields.values())
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"'fields' maps several fields to the same column {dup}")
+            if any(not n.strip() for n in names):
+                raise ValueError("'fields' names must not be empty")
         return self
 
 

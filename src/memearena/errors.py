@@ -54,5 +54,13 @@ class StoreError(MemearenaError):
     """The run database cannot be opened or written."""
 
 
+class RunLockedError(StoreError):
+    """Another process is running in the same run directory (one writer per directory)."""
+
+
+class IncompatibleRunError(StoreError):
+    """A run directory holds a run of another identity (e.g. other datasets) than the config."""
+
+
 class ParseError(MemearenaError):
     """An agent's output does not match its schema."""

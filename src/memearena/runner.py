@@ -21,7 +21,7 @@ from memearena.pipelines.arena import ArenaOutcome, ArenaPipeline
 from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
 from memearena.sim.world import SimWorld
-from memearena.store import RunStore
+from memearena.store import RunLock, RunStore
 
 CACHE_FILE = "cache.sqlite"
 
@@ -98,17 +98,41 @@ def run_arena(
     bootstrap: int | None = None,
 ) -> ArenaRunResult:
     """Run (or resume) the Arena in ``run_dir`` and write its leaderboard and battles."""
+    run_dir = Path(run_dir)
+    # One writer per run directory: a second process refuses at once (before opening anything).
+    with RunLock(run_dir):
+        return _run_arena_locked(
+            cfg,
+            run_dir,
+            max_cost=max_cost,
+            settings=settings,
+            cache_path=cache_path,
+            console=console,
+            show_progress=show_progress,
+            bootstrap=bootstrap,
+        )
+
+
+def _run_arena_locked(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    max_cost: float | None,
+    settings: Sequence[str] | None,
+    cache_path: Path | None,
+    console: Console | None,
+    show_progress: bool,
+    bootstrap: int | None,
+) -> ArenaRunResult:
     from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     audit_notes = _judge_audit_warnings(cfg, console)
     store = RunStore(run_dir / "run.db")
     try:
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
-        calls_before = len(store.calls())
+        calls_before = store.last_call_id()
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
         )
@@ -129,9 +153,7 @@ def run_arena(
             board = _keep_other_methods(run_dir, board, audit_notes)
             write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
-        new_calls = sum(
-            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
-        )
+        new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(run_dir, outcomes, board, new_calls, store.total_cost(), stopped)
     finally:
         store.close()
@@ -217,7 +239,7 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
 
             asyncio.run(go())
             per_model: dict[str, dict[str, float]] = {}
-            for c in store.calls():
+            for c in store.iter_calls():
                 row = per_model.setdefault(
                     c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
                 )

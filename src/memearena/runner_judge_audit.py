@@ -25,7 +25,7 @@ from memearena.errors import DataError
 from memearena.pipelines.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
 from memearena.pipelines.progress import StageProgress
 from memearena.runner import CACHE_FILE, PlannedCalls, open_pool, snapshot_config
-from memearena.store import RunStore
+from memearena.store import RunLock, RunStore
 
 __all__ = [
     "IMAGE_DIR",
@@ -141,12 +141,26 @@ def run_judge_audit(
     bootstrap: int | None = None,
 ) -> JudgeAuditRunResult:
     """Run (or resume) the Judge audit in ``run_dir`` and write its outputs."""
-    from memearena.analysis.judge_audit import judge_audit_section, score_rows
-    from memearena.report.html import write_report
-
     if cfg.judge_audit is None:
         raise DataError("config: judge_audit: section is missing")
     run_dir = Path(run_dir)
+    # One writer per run directory (the Arena and the audit may share one, one after the other).
+    with RunLock(run_dir):
+        return _run_locked(cfg, run_dir, max_cost, cache_path, console, show_progress, bootstrap)
+
+
+def _run_locked(
+    cfg: RunConfig,
+    run_dir: Path,
+    max_cost: float | None,
+    cache_path: Path | None,
+    console: Console | None,
+    show_progress: bool,
+    bootstrap: int | None,
+) -> JudgeAuditRunResult:
+    from memearena.analysis.judge_audit import judge_audit_section, score_rows
+    from memearena.report.html import write_report
+
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
     try:

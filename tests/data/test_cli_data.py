@@ -51,12 +51,49 @@ def test_item_errors_are_listed_and_exit_one(tmp_path: Path) -> None:
         assert needle in out
 
 
-def test_invalid_dataset_exits_two_with_one_line(tmp_path: Path) -> None:
-    write_jsonl(tmp_path / "x.jsonl", [{"id": 1, "img": "a.png", "label": "x", "text": ""}])
+def test_malformed_row_is_an_item_error_and_strict_makes_it_exit_two(tmp_path: Path) -> None:
+    write_image(tmp_path / "a.png")
+    write_jsonl(
+        tmp_path / "x.jsonl",
+        [
+            {"id": 1, "img": "a.png", "label": "x", "text": ""},
+            {"id": 2, "img": "a.png", "label": 1, "text": ""},
+        ],
+    )
     cfg = _config(tmp_path, "  - {format: fhm, path: x.jsonl}\n")
+    result = CliRunner().invoke(app, [str(cfg)])
+    assert result.exit_code == 1, result.output
+    assert "line 1" in result.stdout and "field 'label'" in result.stdout
+    cfg = _config(tmp_path, "  - {format: fhm, path: x.jsonl, strict: true}\n")
     result = CliRunner().invoke(app, [str(cfg)])
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "x.jsonl:1: field 'label'" in result.stderr
+
+
+def test_empty_dataset_exits_two_not_all_zero_items_ok(tmp_path: Path) -> None:
+    (tmp_path / "x.jsonl").write_text("\n\n", encoding="utf-8")
+    result = CliRunner().invoke(app, [str(_config(tmp_path, "  - {format: fhm, path: x.jsonl}\n"))])
+    assert result.exit_code == 2
+    assert "empty dataset" in result.stderr and "items ok" not in result.stdout
+
+
+def test_overlapping_splits_are_merged_and_counted(tmp_path: Path) -> None:
+    write_image(tmp_path / "img" / "08291.png")
+    write_image(tmp_path / "img" / "00007.png")
+    write_jsonl(
+        tmp_path / "a.jsonl", [{"id": 8291, "img": "img/08291.png", "label": 1, "text": "t"}]
+    )
+    write_jsonl(
+        tmp_path / "b.jsonl",
+        [
+            {"id": "08291", "img": "img/08291.png", "label": 1, "text": "t"},
+            {"id": "00007", "img": "img/00007.png", "label": 0, "text": "u"},
+        ],
+    )
+    data = "  - {format: fhm, path: a.jsonl}\n  - {format: fhm, path: b.jsonl}\n"
+    result = CliRunner().invoke(app, [str(_config(tmp_path, data))])
+    assert result.exit_code == 0, result.output
+    assert "fhm:08291 ×2" in result.stdout and "all 2 items ok" in result.stdout
 
 
 def test_invalid_config_exits_two(tmp_path: Path) -> None:

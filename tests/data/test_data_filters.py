@@ -86,4 +86,4 @@ def test_loader_applies_filters_before_checking_images(tmp_path: Path, seed: int
     again = load_dataset(cfg)
     assert [m.id for m in again.memes] == [m.id for m in result.memes]
     limited = load_dataset(DatasetConfig(format="fhm", path=path, harmful_only=True, limit=2))
-    assert [m.id for m in limited.memes] == ["0", "4"]
+    assert [m.id for m in limited.memes] == ["00000", "00004"]  # FHM ids: five digits

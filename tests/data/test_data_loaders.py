@@ -55,14 +55,14 @@ def test_fhm_reads_the_published_format(tmp_path: Path) -> None:
     assert a.image_path == (tmp_path / "fhm" / "img" / "42953.png").resolve()
     assert a.text == "its their character not their color"
     assert b.harmful is True and b.labels == ["hateful"]
-    assert c.id == "1" and c.harmful is None and c.labels == []
+    assert c.id == "00001" and c.harmful is None and c.labels == []
 
 
 def test_fhm_malformed_row_names_file_line_and_field(tmp_path: Path) -> None:
     rows = [*FHM_ROWS[:2], {"id": 7, "img": "img/00001.png", "label": "x", "text": "t"}]
     path = _fhm(tmp_path, rows)
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="fhm", path=path))
+        load_dataset(DatasetConfig(format="fhm", path=path, strict=True))
     assert str(e.value) == f"{path}:3: field 'label': must be 0 or 1, got 'x'"
 
 
@@ -74,21 +74,25 @@ def test_fhm_malformed_row_names_file_line_and_field(tmp_path: Path) -> None:
         ('{"id": 5, "label": 1, "text": "no image"}', "field 'img': required field is missing"),
         ('{"id": true, "img": "img/00001.png", "text": "t"}', "field 'id'"),
         ('{"id": 5, "img": "img/00001.png", "text": 3}', "field 'text': must be a string"),
-        ('{"id": 42953, "img": "img/00001.png", "text": "dup"}', "duplicate id '42953'"),
     ],
 )
 def test_fhm_rejects_each_kind_of_malformed_row(tmp_path: Path, bad: str, needle: str) -> None:
     path = _fhm(tmp_path, [FHM_ROWS[0], bad])
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="fhm", path=path))
+        load_dataset(DatasetConfig(format="fhm", path=path, strict=True))
     assert needle in _one_line_error(e, path, 2)
+    result = load_dataset(DatasetConfig(format="fhm", path=path))
+    assert [m.id for m in result.memes] == ["42953"]
+    ((err),) = result.errors
+    assert (err.item, err.kind) == ("line 2", "bad row") and needle in err.reason
 
 
-def test_skip_bad_records_malformed_rows_and_goes_on(tmp_path: Path) -> None:
+def test_malformed_rows_are_recorded_and_loading_goes_on(tmp_path: Path) -> None:
     rows = [FHM_ROWS[0], "{broken", {"id": 9, "img": "img/00001.png", "label": 2, "text": ""}]
     rows.append(FHM_ROWS[1])
     path = _fhm(tmp_path, rows)
-    result = load_dataset(DatasetConfig(format="fhm", path=path, skip_bad=True))
+    result = load_dataset(DatasetConfig(format="fhm", path=path))
+    assert load_dataset(DatasetConfig(format="fhm", path=path, skip_bad=True)) == result
     assert [m.id for m in result.memes] == ["42953", "23058"]
     assert [(e.source, e.item, e.kind) for e in result.errors] == [
         (str(path), "line 2", "bad row"),
@@ -130,8 +134,8 @@ def test_check_images_false_skips_file_checks_but_still_confines_paths(tmp_path:
     ]
     path = write_jsonl(tmp_path / "d" / "x.jsonl", rows)
     result = load_dataset(DatasetConfig(format="fhm", path=path), check_images=False)
-    assert [m.id for m in result.memes] == ["1"]
-    assert _kinds(result) == {"2": "path escapes root"}
+    assert [m.id for m in result.memes] == ["00001"]
+    assert _kinds(result) == {"00002": "path escapes root"}
 
 
 def test_image_root_overrides_the_files_folder(tmp_path: Path) -> None:
@@ -204,9 +208,9 @@ def test_harm_reads_the_published_format(tmp_path: Path) -> None:
 def test_harm_rejects_malformed_rows(tmp_path: Path, bad: dict, needle: str) -> None:
     cfg = _harm(tmp_path, [HARM_ROWS[0], bad])
     with pytest.raises(DataError) as e:
-        load_dataset(cfg)
+        load_dataset(cfg.model_copy(update={"strict": True}))
     assert needle in _one_line_error(e, cfg.path, 2)  # type: ignore[arg-type]
-    result = load_dataset(cfg.model_copy(update={"skip_bad": True}))
+    result = load_dataset(cfg)
     assert len(result.memes) == 1 and result.errors[0].item == "line 2"
 
 
@@ -259,12 +263,13 @@ def test_mami_test_file_without_labels_is_unlabelled(tmp_path: Path) -> None:
 
 def test_mami_rejects_malformed_rows(tmp_path: Path) -> None:
     path = _mami(tmp_path, ["1.jpg\t0\t0\t0\t0\t0\tok", "2.jpg\tyes\t0\t0\t0\t0\tbad"])
+    assert _kinds(load_dataset(DatasetConfig(format="mami", path=path))) == {"line 3": "bad row"}
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="mami", path=path))
+        load_dataset(DatasetConfig(format="mami", path=path, strict=True))
     assert "field 'misogynous': must be 0 or 1, got 'yes'" in _one_line_error(e, path, 3)
     path = _mami(tmp_path, ["1.jpg\t0\t0\t0\t0\t0\tok", "2.jpg\t1\t0\ttoo few columns"])
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="mami", path=path))
+        load_dataset(DatasetConfig(format="mami", path=path, strict=True))
     assert "expected 7 columns, got 4" in _one_line_error(e, path, 3)
 
 
@@ -358,7 +363,9 @@ def test_mm_judgebias_array_rows_report_their_line(tmp_path: Path) -> None:
     path = tmp_path / "jb.json"
     path.write_text(json.dumps([JB_ROWS[0], bad], indent=2), encoding="utf-8")
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="mm-judgebias", path=path), check_images=False)
+        load_dataset(
+            DatasetConfig(format="mm-judgebias", path=path, strict=True), check_images=False
+        )
     lines = json.dumps([JB_ROWS[0], bad], indent=2).splitlines()
     line = [i for i, t in enumerate(lines, start=1) if t == "  {"][1]  # the second object
     assert "field 'response'" in _one_line_error(e, path, line)
@@ -413,8 +420,10 @@ def test_folder_malformed_captions_name_the_csv_line(tmp_path: Path) -> None:
     cap = folder / "captions.csv"
     cap.write_text("file,text,label\nok.png,fine,maybe\n", encoding="utf-8")
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="folder", path=folder))
+        load_dataset(DatasetConfig(format="folder", path=folder, strict=True))
     assert "field 'label'" in _one_line_error(e, cap, 2)
+    result = load_dataset(DatasetConfig(format="folder", path=folder))
+    assert _kinds(result) == {"line 2": "bad row"}
 
 
 # --- generic JSONL / CSV ---------------------------------------------------------------------
@@ -458,7 +467,7 @@ def test_generic_csv_reads_and_rejects(tmp_path: Path) -> None:
     assert a.annotations == {"lang": "en"} and b.harmful is False and b.labels == []
     path.write_text("id,image,text,label\n1,img/1.png,a,2\n", encoding="utf-8")
     with pytest.raises(DataError) as e:
-        load_dataset(DatasetConfig(format="csv", path=path))
+        load_dataset(DatasetConfig(format="csv", path=path, strict=True))
     assert "field 'label'" in _one_line_error(e, path, 2)
     path.write_text("id,text\n1,a\n", encoding="utf-8")
     with pytest.raises(DataError, match="missing column"):
@@ -468,17 +477,54 @@ def test_generic_csv_reads_and_rejects(tmp_path: Path) -> None:
 # --- several datasets ------------------------------------------------------------------------
 
 
-def test_load_datasets_concatenates_and_rejects_duplicate_uids(tmp_path: Path) -> None:
+def test_load_datasets_concatenates_and_merges_identical_duplicates(tmp_path: Path) -> None:
     path = _fhm(tmp_path, FHM_ROWS)
     other = write_jsonl(tmp_path / "fhm" / "test.jsonl", [FHM_ROWS[0]])
     harm = _harm(tmp_path, HARM_ROWS)
     result = load_datasets([DatasetConfig(format="fhm", path=path), harm])
-    assert len(result.memes) == 6 and result.errors == []
+    assert len(result.memes) == 6 and result.errors == [] and result.duplicates == []
     assert len({m.uid for m in result.memes}) == 6
-    with pytest.raises(DataError, match="duplicate item 'fhm:42953'"):
-        load_datasets(
-            [DatasetConfig(format="fhm", path=path), DatasetConfig(format="fhm", path=other)]
-        )
+    merged = load_datasets(
+        [DatasetConfig(format="fhm", path=path), DatasetConfig(format="fhm", path=other)]
+    )
+    assert [m.id for m in merged.memes] == ["42953", "23058", "00001"]
+    assert merged.memes[0].split == "dev"  # the first copy is kept
+    assert [(d.uid, d.count, d.where) for d in merged.duplicates] == [
+        ("fhm:42953", 2, (str(path), str(other)))
+    ]
+
+
+def test_conflicting_duplicates_across_files_are_reported_per_id(tmp_path: Path) -> None:
+    path = _fhm(tmp_path, FHM_ROWS)
+    other = write_jsonl(
+        tmp_path / "fhm" / "test.jsonl", [dict(FHM_ROWS[0], label=1), dict(FHM_ROWS[1])]
+    )
+    cfgs = [DatasetConfig(format="fhm", path=path), DatasetConfig(format="fhm", path=other)]
+    result = load_datasets(cfgs)
+    assert [m.id for m in result.memes] == ["23058", "00001"]  # neither conflicting copy kept
+    (err,) = result.errors
+    assert (err.source, err.item, err.kind) == (str(other), "42953", "conflicting duplicate")
+    assert "differ in label, labels" in err.reason
+    assert [d.uid for d in result.duplicates] == ["fhm:23058"]
+    with pytest.raises(DataError, match="item 'fhm:42953': conflicting duplicate"):
+        load_datasets([cfgs[0], cfgs[1].model_copy(update={"strict": True})])
+
+
+def test_duplicate_ids_within_one_file(tmp_path: Path) -> None:
+    rows = [FHM_ROWS[0], FHM_ROWS[1], FHM_ROWS[0], dict(FHM_ROWS[1], text="other"), FHM_ROWS[2]]
+    path = _fhm(tmp_path, rows)
+    result = load_dataset(DatasetConfig(format="fhm", path=path))
+    assert [m.id for m in result.memes] == ["42953", "00001"]
+    assert [(d.uid, d.count, d.where) for d in result.duplicates] == [
+        ("fhm:42953", 2, (f"{path}:1", f"{path}:3"))
+    ]
+    (err,) = result.errors
+    assert (err.item, err.reason) == (
+        "23058",
+        "conflicting duplicate: lines 2 and 4 differ in text",
+    )
+    with pytest.raises(DataError, match="id '23058': conflicting duplicate"):
+        load_dataset(DatasetConfig(format="fhm", path=path, strict=True))
 
 
 def test_results_are_typed(tmp_path: Path) -> None:
@@ -495,3 +541,62 @@ def test_folder_rejects_image_root_and_non_folders(tmp_path: Path) -> None:
         load_dataset(DatasetConfig(format="folder", path=folder, image_root=tmp_path))
     with pytest.raises(DataError, match="needs a folder"):
         load_dataset(DatasetConfig(format="folder", path=folder / "a.png"))
+
+
+# --- canonical ids, filters by id, field mapping ---------------------------------------------
+
+
+def test_fhm_ids_are_canonical_whichever_way_a_copy_stores_them() -> None:
+    from memearena.data import fhm_id
+
+    assert fhm_id(8291) == fhm_id("08291") == fhm_id(" 8291 ") == "08291"
+    assert fhm_id(42953) == "42953" and fhm_id(123456) == "123456"
+    assert fhm_id("meme-7") == "meme-7"
+
+
+def test_ids_keeps_only_listed_items_and_reports_unknown_ones(tmp_path: Path) -> None:
+    path = _fhm(tmp_path, FHM_ROWS)
+    result = load_dataset(DatasetConfig(format="fhm", path=path, ids=[1, "42953", "777"]))
+    assert [m.id for m in result.memes] == ["42953", "00001"]
+    assert [(e.item, e.kind) for e in result.errors] == [("00777", "unknown id")]
+    rest = load_dataset(DatasetConfig(format="fhm", path=path, exclude=["00001", 23058]))
+    assert [m.id for m in rest.memes] == ["42953"] and rest.errors == []
+
+
+def test_exclude_applies_before_sample_and_limit(tmp_path: Path) -> None:
+    path = _fhm(tmp_path, FHM_ROWS)
+    cfg = DatasetConfig(format="fhm", path=path, exclude=[42953], limit=1)
+    assert [m.id for m in load_dataset(cfg).memes] == ["23058"]
+
+
+def test_generic_formats_map_field_names(tmp_path: Path) -> None:
+    write_image(tmp_path / "img" / "08291.png")
+    rows = [{"id": 8291, "img": "img/08291.png", "label": 1, "text": "t", "extra": 5}]
+    path = write_jsonl(tmp_path / "x.jsonl", rows)
+    with pytest.raises(DataError, match="field 'image': required field is missing"):
+        load_dataset(DatasetConfig(format="jsonl", path=path, strict=True))
+    cfg = DatasetConfig(format="jsonl", path=path, fields={"image": "img"})
+    (meme,) = load_dataset(cfg).memes
+    assert (meme.id, meme.harmful, meme.text, meme.annotations) == ("8291", True, "t", {"extra": 5})
+    assert meme.image_path == (tmp_path / "img" / "08291.png").resolve()
+    csv_path = tmp_path / "x.csv"
+    csv_path.write_text("key,picture,caption,harm\nk1,img/08291.png,hello,harmful\n")
+    fields = {"id": "key", "image": "picture", "text": "caption", "label": "harm"}
+    (meme,) = load_dataset(DatasetConfig(format="csv", path=csv_path, fields=fields)).memes
+    assert (meme.id, meme.text, meme.harmful) == ("k1", "hello", True)
+    csv_path.write_text("key,picture,caption,harm\nk1,img/08291.png,hello,maybe\n")
+    result = load_dataset(DatasetConfig(format="csv", path=csv_path, fields=fields))
+    assert "field 'harm'" in result.errors[0].reason  # errors name the file's own column
+    with pytest.raises(DataError, match="missing column"):
+        load_dataset(DatasetConfig(format="csv", path=csv_path, fields={"id": "nope"}))
+
+
+def test_fields_is_refused_for_published_formats_and_ambiguous_maps() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="applies to formats jsonl and csv"):
+        DatasetConfig(format="fhm", path=Path("x"), fields={"image": "img"})
+    with pytest.raises(ValidationError, match="same column"):
+        DatasetConfig(format="jsonl", path=Path("x"), fields={"image": "a", "text": "a"})
+    with pytest.raises(ValidationError):
+        DatasetConfig(format="jsonl", path=Path("x"), fields={"picture": "img"})

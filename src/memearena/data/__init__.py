@@ -15,28 +15,32 @@ from memearena.data.images import (
 )
 from memearena.data.loaders import (
     DEMO_CATEGORIES,
+    Duplicate,
     ItemError,
     LoadResult,
-    check_unique,
+    fhm_id,
     load_dataset,
     load_datasets,
+    merge_results,
 )
 from memearena.data.meme import Meme
 
 __all__ = [
     "DEMO_CATEGORIES",
     "IMAGE_EXTENSIONS",
+    "Duplicate",
     "ImageError",
     "ItemError",
     "LoadResult",
     "Meme",
     "PreparedImage",
     "apply_filters",
-    "check_unique",
     "demo_annotations",
     "demo_dir",
+    "fhm_id",
     "load_dataset",
     "load_datasets",
+    "merge_results",
     "normalize_text",
     "prepare_image",
     "safe_join",

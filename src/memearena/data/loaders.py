@@ -1,16 +1,21 @@
 """Dataset loaders: every published format becomes a list of :class:`Meme`.
 
-Two kinds of problems, handled differently (principle: nothing is silently dropped):
+Problems are handled per item (principle: a run survives a bad item, records it and goes on):
 
-* a malformed ROW (invalid JSON, missing or ill-typed field) raises one :class:`DataError` line
-  naming file, line and field — or, with ``skip_bad``, becomes an :class:`ItemError` and loading
-  goes on;
+* a malformed ROW (invalid or unbounded JSON, missing or ill-typed field) becomes an
+  :class:`ItemError` naming file, line and field, and loading goes on — or, with ``strict``, raises
+  that line as a :class:`DataError`;
 * an IMAGE problem (missing, empty, corrupt, decompression bomb, path escaping the root) is always
-  an :class:`ItemError` for that item alone; the other items load.
+  an :class:`ItemError` for that item alone; the other items load;
+* the same id twice (in one file or across files, after canonicalisation) is merged into one item
+  when the rows are identical, counted in :attr:`LoadResult.duplicates`; rows that disagree are
+  an error for that id and neither copy is kept (``strict``: a DataError).
 
-Filters (``harmful_only``, ``sample``, ``limit``) select among well-formed rows *before* images
-are checked, so the sample depends only on the annotation file and the seed; an item whose image
-then fails is reported, not replaced.
+A file that is unreadable, has no rows, or whose header is broken is a DataError: nothing to go on.
+
+Filters (``ids``, ``exclude``, ``harmful_only``, ``sample``, ``limit``) select among well-formed
+rows *before* images are checked, so the sample depends only on the annotation file and the seed;
+an item whose image then fails is reported, not replaced.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import DatasetConfig, ImageConfig
+from memearena.data._json import JSONLimitError, check_array_depth, loads_row
+from memearena.data._json import raw_decode as json_raw_decode
 from memearena.data.demo import demo_dir
 from memearena.data.filters import apply_filters
 from memearena.data.images import (
@@ -53,18 +60,32 @@ class ItemError:
         return self.reason.split(": ", 1)[0]
 
 
+@dataclass(frozen=True)
+class Duplicate:
+    """An item found more than once with identical content, kept once."""
+
+    uid: str
+    """The item's uid (``source:id``)."""
+    count: int
+    """How many identical rows were merged into the one kept."""
+    where: tuple[str, ...]
+    """``file:line`` of every copy, the kept one first."""
+
+
 @dataclass
 class LoadResult:
-    """Memes that loaded, and an error for every item that did not."""
+    """Memes that loaded, an error for every item that did not, and the duplicates merged."""
 
     memes: list[Meme] = field(default_factory=list)
     """Items that loaded (after filters), in file order."""
     errors: list[ItemError] = field(default_factory=list)
-    """Rows skipped with ``skip_bad`` and items whose image failed its checks."""
+    """Malformed rows, conflicting duplicates, unknown ``ids`` and items whose image failed."""
+    duplicates: list[Duplicate] = field(default_factory=list)
+    """Identical rows found more than once (in one file or across files), each kept once."""
 
 
 class _RowError(Exception):
-    """A malformed row; becomes a DataError (or an ItemError with skip_bad) naming the line."""
+    """A malformed row; becomes an ItemError (or a DataError with ``strict``) naming the line."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -84,6 +105,26 @@ class _Item:
     annotations: dict[str, Any] = field(default_factory=dict)
     extra_images: dict[str, str | None] = field(default_factory=dict)
     """Annotation key -> relative image path, resolved and checked like the main image."""
+    line: int = 0
+    """Line of the row in its file (0: not from a numbered row, e.g. a folder image)."""
+
+    def content(self) -> tuple[Any, ...]:
+        """Everything that makes two rows with the same id the same item."""
+        return (
+            self.text,
+            self.image,
+            self.harmful,
+            self.labels,
+            self.annotations,
+            self.extra_images,
+        )
+
+
+_ITEM_FIELDS = ("text", "image", "label", "labels", "annotations", "images")
+
+
+def _differing(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
+    return ", ".join(n for n, x, y in zip(_ITEM_FIELDS, a, b, strict=True) if x != y)
 
 
 class _Ctx:
@@ -95,11 +136,13 @@ class _Ctx:
         self.root = root
         self.source = source or str(file)
         self.errors: list[ItemError] = []
-        self._seen: dict[str, int] = {}
+        self.rows = 0
+        """Non-blank rows seen, well-formed or not (0 means an empty dataset)."""
 
     def bad_row(self, line: int, message: str, field: str | None = None) -> None:
+        """Record a malformed row (or raise it with ``strict``)."""
         where = f"field {field!r}: " if field else ""
-        if not self.cfg.skip_bad:
+        if self.cfg.strict:
             raise DataError(f"{self.file}:{line}: {where}{message}")
         self.errors.append(ItemError(str(self.file), f"line {line}", f"bad row: {where}{message}"))
 
@@ -109,12 +152,10 @@ class _Ctx:
         """Run a row parser; a malformed row is raised or recorded, and None returned."""
         try:
             item = parser(row)
-            first = self._seen.setdefault(item.id, line)
-            if first != line:
-                raise _RowError(f"duplicate id {item.id!r} (first on line {first})", "id")
         except _RowError as e:
             self.bad_row(line, e.message, e.field)
             return None
+        item.line = line
         return item
 
 
@@ -146,12 +187,18 @@ def _json_rows(ctx: _Ctx) -> Iterator[tuple[int, dict[str, Any]]]:
         yield from _json_array_rows(ctx, text)
         return
     for n, raw in enumerate(text.splitlines(), start=1):
+        # A BOM is accepted at the start of any line: concatenated files keep theirs.
+        raw = raw.removeprefix("\ufeff")
         if not raw.strip():
             continue
+        ctx.rows += 1
         try:
-            row = json.loads(raw)
+            row = loads_row(raw)
         except json.JSONDecodeError as e:
             ctx.bad_row(n, f"invalid JSON ({e.msg} at column {e.colno})")
+            continue
+        except JSONLimitError as e:
+            ctx.bad_row(n, f"invalid JSON ({e})")
             continue
         if not isinstance(row, dict):
             ctx.bad_row(n, f"expected a JSON object, got {type(row).__name__}")
@@ -160,7 +207,6 @@ def _json_rows(ctx: _Ctx) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    decoder = json.JSONDecoder()
     pos = text.index("[") + 1
 
     def skip_ws(i: int) -> int:
@@ -169,19 +215,26 @@ def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]
         return i
 
     def fail(i: int, msg: str) -> DataError:
-        # A broken array cannot be resynchronised: always fatal, even with skip_bad.
+        # A broken array cannot be resynchronised: always fatal, even without strict.
         return DataError(f"{ctx.file}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
 
+    deep = check_array_depth(text)
+    if deep is not None:
+        raise fail(deep, "JSON nested deeper than the limit")
     pos = skip_ws(pos)
     if pos < len(text) and text[pos] == "]":
         return
     while True:
         pos = skip_ws(pos)
         line = text.count("\n", 0, pos) + 1
+        ctx.rows += 1
         try:
-            row, pos = decoder.raw_decode(text, pos)
+            row, pos = json_raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise fail(e.pos, e.msg) from None
+        except JSONLimitError as e:
+            # The element's end is unknown, so the array cannot be resynchronised either.
+            raise fail(pos, str(e)) from None
         if isinstance(row, dict):
             yield line, row
         else:
@@ -214,6 +267,12 @@ def _table_rows(
         raise DataError(f"{path}:1: empty file, expected a header row") from None
     except csv.Error as e:
         raise DataError(f"{path}:1: unreadable header ({e})") from None
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise DataError(
+            f"{path}:1: duplicated column(s) {', '.join(repr(c) for c in dup)}: "
+            "which one holds the value is ambiguous"
+        )
     missing = [c for c in required if c not in header]
     if missing:
         raise DataError(
@@ -229,12 +288,14 @@ def _table_rows(
             except StopIteration:
                 return
             except csv.Error as e:
+                ctx.rows += 1
                 ctx.bad_row(prev + 1, f"unreadable row ({e})")
                 prev = reader.line_num
                 continue
             line, prev = prev + 1, reader.line_num
             if not values or all(not v.strip() for v in values):
                 continue
+            ctx.rows += 1
             if len(values) != len(header):
                 ctx.bad_row(line, f"expected {len(header)} columns, got {len(values)}")
                 continue
@@ -336,12 +397,26 @@ def _labels(v: Any, name: str = "labels") -> list[str]:
 # Formats
 
 
+FHM_ID_WIDTH = 5
+"""FHM ids are numbers written with five digits in image names (``img/08291.png``)."""
+
+
+def fhm_id(value: str | int) -> str:
+    """Canonical FHM id: digits zero-padded to five, as the image is named (8291 -> "08291").
+
+    The original release stores ``id`` as an integer, re-saved copies as a padded string; both
+    must name the same meme. Non-numeric ids are kept as written.
+    """
+    s = str(value).strip()
+    return s.zfill(FHM_ID_WIDTH) if s.isascii() and s.isdigit() else s
+
+
 def _fhm_row(row: dict[str, Any]) -> _Item:
     label = row.get("label")
     harmful = None if label is None else _zero_one(label, "label")
     known = {"id", "img", "label", "text"}
     return _Item(
-        id=_id(row),
+        id=fhm_id(_id(row)),
         text=_str(row, "text") or "",
         image=_path(row, "img"),
         harmful=harmful,
@@ -422,16 +497,29 @@ def _judgebias_row(row: dict[str, Any]) -> _Item:
     )
 
 
-def _generic_row(row: dict[str, Any]) -> _Item:
-    known = {"id", "image", "text", "label", "labels"}
-    return _Item(
-        id=_id(row),
-        text=_str(row, "text") or "",
-        image=_path(row, "image"),
-        harmful=_label(row.get("label")),
-        labels=_labels(row.get("labels")),
-        annotations={k: v for k, v in row.items() if k not in known},
-    )
+GENERIC_FIELDS = ("id", "image", "text", "label", "labels")
+"""Fields of the generic jsonl/csv formats; ``fields`` in the dataset config renames them."""
+
+
+def _field_names(cfg: DatasetConfig) -> dict[str, str]:
+    """The file's name for each generic field (``fields`` in the config; default: the same)."""
+    return {f: f for f in GENERIC_FIELDS} | {str(k): v for k, v in (cfg.fields or {}).items()}
+
+
+def _generic_parser(names: dict[str, str]) -> Callable[[dict[str, Any]], _Item]:
+    """Row parser of the generic formats; errors name the file's own field names."""
+
+    def parse(row: dict[str, Any]) -> _Item:
+        return _Item(
+            id=_id(row, names["id"]),
+            text=_str(row, names["text"]) or "",
+            image=_path(row, names["image"]),
+            harmful=_label(row.get(names["label"]), names["label"]),
+            labels=_labels(row.get(names["labels"]), names["labels"]),
+            annotations={k: v for k, v in row.items() if k not in names.values()},
+        )
+
+    return parse
 
 
 DEMO_CATEGORIES = ("Race", "Gender", "Religion", "Nationality", "Disability", "Animal")
@@ -500,6 +588,7 @@ def _read_folder(ctx: _Ctx) -> list[_Item]:
     folder = ctx.root
     captions: dict[str, _Item] = {}
     cap_file = folder / "captions.csv"
+    bad_captions = 0
     if cap_file.is_file():
         cap_ctx = _Ctx(ctx.cfg, cap_file, folder)
         _, rows = _table_rows(cap_ctx, cap_file, delimiter=",", required=("file", "text"))
@@ -521,6 +610,7 @@ def _read_folder(ctx: _Ctx) -> list[_Item]:
             if item is not None:
                 captions[item.id] = item
         ctx.errors.extend(cap_ctx.errors)
+        bad_captions = len(cap_ctx.errors)
     items = []
     for p in sorted(folder.iterdir(), key=lambda p: p.name):
         if p.suffix.lower() in IMAGE_EXTENSIONS and (p.is_file() or p.is_symlink()):
@@ -529,6 +619,7 @@ def _read_folder(ctx: _Ctx) -> list[_Item]:
     # Captions naming an image that is not in the folder stay items: they fail the image check
     # (missing / escaping) and are reported instead of vanishing.
     items.extend(captions.values())
+    ctx.rows += len(items) + bad_captions
     return items
 
 
@@ -554,47 +645,91 @@ def _locate(cfg: DatasetConfig) -> tuple[Path, Path]:
     return cfg.path, cfg.image_root or cfg.path.parent
 
 
+def _canonical_id(cfg: DatasetConfig, value: str | int) -> str:
+    """An id from the config (``ids``/``exclude``) in the form the format's loader produces."""
+    return fhm_id(value) if cfg.format == "fhm" else str(value).strip()
+
+
+def _read_items(cfg: DatasetConfig, ctx: _Ctx) -> list[_Item]:
+    if cfg.format == "fhm":
+        return _read_json_format(ctx, _fhm_row)
+    if cfg.format == "harm":
+        return _read_json_format(ctx, _harm_row)
+    if cfg.format == "mami":
+        # MAMI transcriptions contain stray quotes: no CSV quoting in its TSV.
+        return _read_table_format(
+            ctx, _mami_row, delimiter="\t", required=("file_name", _MAMI_TEXT), quoted=False
+        )
+    if cfg.format == "mm-judgebias":
+        return _read_json_format(ctx, _judgebias_row)
+    if cfg.format == "folder":
+        return _read_folder(ctx)
+    if cfg.format == "jsonl":
+        return _read_json_format(ctx, _generic_parser(_field_names(cfg)))
+    if cfg.format == "csv":
+        names = _field_names(cfg)
+        required = (names["id"], names["image"], names["text"])
+        return _read_table_format(ctx, _generic_parser(names), delimiter=",", required=required)
+    if cfg.format == "demo":
+        return _read_json_format(ctx, _demo_row)
+    raise DataError(f"unknown dataset format {cfg.format!r}")  # pragma: no cover - Literal
+
+
+def _merge_items(ctx: _Ctx, items: list[_Item], source: str) -> tuple[list[_Item], list[Duplicate]]:
+    """Merge identical rows sharing an id; drop and report ids whose rows disagree."""
+    first: dict[str, _Item] = {}
+    copies: dict[str, list[int]] = {}
+    conflicts: dict[str, str] = {}
+    for item in items:
+        kept = first.setdefault(item.id, item)
+        if kept is item:
+            continue
+        if item.content() == kept.content():
+            copies.setdefault(item.id, [kept.line]).append(item.line)
+        elif item.id not in conflicts:
+            diff = _differing(kept.content(), item.content())
+            conflicts[item.id] = (
+                f"conflicting duplicate: lines {kept.line} and {item.line} differ in {diff}"
+            )
+    for item_id, reason in conflicts.items():
+        if ctx.cfg.strict:
+            raise DataError(f"{ctx.file}: id {item_id!r}: {reason}")
+        ctx.errors.append(ItemError(ctx.source, item_id, reason))
+    dups = [
+        Duplicate(f"{source}:{i}", len(lines), tuple(f"{ctx.file}:{n}" for n in lines))
+        for i, lines in copies.items()
+        if i not in conflicts
+    ]
+    return [it for i, it in first.items() if i not in conflicts], dups
+
+
 def load_dataset(
     cfg: DatasetConfig, image_cfg: ImageConfig | None = None, *, check_images: bool = True
 ) -> LoadResult:
-    """Load one dataset: parse rows, apply filters, then resolve and check each image.
+    """Load one dataset: parse rows, merge duplicates, apply filters, then check each image.
 
-    Raises DataError for an unreadable file or (without ``skip_bad``) the first malformed row.
-    Image problems never raise: each becomes an :class:`ItemError` and the item is dropped.
-    With ``check_images=False`` paths are still confined to the dataset root but files are not
-    opened.
+    Raises DataError for an unreadable or empty file, a broken header, or (with ``strict``) the
+    first malformed row or conflicting duplicate. Every other problem is an :class:`ItemError`
+    and the item is left out while the others load. With ``check_images=False`` paths are still
+    confined to the dataset root but files are not opened.
     """
     image_cfg = image_cfg or DEFAULT_IMAGE_CONFIG
     file, root = _locate(cfg)
     ctx = _Ctx(cfg, file, root)
-    if cfg.format == "fhm":
-        items = _read_json_format(ctx, _fhm_row)
-    elif cfg.format == "harm":
-        items = _read_json_format(ctx, _harm_row)
-    elif cfg.format == "mami":
-        # MAMI transcriptions contain stray quotes: no CSV quoting in its TSV.
-        items = _read_table_format(
-            ctx,
-            _mami_row,
-            delimiter="\t",
-            required=("file_name", _MAMI_TEXT),
-            quoted=False,
-        )
-    elif cfg.format == "mm-judgebias":
-        items = _read_json_format(ctx, _judgebias_row)
-    elif cfg.format == "folder":
-        items = _read_folder(ctx)
-    elif cfg.format == "jsonl":
-        items = _read_json_format(ctx, _generic_row)
-    elif cfg.format == "csv":
-        items = _read_table_format(
-            ctx, _generic_row, delimiter=",", required=("id", "image", "text")
-        )
-    elif cfg.format == "demo":
-        items = _read_json_format(ctx, _demo_row)
-    else:  # pragma: no cover - DatasetConfig's Literal rules this out
-        raise DataError(f"unknown dataset format {cfg.format!r}")
-
+    parsed = _read_items(cfg, ctx)
+    if ctx.rows == 0:
+        what = "no images" if cfg.format == "folder" else "no rows"
+        raise DataError(f"{file}: empty dataset ({what})")
+    items, duplicates = _merge_items(ctx, parsed, cfg.format)
+    if cfg.ids is not None:
+        wanted = {_canonical_id(cfg, i): None for i in cfg.ids}
+        present = {it.id for it in items}
+        for missing in (i for i in wanted if i not in present):
+            ctx.errors.append(ItemError(ctx.source, missing, "unknown id: listed in 'ids'"))
+        items = [it for it in items if it.id in wanted]
+    if cfg.exclude:
+        excluded = {_canonical_id(cfg, i) for i in cfg.exclude}
+        items = [it for it in items if it.id not in excluded]
     selected = apply_filters(
         items,
         harmful_only=cfg.harmful_only,
@@ -602,6 +737,8 @@ def load_dataset(
         sample_seed=cfg.sample_seed,
         limit=cfg.limit,
     )
+    if items and not selected:
+        raise DataError(f"{file}: no items left after filters (of {len(items)}: harmful_only)")
     split = cfg.split or ("demo" if cfg.format == "demo" and cfg.path is None else file.stem)
     if cfg.format == "folder":
         split = cfg.split or file.name
@@ -628,7 +765,7 @@ def load_dataset(
                 annotations=annotations,
             )
         )
-    return LoadResult(memes=memes, errors=ctx.errors)
+    return LoadResult(memes=memes, errors=ctx.errors, duplicates=duplicates)
 
 
 def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -> Path | None:
@@ -640,19 +777,49 @@ def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -
     return path
 
 
-def check_unique(results: Sequence[tuple[DatasetConfig, LoadResult]]) -> None:
-    """Raise DataError if two loaded memes share a ``uid`` (``source:id``), naming both datasets."""
-    seen: dict[str, int] = {}
+def _meme_content(m: Meme) -> tuple[Any, ...]:
+    # The split is where a copy was found, not what the item is: dev_seen and dev_unseen share
+    # 400 identical rows.
+    return (m.text, m.image_path, m.harmful, m.labels, m.annotations, None)
+
+
+def merge_results(results: Sequence[tuple[DatasetConfig, LoadResult]]) -> LoadResult:
+    """Concatenate loaded datasets; an item in several of them is kept once if identical.
+
+    Identical copies (same uid, text, image, labels, annotations) are merged and counted in
+    ``duplicates``; copies that disagree are an :class:`ItemError` for that uid and no copy is
+    kept (a DataError if either dataset is ``strict``).
+    """
+    out = LoadResult()
+    kept: dict[str, tuple[int, Meme]] = {}
+    merged: dict[str, list[str]] = {}
+    conflicts: dict[str, ItemError] = {}
     for i, (cfg, result) in enumerate(results):
+        out.errors.extend(result.errors)
+        out.duplicates.extend(result.duplicates)
+        name = str(cfg.path or "bundled demo")
         for meme in result.memes:
-            first = seen.setdefault(meme.uid, i)
-            if first != i:
-                a = results[first][0].path or "bundled demo"
-                b = cfg.path or "bundled demo"
-                raise DataError(
-                    f"duplicate item {meme.uid!r}: in {a} and in {b} "
-                    "(overlapping splits? load each once, or filter one of them)"
-                )
+            prev = kept.setdefault(meme.uid, (i, meme))
+            if prev[1] is meme or meme.uid in conflicts:
+                continue
+            first_cfg = results[prev[0]][0]
+            first_name = str(first_cfg.path or "bundled demo")
+            if _meme_content(meme) == _meme_content(prev[1]):
+                merged.setdefault(meme.uid, [first_name]).append(name)
+                continue
+            diff = _differing(_meme_content(prev[1]), _meme_content(meme))
+            reason = f"conflicting duplicate: {first_name} and {name} differ in {diff}"
+            if cfg.strict or first_cfg.strict:
+                raise DataError(f"item {meme.uid!r}: {reason}")
+            conflicts[meme.uid] = ItemError(name, meme.id, reason)
+    out.errors.extend(conflicts.values())
+    out.memes = [m for i, m in kept.values() if m.uid not in conflicts]
+    out.duplicates.extend(
+        Duplicate(uid, len(where), tuple(where))
+        for uid, where in merged.items()
+        if uid not in conflicts
+    )
+    return out
 
 
 def load_datasets(
@@ -661,11 +828,5 @@ def load_datasets(
     *,
     check_images: bool = True,
 ) -> LoadResult:
-    """Load several datasets and concatenate them; two items with the same uid is a DataError."""
-    results = [(c, load_dataset(c, image_cfg, check_images=check_images)) for c in cfgs]
-    check_unique(results)
-    out = LoadResult()
-    for _, r in results:
-        out.memes.extend(r.memes)
-        out.errors.extend(r.errors)
-    return out
+    """Load several datasets and merge them (see :func:`merge_results`)."""
+    return merge_results([(c, load_dataset(c, image_cfg, check_images=check_images)) for c in cfgs])

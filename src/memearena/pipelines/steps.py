@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 from memearena.prompts import AskResult
 from memearena.store import RunStore
 
-__all__ = ["DEFAULT_WINDOW", "bounded_map", "outcome_value", "run_step"]
+__all__ = [
+    "DEFAULT_WINDOW",
+    "bounded_map",
+    "outcome_value",
+    "run_step",
+    "step_outcome",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -50,26 +56,45 @@ def outcome_value(
     return None
 
 
+def step_outcome(
+    res: AskResult[T], encode: Callable[[T, AskResult[T]], dict[str, Any]]
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """``(artifact value, error record)`` of a finished ask: a parsed value (no error record: an
+    earlier one is cleared), a refusal or a parse failure (both final: an artifact and an error
+    record, so the report shows them), or a failure worth retrying (no artifact, an error)."""
+    if res.value is not None:
+        return encode(res.value, res), None
+    if res.refusal:
+        raw = res.raw[-1] if res.raw else ""
+        return {"refusal": True, "raw": raw}, ("refusal", raw[:500])
+    if res.error and res.error.startswith("unparseable"):
+        detail = (res.raw[-1] if res.raw else "")[:500]
+        return {"error": res.error, "raw": res.raw}, (res.error, detail)
+    return None, (res.error or "unknown failure", "")
+
+
 async def run_step(
     store: RunStore,
     kind: str,
     key: str,
     call: Callable[[], Awaitable[AskResult[T]]],
     encode: Callable[[T, AskResult[T]], dict[str, Any]],
+    *,
+    lookup: bool = True,
 ) -> dict[str, Any] | None:
     """The stored artifact ``(kind, key)``, or call, store and return it (first write wins).
+    ``lookup=False`` skips the read when the caller has just looked the key up in a batch.
 
-    Returns None when the call failed for a reason worth retrying on a re-run."""
-    got = store.get_artifact(kind, key)
-    if got is not None:
-        return got
+    The outcome is group-committed with the other steps that end in the same event-loop turn
+    (``RunStore.commit_step``) and is durable when this returns. Returns None when the call
+    failed for a reason worth retrying on a re-run."""
+    if lookup:
+        got = store.get_artifact(kind, key)
+        if got is not None:
+            return got
     res = await call()
-    value = outcome_value(store, kind, key, res, encode)
-    if value is None:
-        return None
-    if store.put_artifact(kind, key, value):
-        return value
-    return store.get_artifact(kind, key)
+    value, error = step_outcome(res, encode)
+    return await store.commit_step(kind, key, value, error=error, clear_error=error is None)
 
 
 async def bounded_map(

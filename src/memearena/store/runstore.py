@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import os
@@ -42,8 +43,9 @@ USAGE_FIELDS: tuple[str, ...] = (
 (``unsettled``: calls sent but never settled, e.g. in flight at a kill; ``unsettled_usd``: the
 most they can have cost)."""
 
-SCHEMA_VERSION = 1
-"""Bumped on any incompatible schema change; a newer database is refused, never rewritten."""
+SCHEMA_VERSION = 2
+"""Bumped on any schema change; an older database is upgraded in place (additive changes only),
+a newer one is refused, never rewritten."""
 
 CallStatus = Literal["sent", "ok", "cached", "refusal", "error", "budget"]
 
@@ -88,7 +90,32 @@ CREATE TABLE IF NOT EXISTS snapshots (
     config TEXT NOT NULL,
     prompt_hashes TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS members (
+    view TEXT NOT NULL,
+    coord TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ref1 TEXT,
+    ref2 TEXT,
+    ref3 TEXT,
+    PRIMARY KEY (view, coord)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS members_seq ON members(view, seq);
+CREATE TABLE IF NOT EXISTS image_hashes (
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    recipe TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (path, size, mtime_ns, recipe)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 """
+
+_CHUNK = 500
+"""Keys per batched look-up (well under SQLite's bound-parameter limit)."""
 
 
 # Columns added to ``calls`` after schema version 1 was released: added in place on open
@@ -182,6 +209,16 @@ def _call_row(r: CallRecord) -> tuple[Any, ...]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingStep:
+    kind: str
+    key: str
+    value: dict[str, Any] | None
+    error: tuple[str, str] | None
+    clear_error: bool
+    fut: asyncio.Future[dict[str, Any] | None]
+
+
 def create_private(path: Path) -> None:
     """Create ``path``'s missing parent folders (0700) and the file itself (0600) unless it
     exists: run files hold prompts, replies and spend, readable by their owner only."""
@@ -204,10 +241,14 @@ class RunStore:
     """The run database. Each write is its own transaction (``record_calls`` /
     ``record_call_rows``: one for the whole batch), committed when the method returns: a kill at
     any moment leaves a usable database, and artifacts are first-write-wins so a re-run never
-    duplicates them."""
+    duplicates them. ``commit_step`` group-commits the steps that end in the same event-loop
+    turn (one transaction for all), each returning only after that commit."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # Group commit of step outcomes: queued rows, and the loop a flush is scheduled on.
+        self._steps: list[_PendingStep] = []
+        self._steps_loop: asyncio.AbstractEventLoop | None = None
         try:
             # The run directory and database hold prompts, replies and spend: owner only.
             create_private(self.path)
@@ -307,6 +348,22 @@ class RunStore:
         """Every call record, oldest first."""
         return [CallRecord(*row) for row in self._read(_SELECT_CALLS)]
 
+    def iter_calls(self, after_id: int = 0) -> Iterator[CallRecord]:
+        """Call records with row id above ``after_id``, oldest first, streamed in chunks (memory
+        follows the chunk, not the table)."""
+        sql = _SELECT_CALLS.replace("ORDER BY id", "WHERE id > ? ORDER BY id")
+        for row in self._stream(sql, (after_id,)):
+            yield CallRecord(*row)
+
+    def last_call_id(self) -> int:
+        """Row id of the latest call record (0 when none): a mark for ``count_new_calls``."""
+        return int(self._read("SELECT COALESCE(MAX(id), 0) FROM calls")[0][0])
+
+    def count_new_calls(self, after_id: int = 0) -> int:
+        """Calls recorded after ``after_id`` that reached a model (not cached, not over budget)."""
+        sql = "SELECT COUNT(*) FROM calls WHERE id > ? AND status NOT IN ('cached', 'budget')"
+        return int(self._read(sql, (after_id,))[0][0])
+
     def usage_summary(self) -> dict[str, dict[str, float]]:
         """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency, and
         calls sent but never settled (``unsettled``) with the most they can have cost."""
@@ -361,6 +418,22 @@ class RunStore:
         rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", (kind, key))
         return json.loads(rows[0][0]) if rows else None
 
+    def get_artifacts(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored values of those ``keys`` that exist (batched look-ups, one query per
+        chunk of keys): a resumed stage checks its steps without a read per step."""
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"SELECT key, value FROM artifacts WHERE kind=? AND key IN ({marks})",
+                (kind, *chunk),
+            )
+            for k, v in rows:
+                out[k] = json.loads(v)
+        return out
+
     def has_artifact(self, kind: str, key: str) -> bool:
         """Whether an artifact is stored under (kind, key)."""
         return bool(self._read("SELECT 1 FROM artifacts WHERE kind=? AND key=?", (kind, key)))
@@ -375,6 +448,185 @@ class RunStore:
         if kind is None:
             return int(self._read("SELECT COUNT(*) FROM artifacts")[0][0])
         return int(self._read("SELECT COUNT(*) FROM artifacts WHERE kind=?", (kind,))[0][0])
+
+    # steps: group commit -------------------------------------------------------------------
+
+    async def commit_step(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any] | None,
+        *,
+        error: tuple[str, str] | None = None,
+        clear_error: bool = False,
+    ) -> dict[str, Any] | None:
+        """Write one step's outcome: its artifact (unless ``value`` is None), its error record
+        ``(reason, detail)`` or the removal of an earlier one; returns the stored artifact
+        (first write wins: an existing one is returned instead of ``value``).
+
+        The steps that end in the same event-loop turn share one transaction, and each returns
+        only after it is committed: as durable as a commit per step, at a fraction of the cost."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any] | None] = loop.create_future()
+        self._steps.append(_PendingStep(kind, key, value, error, clear_error, fut))
+        if self._steps_loop is not loop:
+            self._steps_loop = loop
+            loop.call_soon(self._flush_steps)
+        return await fut
+
+    def _flush_steps(self) -> None:
+        self._steps_loop = None
+        pending, self._steps = self._steps, []
+        if not pending:
+            return
+        now = time.time()
+        first: dict[tuple[str, str], dict[str, Any]] = {}
+        arts: list[tuple[str, str, str, float]] = []
+        errs: list[tuple[str, str, str, str, float]] = []
+        clears: list[tuple[str, str]] = []
+        for p in pending:
+            if p.error is not None:
+                errs.append((p.kind, p.key, p.error[0], p.error[1], now))
+            elif p.clear_error:
+                clears.append((p.kind, p.key))
+            if p.value is not None and (p.kind, p.key) not in first:
+                first[(p.kind, p.key)] = p.value
+                arts.append((p.kind, p.key, _dumps(p.value), now))
+        stored = first
+        try:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                written = 0
+                if arts:
+                    written = db.executemany(
+                        "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at)"
+                        " VALUES (?, ?, ?, ?)",
+                        arts,
+                    ).rowcount
+                if clears:
+                    db.executemany("DELETE FROM errors WHERE kind=? AND key=?", clears)
+                if errs:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO errors (kind, key, reason, detail, created_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        errs,
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            if written < len(arts):  # some were stored before: the first write wins
+                stored = {k: self.get_artifact(*k) or v for k, v in first.items()}
+        except (sqlite3.Error, StoreError) as e:
+            failure = StoreError(f"{self.path}: write failed ({e})")
+            for p in pending:
+                if not p.fut.done():
+                    p.fut.set_exception(failure)
+            return
+        for p in pending:
+            if not p.fut.done():  # its step was cancelled meanwhile (its rows are committed)
+                p.fut.set_result(None if p.value is None else stored[(p.kind, p.key)])
+
+    # members: which artifacts make up a run's current outcome ------------------------------
+
+    def clear_view(self, view: str) -> None:
+        """Forget a view's members (a stage about to list them again for the current config)."""
+        self._write("DELETE FROM members WHERE view=?", (view,))
+
+    def add_members(
+        self, view: str, rows: Sequence[tuple[str, int, str | None, str | None, str | None]]
+    ) -> None:
+        """Add ``(coord, seq, ref1, ref2, ref3)`` rows to a view in one transaction (a row with
+        the same coord is replaced). Refs are artifact keys; ``seq`` orders the view."""
+        try:
+            insert_many(
+                self._db,
+                "INSERT OR REPLACE INTO members (view, coord, seq, ref1, ref2, ref3)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(view, *r) for r in rows],
+            )
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def count_members(self, view: str) -> int:
+        """Number of members of a view."""
+        return int(self._read("SELECT COUNT(*) FROM members WHERE view=?", (view,))[0][0])
+
+    def _member_sql(self, kinds: tuple[str | None, str | None, str | None]) -> str:
+        cols, joins = [], []
+        for i, kind in enumerate(kinds, start=1):
+            if kind is None:
+                cols.append("NULL")
+            else:
+                cols.append(f"a{i}.value")
+                joins.append(f"LEFT JOIN artifacts a{i} ON a{i}.kind=? AND a{i}.key=m.ref{i}")
+        return (
+            f"SELECT m.coord, m.ref1, m.ref2, m.ref3, {', '.join(cols)} FROM members m "
+            + " ".join(joins)
+        )
+
+    def iter_members(
+        self,
+        view: str,
+        kinds: tuple[str | None, str | None, str | None] = (None, None, None),
+        *,
+        coord_prefix: str | None = None,
+    ) -> Iterator[tuple[str, tuple[str | None, ...], tuple[dict[str, Any] | None, ...]]]:
+        """A view's members in ``seq`` order as ``(coord, refs, values)``, where ``values[i]``
+        is the artifact of kind ``kinds[i]`` under ``refs[i]`` (None if absent or not asked
+        for); streamed, so memory follows the chunk, not the view. ``coord_prefix`` narrows
+        the view to the coords that start with it."""
+        params: list[Any] = [k for k in kinds if k is not None]
+        sql = self._member_sql(kinds) + " WHERE m.view=?"
+        params.append(view)
+        if coord_prefix is not None:
+            sql += " AND m.coord >= ? AND m.coord < ?"
+            params += [coord_prefix, coord_prefix + "\U0010ffff"]
+        sql += " ORDER BY m.seq"
+        for row in self._stream(sql, tuple(params)):
+            values = tuple(None if v is None else json.loads(v) for v in row[4:])
+            yield row[0], (row[1], row[2], row[3]), values
+
+    def _stream(self, sql: str, params: tuple[Any, ...] = (), chunk: int = 1000) -> Iterator[Any]:
+        try:
+            cur = self._db.execute(sql, params)
+            while True:
+                rows = cur.fetchmany(chunk)
+                if not rows:
+                    return
+                yield from rows
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: read failed ({e})") from None
+
+    # image hashes and run metadata ---------------------------------------------------------
+
+    def image_sha(self, path: str, size: int, mtime_ns: int, recipe: str) -> str | None:
+        """The content hash recorded for an image file as it was (size, mtime) prepared by
+        ``recipe``, or None: a resumed step needs the hash for its key, not the image."""
+        rows = self._read(
+            "SELECT sha256 FROM image_hashes WHERE path=? AND size=? AND mtime_ns=? AND recipe=?",
+            (path, size, mtime_ns, recipe),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def put_image_sha(self, path: str, size: int, mtime_ns: int, recipe: str, sha: str) -> None:
+        """Record an image file's prepared content hash (see ``image_sha``)."""
+        self._write(
+            "INSERT OR REPLACE INTO image_hashes (path, size, mtime_ns, recipe, sha256)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (path, size, mtime_ns, recipe, sha),
+        )
+
+    def get_meta(self, name: str) -> str | None:
+        """A run-level value recorded under ``name`` (e.g. the digest of the last analysis)."""
+        rows = self._read("SELECT value FROM meta WHERE name=?", (name,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a run-level value under ``name`` (the latest wins)."""
+        self._write("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
     # errors --------------------------------------------------------------------------------
 

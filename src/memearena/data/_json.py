@@ -1,0 +1,87 @@
+"""Bounded JSON for dataset files, on top of :mod:`memearena.jsonsafe`.
+
+Threat: a dataset row is untrusted text. Deep nesting exhausts the recursion limit, a
+5,000-digit integer trips Python's int-conversion limit and a huge float becomes ``inf``; each
+must be one error line for that row, never a traceback and never a silently altered value.
+JSONL rows go through :func:`memearena.jsonsafe.loads_bounded`; a file holding one JSON array
+is decoded element by element (to name each element's line) with the same bounds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memearena.jsonsafe import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_NUMBER_CHARS,
+    JSONLimitError,
+    json_depth,
+    loads_bounded,
+)
+
+__all__ = ["JSONLimitError", "check_array_depth", "loads_row", "raw_decode"]
+
+
+def loads_row(text: str) -> Any:
+    """One JSONL row within the bounds: JSONDecodeError or JSONLimitError (both ValueError)."""
+    return loads_bounded(text)
+
+
+def _int(s: str) -> int:
+    if len(s) > DEFAULT_MAX_NUMBER_CHARS:
+        raise JSONLimitError(
+            f"JSON number of {len(s):,} characters (max {DEFAULT_MAX_NUMBER_CHARS})"
+        )
+    return int(s)
+
+
+def _float(s: str) -> float:
+    if len(s) > DEFAULT_MAX_NUMBER_CHARS:
+        raise JSONLimitError(
+            f"JSON number of {len(s):,} characters (max {DEFAULT_MAX_NUMBER_CHARS})"
+        )
+    value = float(s)
+    if value in (float("inf"), float("-inf")):
+        raise JSONLimitError(f"JSON number {s[:20]} overflows a float")
+    return value
+
+
+def _constant(s: str) -> Any:
+    raise JSONLimitError(f"JSON holds {s}, which is not a number")
+
+
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+
+def check_array_depth(text: str) -> int | None:
+    """Offset of the first character nested deeper than allowed (array level included), or None."""
+    # One array around the rows: its elements may nest as deep as a JSONL row.
+    limit = DEFAULT_MAX_DEPTH + 1
+    if json_depth(text, stop_at=limit) <= limit:
+        return None
+    depth = 0
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return None  # pragma: no cover - json_depth found it
+
+
+def raw_decode(text: str, pos: int) -> tuple[Any, int]:
+    """Decode one array element at ``pos`` with the number bounds (call
+    :func:`check_array_depth` first): (value, end); JSONDecodeError or JSONLimitError."""
+    return _DECODER.raw_decode(text, pos)
