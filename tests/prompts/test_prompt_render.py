@@ -37,6 +37,14 @@ VARS: dict[str, dict[str, Any]] = {
         "response_b": "second answer",
         "criteria": list(CRITERIA),
     },
+    "judge_audit.respond": {"meme_text": "SOME MEME", "query": "Is it harmful?"},
+    "judge_audit.describe": {},
+    "judge_audit.score": {"query": "Is it harmful?", "response": "It is not."},
+    "judge_audit.pairwise": {
+        "query": "Is it harmful?",
+        "response_a": "first answer",
+        "response_b": "second answer",
+    },
     "ping": {},
     "reask": {"reason": "no JSON object"},
 }
