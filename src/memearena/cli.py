@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -15,7 +16,8 @@ from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
 from memearena.cli_judge_audit import judge_audit_app
 from memearena.cli_rank import rank_command
-from memearena.errors import MemearenaError
+from memearena.errors import ConfigError, MemearenaError
+from memearena.report.safe import console_safe
 
 app = typer.Typer(
     name="memearena",
@@ -30,8 +32,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
 app.add_typer(adapt_app, name="adapt")
 
-# Piped output (logs, CI) gets a fixed width wide enough for the summary tables.
-console = Console() if sys.stdout.isatty() else Console(width=120)
+# Piped output (logs, CI) gets a fixed width: the summary tables fit 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=80)
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,21 +47,65 @@ MaxCostOpt = Annotated[
 ]
 
 
+def check_options(kwargs: dict[str, Any]) -> None:
+    """Range-check the numeric options every command shares, by name: ``--max-cost`` finite
+    and >= 0, ``--bootstrap`` within 0..MAX_BOOTSTRAP."""
+    from memearena.config import MAX_BOOTSTRAP
+
+    cost = kwargs.get("max_cost")
+    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
+        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
+    boot = kwargs.get("bootstrap")
+    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
+
+
+def print_error(e: BaseException) -> None:
+    """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
+    err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
+
+
 def one_line_errors(fn: F) -> F:
-    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only)."""
+    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only); numeric
+    options are range-checked first."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            check_options(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
-            err_console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+            print_error(e)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted: re-run the same command to resume")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("memearena")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+            v = "unknown (not installed)"
+        typer.echo(f"memearena {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Evaluate how well multimodal LLMs understand harmful memes, and audit their judges."""
 
 
 @app.command()
@@ -91,7 +137,8 @@ def arena(
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
 ) -> None:
     """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
-    from memearena.config import load_config
+    from memearena.config import check_wall_time, load_config
+    from memearena.pipelines.arena import load_human_guidelines
     from memearena.report.console import print_arena_summary, print_plan
     from memearena.runner import plan_arena, run_arena
 
@@ -100,8 +147,12 @@ def arena(
         raise MemearenaError(f"{config}: arena: section is missing")
     settings = _settings(cfg.arena, compare_settings)
     if dry_run:
-        print_plan(console, cfg, plan_arena(cfg, settings))
+        plan = plan_arena(cfg, settings)
+        print_plan(console, cfg, plan)
+        check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
         return
+    if "human" in settings:
+        load_human_guidelines(cfg.arena.human_guidelines)  # a bad file fails before any call
     run_dir = (out or Path("runs")) / cfg.run
     result = run_arena(
         cfg,
@@ -170,7 +221,7 @@ def report(
         raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
-    console.print(f"wrote {write_report(run_dir, board)}")
+    console.print(f"wrote {console_safe(write_report(run_dir, board))}", highlight=False)
 
 
 @app.command()
@@ -179,9 +230,9 @@ def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
     table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",
     fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
-    to: Annotated[Path | None, typer.Option("--to", help="Output file.")] = None,
+    to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
 ) -> None:
-    """Export a table of a run's database to JSONL or CSV."""
+    """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
     from memearena.store import RunStore
 
     if table not in ("calls", "artifacts", "errors"):
@@ -191,10 +242,15 @@ def export(
     db = run_dir / "run.db"
     if not db.exists():
         raise MemearenaError(f"{db}: no run database here")
-    target = to or run_dir / f"{table}.{fmt}"
     with RunStore(db) as store:
+        if to is not None and str(to) == "-":
+            n = store.write_export(table, sys.stdout, fmt)  # type: ignore[arg-type]
+            sys.stdout.flush()
+            err_console.print(f"wrote {n:,} rows to stdout", highlight=False)
+            return
+        target = to or run_dir / f"{table}.{fmt}"
         n = store.export(table, target, fmt)  # type: ignore[arg-type]
-    console.print(f"wrote {n:,} rows to {target}")
+    console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
 
 
 @models_app.command("check")

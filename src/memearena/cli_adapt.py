@@ -75,6 +75,56 @@ def _ci(v: Any, ci: Any, pct: bool = False) -> str:
     return f"{v:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None else f"{v:.2f}"
 
 
+@adapt_app.command("run")
+@_one_line_errors
+def run_command(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML) with an adapt: section.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+    ] = False,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run (or resume) Adapt: mining, misbeliefs, references, scoring, refinement."""
+    from memearena.config import load_config
+    from memearena.pipelines.adapt import plan_adapt, run_adapt
+    from memearena.report.adapt import print_adapt_summary
+    from memearena.report.console import print_plan
+
+    cfg = load_config(config)
+    if cfg.adapt is None:
+        raise MemearenaError(f"{config}: adapt: section is missing")
+    if dry_run:
+        print_plan(_console, cfg, plan_adapt(cfg))
+        return
+    root = out or Path("runs")
+    result = run_adapt(
+        cfg,
+        root / cfg.run,
+        max_cost=max_cost,
+        console=_console,
+        show_progress=not no_progress,
+        cache_path=root / "cache.sqlite",
+    )
+    print_adapt_summary(_console, result.section)
+    _console.print(
+        Text(
+            f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
+            f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, adapt_chains.jsonl, "
+            "report.html)"
+        )
+    )
+    if result.stopped:
+        _err.print(Text(f"stopped: {result.stopped}; re-run the same command to resume"))
+        raise typer.Exit(3)
+    if not result.outcome.originals:
+        _err.print("error: the run produced no scored answer", highlight=False)
+        raise typer.Exit(1)
+
+
 @adapt_app.command("import")
 @_one_line_errors
 def import_command(

@@ -28,6 +28,7 @@ from memearena.data import (
     prepare_image,
 )
 from memearena.errors import MemearenaError
+from memearena.report.safe import strip_control
 
 
 @dataclass
@@ -82,7 +83,7 @@ def _render(
         kinds = Counter(e.kind for e in c.errors)
         by_kind = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items()))
         table.add_row(
-            Text(_name(c.cfg)),
+            Text(strip_control(_name(c.cfg))),
             str(c.ok),
             str(c.harmful),
             str(c.not_harmful),
@@ -98,7 +99,7 @@ def _render(
         console.print(Text(f"{len(errors)} item error(s):", style="bold red"))
         for e in errors:
             # Text (not markup): file names and reasons may contain [brackets].
-            console.print(Text(f"{e.source}  {e.item}  {e.reason}"), soft_wrap=True)
+            console.print(Text(strip_control(f"{e.source}  {e.item}  {e.reason}")), soft_wrap=True)
     else:
         total = sum(c.ok for c in checked) - sum(d.count - 1 for d in merged.duplicates)
         console.print(Text(f"all {total} items ok", style="bold green"))

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe, strip_control
 from memearena.stats.battles import Battle, load_battles
 from memearena.stats.bt import BTResult
 from memearena.stats.leaderboard import LeaderboardRow, group_battles, leaderboard_fit
@@ -33,7 +34,7 @@ def _table(rows: list[LeaderboardRow], title: str | None = None) -> Table:
         table.add_column(name, justify=justify, no_wrap=name != "model")  # type: ignore[arg-type]
     for r in rows:
         table.add_row(
-            r.model,
+            console_safe(r.model),  # a battle file's model names are untrusted
             str(r.rank),
             f"{r.bt:.1f}",
             f"{r.ci_low:.1f} – {r.ci_high:.1f}",
@@ -81,7 +82,8 @@ def rank_command(
     try:
         loaded = load_battles(battles, skip_bad=skip_bad)
         for skipped in loaded.skipped:
-            err.print(f"skipped {battles}:{skipped.line}: {skipped.reason}", markup=False)
+            line = f"skipped {battles}:{skipped.line}: {skipped.reason}"
+            err.print(strip_control(line), markup=False)
         groups: dict[str | None, list[Battle]] = {None: loaded.battles}
         if group_by is not None:
             groups = {k: v for k, v in group_battles(loaded.battles, group_by).items()}

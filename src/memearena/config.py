@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,34 +26,99 @@ CRITERIA: tuple[str, ...] = (
 )
 """The Arena's five judging criteria, in the order judges are asked for them."""
 
+MAX_BOOTSTRAP = 100_000
+"""Most bootstrap rounds any option accepts (every ``bootstrap`` in a config, ``--bootstrap``):
+rounds x models x models counts must fit in memory."""
+MAX_ABS_NUMBER = 1e15
+"""Largest magnitude of any number in a config (a sanity bound: no option needs more)."""
+MAX_FUSION_ROUNDS = 1_000
+"""Most guideline refinement rounds per meme."""
+
+# Key shapes of the major providers: a pasted key must never be stored as an env-var name.
+_KEY_PREFIXES = (
+    "sk-",  # OpenAI (sk-proj-, sk-svcacct-), Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+    "sk_",
+    "aiza",  # Google (Gemini / AI Studio)
+    "gsk_",  # Groq
+    "xai-",  # xAI
+    "hf_",  # Hugging Face
+    "r8_",  # Replicate
+    "pplx-",  # Perplexity
+    "nvapi-",  # NVIDIA
+    "fw_",  # Fireworks
+    "akia",  # AWS access key id
+    "asia",  # AWS temporary key id
+    "ghp_",  # GitHub
+    "github_pat_",
+    "glpat-",  # GitLab
+    "ya29.",  # Google OAuth access token
+    "eyj",  # a JWT
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Keys without a prefix (Mistral, Cohere, Together, Azure): long random-looking tokens.
+_RANDOM_TOKEN = re.compile(r"(?=.*\d)(?=.*[a-z])[A-Za-z0-9]{24,}|[0-9a-fA-F]{32,}")
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether ``value`` has the shape of an API key rather than an environment-variable name."""
+    v = value.strip()
+    return (
+        v.lower().startswith(_KEY_PREFIXES)
+        or not _ENV_NAME.fullmatch(v)
+        or bool(_RANDOM_TOKEN.fullmatch(v))
+    )
+
+
+def _check_url(u: object) -> str:
+    if not isinstance(u, str):
+        raise ValueError(f"must be a URL string, got {type(u).__name__}")
+    if not u.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {_clip(u)!r}")
+    try:
+        parts = urlsplit(u)
+        _ = parts.port  # raises on a malformed port
+    except ValueError as e:
+        raise ValueError(f"invalid URL {_clip(u)!r} ({e})") from None
+    if not parts.hostname:
+        raise ValueError(f"URL {_clip(u)!r} has no host")
+    if any(c.isspace() or ord(c) < 32 for c in u):
+        raise ValueError(f"URL {_clip(u)!r} contains whitespace or control characters")
+    return u
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Infinity and NaN are never a meaningful option (timeout .inf hangs, price .inf is not JSON).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Price(_Strict):
     """USD per one million tokens."""
 
-    input: float = Field(0.0, ge=0)
+    input: float = Field(0.0, ge=0, le=10_000)
     """USD per 1M input (prompt) tokens."""
-    output: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0, le=10_000)
     """USD per 1M output (completion) tokens."""
 
 
 class _ModelCommon(_Strict):
-    max_concurrency: int = Field(16, gt=0)
+    max_concurrency: int = Field(16, gt=0, le=4096)
     """Most requests in flight to this model at once."""
-    rpm: float | None = Field(None, gt=0)
-    """Most requests per minute (None: unlimited)."""
-    timeout: float = Field(120.0, gt=0)
-    """Seconds before one request is abandoned (and retried)."""
-    max_retries: int = Field(6, ge=0)
+    rpm: float | None = Field(None, gt=0, le=1_000_000)
+    """Most requests per minute (None: unlimited); a run it would slow past ``max_wall_hours``
+    is refused when it is planned."""
+    timeout: float = Field(120.0, gt=0, le=3600)
+    """Seconds before one request is abandoned (and retried); at most an hour."""
+    max_retries: int = Field(6, ge=0, le=50)
     """Retries of a transient failure (429, 5xx, timeout) before the call is recorded as failed."""
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=10)
     """Sampling temperature (None: the endpoint's default)."""
     top_p: float | None = Field(None, gt=0, le=1)
     """Nucleus sampling mass (None: the endpoint's default)."""
-    max_tokens: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0, le=10_000_000)
     """Most output tokens per call (None: the endpoint's default)."""
     seed: int | None = None
     """Sampling seed passed to endpoints that honour it."""
@@ -91,8 +160,7 @@ class OpenAIModelConfig(_ModelCommon):
     def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
         urls = [v] if isinstance(v, str) else (v or [])
         for u in urls:
-            if not u.startswith(("http://", "https://")):
-                raise ValueError(f"must start with http:// or https://, got {u!r}")
+            _check_url(u)
         if isinstance(v, list) and not v:
             raise ValueError("must list at least one URL")
         return v
@@ -100,8 +168,12 @@ class OpenAIModelConfig(_ModelCommon):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and (not v.replace("_", "").isalnum() or v.startswith("sk-")):
-            raise ValueError("must be the NAME of an environment variable, not a key")
+        # The value is never echoed: it may be a real key pasted by mistake.
+        if v is not None and looks_like_key(v):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
+                "not a key or anything shaped like one"
+            )
         return v
 
     def urls(self) -> list[str]:
@@ -140,10 +212,12 @@ class SimModelConfig(_ModelCommon):
     """Target: probability of refusing to answer."""
     format_error_rate: float = Field(0.0, ge=0, le=1)
     """Probability an answer omits the requested sections / JSON (a malformed output)."""
-    latency_ms: float = Field(0.0, ge=0)
+    latency_ms: float = Field(0.0, ge=0, le=600_000)
     """Simulated response latency."""
     model: str | None = None
     """Display name (defaults to the config key)."""
+    category_skill: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """Target (Adapt): understanding per harm category, overriding ``skill`` in that category."""
 
 
 ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator="provider")]
@@ -164,9 +238,9 @@ class DatasetConfig(_Strict):
     """Split name recorded on every item (default: the file's stem)."""
     harmful_only: bool = False
     """Keep only items labelled harmful."""
-    limit: int | None = Field(None, gt=0)
+    limit: int | None = Field(None, gt=0, le=100_000_000)
     """Keep at most this many items (after sampling)."""
-    sample: int | None = Field(None, gt=0)
+    sample: int | None = Field(None, gt=0, le=100_000_000)
     """Draw this many items at random, stratified by the harmful label, with ``sample_seed``."""
     sample_seed: int = 0
     """Seed of the stratified sample."""
@@ -204,9 +278,9 @@ class DatasetConfig(_Strict):
 class ImageConfig(_Strict):
     """How images are prepared before they are sent."""
 
-    max_side: int = Field(1024, ge=64)
+    max_side: int = Field(1024, ge=64, le=16_384)
     """Longest side in pixels after resizing."""
-    max_pixels: int = Field(40_000_000, gt=0)
+    max_pixels: int = Field(40_000_000, gt=0, le=1_000_000_000)
     """Images with more pixels are rejected (decompression-bomb guard)."""
 
 
@@ -221,27 +295,30 @@ class ArenaConfig(_Strict):
     """Model that writes the interpretive contexts."""
     contexts: Literal[1, 2, 3] = 3
     """Contexts per meme: highly relevant, moderately relevant, unrelated (first n)."""
-    fusion_rounds: int = Field(8, ge=0)
-    """Guideline refinement rounds per meme (must be >= number of judges)."""
+    fusion_rounds: int = Field(8, ge=0, le=MAX_FUSION_ROUNDS)
+    """Guideline refinement rounds per meme (must be >= number of judges; at most 1,000)."""
     setting: Literal["memearena", "none", "self", "human"] = "memearena"
     """Guideline used when judging: fused, none, each judge's own, or from a file."""
     human_guidelines: Path | None = None
     """JSONL of {"meme": id, "guideline": text} for ``setting: human``."""
     pairs: Literal["all", "active"] = "all"
     """Which target pairs are compared per task: all (round-robin) or active sampling."""
-    battle_budget: int | None = Field(None, gt=0)
+    battle_budget: int | None = Field(None, gt=0, le=1_000_000_000)
     """With ``pairs: active``: number of (task, pair) comparisons to run."""
     resolution: Literal["tie", "both"] = "tie"
     """Both orders are always judged: ``tie`` resolves disagreement to a tie, ``both`` keeps
     each order as its own battle."""
     criteria: list[str] = Field(default_factory=lambda: list(CRITERIA))
     """Criteria to judge on (subset of the five)."""
-    max_reasks: int = Field(2, ge=0)
+    max_reasks: int = Field(2, ge=0, le=10)
     """Re-asks of an output that does not parse before it is recorded as a failure."""
-    elo_k: float = Field(4.0, gt=0)
+    elo_k: float = Field(4.0, gt=0, le=1000)
     """Online Elo K factor."""
-    bootstrap: int = Field(1000, ge=0)
-    """Bootstrap rounds for the Bradley–Terry confidence intervals."""
+    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP)
+    """Bootstrap rounds for the Bradley–Terry confidence intervals (at most 100,000)."""
+    answer_max_tokens: int = Field(4000, gt=0, le=1_000_000)
+    """Answers are cut to about this many tokens (4 characters each) before any judge reads
+    them, so an endless answer is not paid for at every judge; verdicts record the cut."""
     bootstrap_unit: Literal["meme", "task", "battle"] = "meme"
     """What every bootstrap interval resamples: memes (all battles of a meme are correlated),
     tasks (meme × context), or single battles (too narrow when battles are correlated)."""
@@ -281,7 +358,7 @@ class RunConfig(_Strict):
     """A whole run: models, datasets and one section per method."""
 
     run: str = "run"
-    """Run directory name under --out."""
+    """Run directory name under --out: one path component (no ``/``, ``..`` or absolute path)."""
     seed: int = 0
     """Seed of every random choice in the run."""
     models: dict[str, ModelConfig]
@@ -292,12 +369,32 @@ class RunConfig(_Strict):
     """Image preparation."""
     cache: bool = True
     """Reuse identical earlier calls from the content-addressed cache."""
+    max_wall_hours: float = Field(72.0, gt=0, le=24 * 366)
+    """Ceiling on a run's wall time implied by the models' ``rpm`` limits: a plan that needs
+    longer is refused, with the estimate, before any call."""
     arena: ArenaConfig | None = None
     """The Arena method."""
     adapt: AdaptConfig | None = None
     """The Adapt method (AdamMeme)."""
     judge_audit: JudgeAuditConfig | None = None
     """The Judge audit method (``memearena.config_judge_audit``)."""
+
+    @field_validator("run")
+    @classmethod
+    def _run_name(cls, v: str) -> str:
+        # A run name is a directory under --out: it must not reach outside it.
+        if (
+            not v.strip()
+            or v in (".", "..")
+            or any(c in v for c in "/\\:")
+            or any(ord(c) < 32 or ord(c) == 127 for c in v)
+            or len(v) > 128
+        ):
+            raise ValueError(
+                f"{_clip(v)!r} is not a plain directory name (one path component, no '/', "
+                "'\\', ':' or '..', at most 128 characters)"
+            )
+        return v
 
     @model_validator(mode="after")
     def _models_exist(self) -> RunConfig:
@@ -329,17 +426,70 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
 
 
+_MAX_INT = 2**63 - 1
+
+
+_MAX_NODES = 1_000_000
+
+
+def _numbers(raw: Any) -> Iterator[tuple[str, str, int | float]]:
+    """Every number in a raw config mapping, with its dotted path and its key. YAML aliases can
+    make a small file expand to billions of values: the walk stops at ``_MAX_NODES``."""
+    stack: list[tuple[Any, str]] = [(raw, "")]
+    visited = 0
+    while stack:
+        node, path = stack.pop()
+        visited += 1
+        if visited > _MAX_NODES:
+            raise ValueError(f"the config expands to more than {_MAX_NODES:,} values")
+        if isinstance(node, Mapping):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}.{i}") for i, v in enumerate(node))
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            yield path, path.rsplit(".", 1)[-1], node
+
+
+def check_numbers(raw: Any, source: str) -> None:
+    """Range-check every number in a raw config, whatever section holds it: finite, of sane
+    magnitude, and every ``bootstrap`` within 0..MAX_BOOTSTRAP (sections add their own bounds)."""
+    try:
+        numbers = list(_numbers(raw))
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    for path, key, v in numbers:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{source}: {path}: must be a finite number, got {v}")
+        if abs(v) > (_MAX_INT if isinstance(v, int) else MAX_ABS_NUMBER):
+            raise ConfigError(f"{source}: {path}: {v:.3g} is out of any sane range")
+        if key == "bootstrap" and not 0 <= v <= MAX_BOOTSTRAP:
+            raise ConfigError(
+                f"{source}: {path}: must be between 0 and {MAX_BOOTSTRAP:,} rounds, got {v:,}"
+            )
+
+
 def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> RunConfig:
-    """Validate a config mapping; relative dataset paths are resolved against ``base_dir``."""
+    """Validate a config mapping; relative dataset paths are resolved against ``base_dir``, and
+    referenced files (``human_guidelines``) must exist then."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the config must be a mapping at the top level")
+    check_numbers(raw, source)
     try:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source)) from None
     if base_dir is not None:
         cfg = _resolve_paths(cfg, base_dir)
+        _check_files(cfg, source)
     return cfg
+
+
+def _check_files(cfg: RunConfig, source: str) -> None:
+    # Found now, not after the first paid calls of a run.
+    hg = cfg.arena.human_guidelines if cfg.arena is not None else None
+    if hg is not None and not hg.is_file():
+        what = "is not a file" if hg.exists() else "does not exist"
+        raise ConfigError(f"{source}: arena.human_guidelines: {hg} {what}")
 
 
 def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
@@ -363,17 +513,107 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
     return cfg.model_copy(update=update)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses duplicate keys (plain YAML silently keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key: construct_mapping reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {_clip(str(key))!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""Largest config file read (a run config is a few kilobytes)."""
+
+
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML run config; any problem is one ConfigError line naming the field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: config is larger than {MAX_CONFIG_BYTES:,} bytes")
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: config is not UTF-8 text (bad byte at {e.start})") from None
+    text = text.removeprefix("\ufeff")
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML (nested too deeply)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
     return parse_config(raw, str(path), path.parent.resolve())
+
+
+def arena_call_estimate(
+    cfg: RunConfig, n_memes: int, settings: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Expected calls per model of an Arena run over ``n_memes`` memes (no re-asks or refusals;
+    fusion rounds spread evenly over the panel): the input of the wall-time check."""
+    a = cfg.arena
+    if a is None:
+        return {}
+    out: dict[str, float] = dict.fromkeys(cfg.models, 0.0)
+    tasks = n_memes * a.contexts
+    out[a.context_model] += n_memes
+    for t in a.targets:
+        out[t] += tasks
+    n_targets, n_judges = len(a.targets), len(a.judges)
+    comparisons = (
+        min(a.battle_budget, tasks * n_targets * (n_targets - 1) // 2)
+        if a.pairs == "active" and a.battle_budget is not None
+        else tasks * n_targets * (n_targets - 1) // 2
+    )
+    for setting in settings or [a.setting]:
+        for j in a.judges:
+            if setting == "memearena":
+                out[j] += n_memes * (1 + a.fusion_rounds) / n_judges
+            elif setting == "self":
+                out[j] += n_memes
+            out[j] += 2 * comparisons
+    return out
+
+
+def check_wall_time(cfg: RunConfig, calls: Mapping[str, float]) -> None:
+    """ConfigError, with the estimate, when a model's ``rpm`` implies the planned calls take
+    longer than ``max_wall_hours`` (a run that would silently crawl for weeks)."""
+    worst: tuple[float, str, float] | None = None
+    for name, n in calls.items():
+        m = cfg.models.get(name)
+        if m is None or m.rpm is None or n <= 0:
+            continue
+        hours = n / m.rpm / 60
+        if worst is None or hours > worst[0]:
+            worst = (hours, name, n)
+    if worst is not None and worst[0] > cfg.max_wall_hours:
+        hours, name, n = worst
+        rpm = cfg.models[name].rpm
+        raise ConfigError(
+            f"models.{name}.rpm: {rpm:g} requests/min needs about {_duration(hours)} for the "
+            f"{n:,.0f} planned calls to {name!r}, over max_wall_hours ({cfg.max_wall_hours:g} h); "
+            "raise rpm or max_wall_hours, or plan fewer items"
+        )
+
+
+def _duration(hours: float) -> str:
+    if hours < 48:
+        return f"{hours:,.1f} h"
+    days = hours / 24
+    return f"{days:,.0f} days" if days < 3650 else f"{days / 365:,.0f} years"

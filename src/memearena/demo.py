@@ -48,4 +48,7 @@ def run_demo(
     cfg = run_demo_audit(cfg, Path(run_dir), console=console, show_progress=show_progress)
     result = run_arena(cfg, run_dir, console=console, show_progress=show_progress)
     print_arena_summary(console, result)
+    from memearena.pipelines.adapt.demo import run_adapt_demo
+
+    run_adapt_demo(run_dir, console=console, show_progress=show_progress)
     return result

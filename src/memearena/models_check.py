@@ -17,6 +17,7 @@ from memearena.errors import MemearenaError
 from memearena.models import ModelPool
 from memearena.models.types import ImagePart
 from memearena.prompts import build_messages
+from memearena.report.safe import console_safe
 from memearena.sim.serve import demo_world
 
 
@@ -57,8 +58,12 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
         table.add_column(col)
     for name, status, dt, text in rows:
         colour = "green" if status == "ok" else "red"
-        table.add_row(
-            name, cfg.models[name].provider, f"[{colour}]{status}[/]", f"{dt * 1000:.0f} ms", text
+        table.add_row(  # names and replies are untrusted: shown inert (no markup, no escapes)
+            console_safe(name),
+            cfg.models[name].provider,
+            f"[{colour}]{status}[/]",
+            f"{dt * 1000:.0f} ms",
+            console_safe(text),
         )
     console.print(table)
     return all(r[1] == "ok" for r in rows)

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from memearena.config import RunConfig, SimModelConfig
+from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, check_wall_time
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
 from memearena.errors import DataError
 from memearena.models import ModelPool, ResponseCache
@@ -132,6 +132,7 @@ def _run_arena_locked(
     try:
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
+        check_wall_time(cfg, arena_call_estimate(cfg, len(memes), settings))  # before any call
         calls_before = store.last_call_id()
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost

@@ -38,6 +38,7 @@ from memearena.prompts import (
     parse_guideline,
     parse_verdicts,
 )
+from memearena.prompts.budget import shown_pair
 from memearena.store import RunStore, artifact_key
 
 T = TypeVar("T")
@@ -278,6 +279,11 @@ class ArenaPipeline:
     ) -> dict[str, Any]:
         """One judge's verdicts with ``first`` shown as A and ``second`` as B."""
         meme = task.meme
+        shown = shown_pair(  # an endless answer is cut before any judge reads (and pays for) it
+            answers[(meme.uid, task.level, first)]["text"],
+            answers[(meme.uid, task.level, second)]["text"],
+            self.acfg.answer_max_tokens,
+        )
         art = await self._step(
             "verdict",
             artifact_key(setting, meme.uid, task.level, first, second, judge),
@@ -292,14 +298,14 @@ class ArenaPipeline:
                     background=task.background,
                     task=task.task,
                     guideline=guideline,
-                    response_a=answers[(meme.uid, task.level, first)]["text"],
-                    response_b=answers[(meme.uid, task.level, second)]["text"],
+                    response_a=shown.a,
+                    response_b=shown.b,
                     criteria=list(self.acfg.criteria),
                 ),
                 lambda t: parse_verdicts(t, self.acfg.criteria),
                 max_reasks=self.acfg.max_reasks,
             ),
-            lambda v, _: {"verdicts": {c: cv.model_dump() for c, cv in v.items()}},
+            lambda v, _: {"verdicts": {c: cv.model_dump() for c, cv in v.items()}, **shown.record},
         )
         self.progress.advance("judgments")
         return art or {"error": "model error (will be retried on re-run)"}

@@ -1,8 +1,10 @@
 """Agent prompts (Jinja2 templates), output schemas, parsers and the bounded re-ask."""
 
 from memearena.prompts.ask import AskResult, ModelPoolLike, ask
+from memearena.prompts.budget import shown_pair, truncate_to_tokens
 from memearena.prompts.parsers import (
     extract_json_objects,
+    final_block,
     parse_answer,
     parse_contexts,
     parse_guideline,
@@ -10,8 +12,10 @@ from memearena.prompts.parsers import (
 )
 from memearena.prompts.render import (
     DELIMITER_TAGS,
+    RESERVED_KEYS,
     ROLE_TEMPLATES,
     build_messages,
+    defang,
     reask_message,
     render,
     template_hashes,
@@ -24,6 +28,7 @@ __all__ = [
     "ABSTAIN",
     "DELIMITER_TAGS",
     "LEVELS",
+    "RESERVED_KEYS",
     "ROLE_TEMPLATES",
     "Answer",
     "AskResult",
@@ -33,8 +38,10 @@ __all__ = [
     "Score",
     "ask",
     "build_messages",
+    "defang",
     "defang_score_fields",
     "extract_json_objects",
+    "final_block",
     "parse_answer",
     "parse_contexts",
     "parse_guideline",
@@ -42,6 +49,8 @@ __all__ = [
     "parse_verdicts",
     "reask_message",
     "render",
+    "shown_pair",
     "template_hashes",
     "template_path",
+    "truncate_to_tokens",
 ]

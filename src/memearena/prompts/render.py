@@ -36,6 +36,17 @@ ROLE_TEMPLATES: dict[str, str] = {
     "judge_audit.describe": "judge_audit/describe.j2",
     "judge_audit.score": "judge_audit/score_plain.j2",
     "judge_audit.pairwise": "judge_audit/pairwise.j2",
+    "adapt.miner": "adapt/miner.j2",
+    "adapt.category_judge": "adapt/category_judge.j2",
+    "adapt.image_examiner": "adapt/image_examiner.j2",
+    "adapt.instruction": "adapt/instruction.j2",
+    "adapt.narrator": "adapt/narrator.j2",
+    "adapt.answer": "adapt/answer.j2",
+    "adapt.reference": "adapt/reference.j2",
+    "adapt.reference_judge": "adapt/reference_judge.j2",
+    "adapt.score": "adapt/scorer.j2",
+    "adapt.refine": "adapt/refiner.j2",
+    "adapt.check": "adapt/checker.j2",
     "ping": "common/ping.j2",
     "reask": "common/reask.j2",
 }
@@ -54,6 +65,17 @@ _SYSTEM_TEMPLATES: dict[str, str] = {
     "judge_audit/score_modality_reasoning.j2": "judge_audit/system_judge.j2",
     "judge_audit/score_abstention.j2": "judge_audit/system_judge.j2",
     "judge_audit/pairwise.j2": "judge_audit/system_judge.j2",
+    "adapt/miner.j2": "common/system_context.j2",
+    "adapt/category_judge.j2": "common/system_context.j2",
+    "adapt/image_examiner.j2": "common/system_context.j2",
+    "adapt/instruction.j2": "common/system_context.j2",
+    "adapt/narrator.j2": "common/system_context.j2",
+    "adapt/answer.j2": "common/system_target.j2",
+    "adapt/reference.j2": "common/system_target.j2",
+    "adapt/reference_judge.j2": "common/system_judge.j2",
+    "adapt/scorer.j2": "common/system_judge.j2",
+    "adapt/refiner.j2": "common/system_context.j2",
+    "adapt/checker.j2": "common/system_judge.j2",
 }
 _DEFAULT_SYSTEM = "common/system_default.j2"
 
@@ -68,10 +90,34 @@ DELIMITER_TAGS: tuple[str, ...] = (
     "criteria",
     "query",
     "response",
+    "taxonomy",
+    "proposal",
+    "category",
+    "instruction",
+    "misbelief",
+    "reference",
+    "answer",
+    "candidate",
+    "examples",
+    "rewrite",
+    "original_text",
 )
 """Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
 
-RESERVED_KEYS: tuple[str, ...] = ("verdicts", "guideline", "contexts")
+RESERVED_KEYS: tuple[str, ...] = (
+    "verdicts",
+    "guideline",
+    "contexts",
+    "categories",
+    "accept",
+    "fits",
+    "instruction",
+    "misbelief",
+    "choice",
+    "better",
+    "rewrite",
+    "carries_misbelief",
+)
 """JSON fields an agent's own answer is read from (``prompts.parsers``): inserted text cannot
 write them as object keys."""
 

@@ -1,4 +1,8 @@
-"""Readable summaries printed at the end of a command."""
+"""Readable summaries printed at the end of a command.
+
+Every name and message shown here may come from a config, a dataset or a model: it goes through
+``console_safe`` (no markup, no control sequences). Tables fit an 80-column terminal: names
+wrap instead of being cut to nothing, and the judge table splits in two when it is too wide."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memearena.config import RunConfig
+from memearena.report.safe import console_safe
 
 if TYPE_CHECKING:
     from memearena.runner import ArenaRunResult, PlannedCalls
@@ -25,15 +30,29 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+def _name_column(table: Table, header: str, names: list[str]) -> None:
+    """A name column that wraps long names rather than cutting them to an ellipsis."""
+    longest = max((len(n) for n in names), default=len(header))
+    table.add_column(header, overflow="fold", min_width=min(max(longest, len(header)), 16))
+
+
+def _number_column(table: Table, header: str) -> None:
+    table.add_column(header, justify="right", no_wrap=True)
+
+
 def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
     """The --dry-run table: planned calls, tokens and cost per model."""
-    table = Table(title=f"planned calls for run {cfg.run!r} (dry run: nothing was called)")
-    for col in ("model", "provider", "calls", "input tokens", "output tokens", "est. cost USD"):
-        table.add_column(col, justify="right" if col != "model" else "left")
+    table = Table(
+        title=f"planned calls for run {console_safe(repr(cfg.run))} (dry run: nothing was called)"
+    )
+    _name_column(table, "model", list(plan.per_model))
+    table.add_column("provider", no_wrap=True)
+    for col in ("calls", "in tokens", "out tokens", "est. USD"):
+        _number_column(table, col)
     for name, row in sorted(plan.per_model.items()):
         provider = cfg.models[name].provider if name in cfg.models else "?"
         table.add_row(
-            name,
+            console_safe(name),
             provider,
             f"{int(row['calls']):,}",
             f"{int(row['input_tokens']):,}",
@@ -52,12 +71,14 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
 def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """A leaderboard as a rich table (rows as in ``rank --json``)."""
     table = Table(title=title, caption="BT: Bradley–Terry on the Elo scale, mean-anchored to 1000")
-    for col in ("rank", "model", "BT", "95% CI", "Elo", "win rate", "battles"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+    _number_column(table, "rank")
+    _name_column(table, "model", [str(r["model"]) for r in rows])
+    for col in ("BT", "95% CI", "Elo", "win rate", "battles"):
+        _number_column(table, col)
     for r in rows:
         table.add_row(
             str(r["rank"]),
-            r["model"],
+            console_safe(r["model"]),
             f"{r['bt']:.0f}",
             f"{r['ci_low']:.0f}–{r['ci_high']:.0f}",
             f"{r['elo']:.0f}",
@@ -74,51 +95,29 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
     if arena.get("overall"):
         console.print(
             leaderboard_table(
-                f"Arena — setting {arena['setting']!r}, {arena['battles']:,} battles",
+                f"Arena — setting {console_safe(repr(arena['setting']))}, "
+                f"{arena['battles']:,} battles",
                 arena["overall"],
             )
         )
-        judges = Table(title="Judges vs the panel's joint vote (95% bootstrap intervals)")
-        for col in (
-            "judge",
-            "NDCG",
-            "τ",
-            "consistency",
-            "P(first)",
-            "P(longer)",
-            "self-pref.",
-            "unparsed",
-        ):
-            judges.add_column(col, justify="left" if col == "judge" else "right")
-        for j in arena.get("judges", []):
-            sp = j.get("self_preference")
-            judges.add_row(
-                j["judge"],
-                _fmt(j["ndcg"]),
-                _fmt(j["kendall_tau"], 2),
-                _fmt(j["position_consistency"]),
-                _fmt(j["p_prefer_first"]),
-                _fmt(j["p_prefer_longer"]),
-                _fmt(sp) if sp else "—",
-                str(j["parse_failures"]),
-            )
-        console.print(judges)
+        for table in judge_tables(arena.get("judges", []), console.width):
+            console.print(table)
         alpha = (arena.get("panel") or {}).get("krippendorff_alpha")
         if alpha:
             console.print(f"Panel agreement: Krippendorff's α = {_fmt(alpha)}")
     settings = arena.get("settings")
     if settings:
         table = Table(title="NDCG per judge per setting")
-        table.add_column("judge")
-        for s in settings:
-            table.add_column(s, justify="right")
         judge_names = [j["judge"] for j in next(iter(settings.values())).get("judges", [])]
+        _name_column(table, "judge", [str(n) for n in judge_names])
+        for s in settings:
+            _number_column(table, console_safe(s))
         for name in judge_names:
             cells = []
             for sec in settings.values():
                 row = next((j for j in sec.get("judges", []) if j["judge"] == name), None)
                 cells.append(_fmt(row["ndcg"]) if row else "—")
-            table.add_row(name, *cells)
+            table.add_row(console_safe(name), *cells)
         means = []
         for sec in settings.values():
             vals = [j["ndcg"] for j in sec.get("judges", []) if j["ndcg"] is not None]
@@ -128,12 +127,60 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
     sim = board.get("simulated")
     if sim:
         console.print(
-            f"[yellow]simulated targets[/yellow]: true order {' > '.join(sim['true_ranking'])}; "
+            "[yellow]simulated targets[/yellow]: true order "
+            f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
             f"recovered Kendall τ = {_fmt(sim['kendall_tau'])}"
         )
     if result.stopped:
-        console.print(f"[red]stopped:[/red] {result.stopped}. Re-run to resume.")
+        console.print(f"[red]stopped:[/red] {console_safe(result.stopped)}. Re-run to resume.")
     console.print(
         f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
-        f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, battles.jsonl, report.html)"
+        f"Outputs in {console_safe(result.run_dir)}/ (run.db, leaderboard.json, battles.jsonl, "
+        "report.html)"
     )
+
+
+_JUDGE_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("NDCG", "ndcg", 3),
+    ("τ", "kendall_tau", 2),
+    ("unparsed", "parse_failures", 0),
+    ("consistency", "position_consistency", 3),
+    ("P(first)", "p_prefer_first", 3),
+    ("P(longer)", "p_prefer_longer", 3),
+    ("self-pref.", "self_preference", 3),
+)
+
+
+def judge_tables(judges: list[dict[str, Any]], width: int = 80) -> list[Table]:
+    """Judges vs the panel's joint vote: one table, or two sharing the judge column when one
+    would not fit ``width`` columns (a judge's name is never cut)."""
+    names = [console_safe(j["judge"]) for j in judges]
+    cells = [
+        [
+            _fmt(j.get(key), digits) if j.get(key) is not None else "—"
+            for _, key, digits in _JUDGE_COLUMNS
+        ]
+        for j in judges
+    ]
+    headers = [h for h, _, _ in _JUDGE_COLUMNS]
+
+    def need(cols: range) -> int:
+        name_w = max((len(n) for n in names), default=5)
+        widths = [max([len(headers[c])] + [len(row[c]) for row in cells]) for c in cols]
+        return name_w + sum(widths) + 3 * (len(widths) + 1) + 1
+
+    title = "Judges vs the panel's joint vote"
+    every = range(len(_JUDGE_COLUMNS))
+    groups = [every] if need(every) <= width else [range(0, 4), range(4, len(_JUDGE_COLUMNS))]
+    tables = []
+    for i, cols in enumerate(groups):
+        part = f" ({i + 1}/{len(groups)})" if len(groups) > 1 else ""
+        last = i == len(groups) - 1
+        table = Table(title=title + part, caption="±: 95% bootstrap interval" if last else None)
+        _name_column(table, "judge", names)
+        for c in cols:
+            _number_column(table, headers[c])
+        for name, row in zip(names, cells, strict=True):
+            table.add_row(name, *(row[c] for c in cols))
+        tables.append(table)
+    return tables

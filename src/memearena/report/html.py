@@ -455,7 +455,11 @@ def render_report(
     """The report of a ``leaderboard.json`` document as one self-contained HTML page (images of
     the Judge audit's examples are read from ``run_dir`` when given)."""
     template = _environment().get_template("report.html.j2")
-    return template.render(view=build_view(board, title=title, run_dir=run_dir))
+    from memearena.report.adapt import adapt_view
+
+    return template.render(
+        view=build_view(board, title=title, run_dir=run_dir), adapt=adapt_view(board)
+    )
 
 
 def write_report(run_dir: Path, board: dict[str, Any]) -> Path:

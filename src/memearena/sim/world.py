@@ -37,6 +37,7 @@ from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
 from memearena.prompts.render import DELIMITER_TAGS
 from memearena.prompts.schemas import LEVELS
+from memearena.sim.adapt import AdaptWorld
 from memearena.sim.judge_audit import JudgeAuditSim
 
 __all__ = [
@@ -220,6 +221,8 @@ class SimWorld:
         self._knowledge: dict[tuple[str, str], _Knowledge] = {}
         self._scores: dict[tuple[str, _Beliefs, str], dict[str, float]] = {}
         self._judge_audit = JudgeAuditSim(self)
+        self.adapt = AdaptWorld(self)
+        """The Adapt method's roles (``memearena.sim.adapt``)."""
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -295,6 +298,8 @@ class SimWorld:
         bad_format = cfg.format_error_rate > 0 and attempt.random() < cfg.format_error_rate
         if role.startswith("judge_audit."):
             return self._judge_audit.respond(prof, role, prompt, messages, rng, bad_format)
+        if role.startswith("adapt."):
+            return self.adapt.respond(prof, role, messages, params, rng, bad_format)
         if role == "arena.answer":
             return self._answer(prof, prompt, rng, bad_format)
         if role == "arena.judge":

@@ -11,9 +11,10 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from memearena.errors import StoreError
+from memearena.report.safe import csv_safe
 from memearena.store.sqlite_util import insert_many
 
 __all__ = [
@@ -706,24 +707,36 @@ class RunStore:
         """Write one table to JSONL or CSV (artifact values as JSON text); returns rows written."""
         if fmt not in ("jsonl", "csv"):
             raise StoreError(f"unknown export format {fmt!r}; choose jsonl or csv")
-        cols, rows = self._rows(table)
         path = Path(path)
-        n = 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("w", encoding="utf-8", newline="") as f:
-                if fmt == "jsonl":
-                    for row in rows:
-                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                        n += 1
-                else:
-                    writer = csv.DictWriter(f, fieldnames=cols)
-                    writer.writeheader()
-                    for row in rows:
-                        if "value" in row:
-                            row["value"] = _dumps(row["value"])
-                        writer.writerow(row)
-                        n += 1
+                return self.write_export(table, f, fmt)
         except OSError as e:
             raise StoreError(f"{path}: cannot write export ({e.strerror})") from None
+
+    def write_export(
+        self,
+        table: Literal["calls", "artifacts", "errors"],
+        f: TextIO,
+        fmt: Literal["jsonl", "csv"],
+    ) -> int:
+        """Write one table to an open text stream (e.g. stdout); returns rows written. CSV cells
+        that a spreadsheet would read as a formula are neutralised (``report.safe.csv_safe``)."""
+        if fmt not in ("jsonl", "csv"):
+            raise StoreError(f"unknown export format {fmt!r}; choose jsonl or csv")
+        cols, rows = self._rows(table)
+        n = 0
+        if fmt == "jsonl":
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+            return n
+        writer = csv.DictWriter(f, fieldnames=cols)
+        writer.writeheader()
+        for row in rows:
+            if "value" in row:
+                row["value"] = _dumps(row["value"])
+            writer.writerow({k: csv_safe(v) for k, v in row.items()})
+            n += 1
         return n

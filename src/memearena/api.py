@@ -1,0 +1,370 @@
+"""The notebook API: sync functions that also work inside a running event loop (Jupyter), their
+async twins, and result objects with pandas accessors.
+
+A result object is built only from what a run directory holds — ``leaderboard.json``,
+``battles.jsonl`` and ``run.db`` read through :class:`~memearena.store.RunStore`'s public
+methods — so the same object describes a run just finished, a run opened later with
+:func:`open_run`, or a run made by the CLI.
+
+Adding a method's twins (e.g. ``run_adapt`` / ``arun_adapt``)::
+
+    def _adapt_blocking(cfg, run_dir, **kw) -> AdaptResult: ...   # may call asyncio.run
+    run_adapt, arun_adapt = twins(_adapt_blocking, "run_adapt")
+
+then list both names in ``memearena/__init__.py``'s ``_LAZY`` table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from memearena.errors import MemearenaError
+
+if TYPE_CHECKING:  # pandas is an optional extra: imported only when a DataFrame is asked for
+    import pandas as pd
+
+    from memearena.config import RunConfig
+    from memearena.runner import PlannedCalls
+
+__all__ = [
+    "ArenaResult",
+    "MissingExtraError",
+    "aplan_arena",
+    "arun_arena",
+    "open_run",
+    "plan_arena",
+    "run_arena",
+    "twins",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class MissingExtraError(MemearenaError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise MissingExtraError(
+            "DataFrames need pandas: pip install 'memearena[notebook]'"
+        ) from None
+    return pandas
+
+
+# ---------------------------------------------------------------------------------------------
+# Sync in a running loop, and async twins
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def call_blocking(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call ``fn`` here, or — when this thread already runs an event loop (Jupyter) — in a
+    worker thread, whose own ``asyncio.run`` cannot collide with the caller's loop."""
+    if not _in_running_loop():
+        return fn(*args, **kwargs)
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memearena") as pool:
+        return pool.submit(ctx.run, functools.partial(fn, *args, **kwargs)).result()
+
+
+def twins(fn: Callable[P, R], name: str) -> tuple[Callable[P, R], Callable[P, Awaitable[R]]]:
+    """A blocking function as (sync that works inside a running loop, async twin).
+
+    The async twin runs ``fn`` in a worker thread (``asyncio.to_thread``), so awaiting it never
+    blocks the caller's loop; both return what ``fn`` returns and raise what it raises.
+    """
+
+    @functools.wraps(fn)
+    def sync(*args: P.args, **kwargs: P.kwargs) -> R:
+        return call_blocking(fn, *args, **kwargs)
+
+    @functools.wraps(fn)
+    async def async_(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    sync.__name__ = sync.__qualname__ = name
+    async_.__name__ = async_.__qualname__ = f"a{name}"
+    return sync, async_
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    from memearena.jsonsafe import loads_bounded
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise MemearenaError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        value = loads_bounded(text, max_bytes=max(len(text) * 4, 1))
+    except ValueError as e:
+        raise MemearenaError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise MemearenaError(f"{path}: expected a JSON object")
+    return value
+
+
+_ROW_FIELDS = ("model", "rank", "bt", "ci_low", "ci_high", "elo", "win_rate", "battles")
+
+
+class ArenaResult:
+    """An Arena run directory's outputs, with DataFrame accessors (``pip install
+    'memearena[notebook]'`` for pandas).
+
+    ``repr`` is one line; the data is read from the run directory when an accessor is called.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        new_calls: int | None = None,
+        cost_usd: float | None = None,
+        stopped: str | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        """The run directory (holds leaderboard.json, battles.jsonl, run.db, report.html)."""
+        self.new_calls = new_calls
+        """Model calls this invocation paid for (None for a run opened with ``open_run``)."""
+        self.cost_usd = cost_usd
+        """The run's total recorded cost in USD (None for a run opened with ``open_run``)."""
+        self.stopped = stopped
+        """Why the run stopped early (e.g. the spend cap), or None."""
+        self._board: dict[str, Any] | None = None
+
+    # -- plain data --------------------------------------------------------------------------
+    @property
+    def leaderboard(self) -> dict[str, Any]:
+        """``leaderboard.json`` as a dict (empty when the run wrote none)."""
+        if self._board is None:
+            self._board = _read_json(self.run_dir / "leaderboard.json")
+        return self._board
+
+    @property
+    def arena(self) -> dict[str, Any]:
+        """The leaderboard's ``arena`` section (empty when absent)."""
+        section = self.leaderboard.get("arena")
+        return section if isinstance(section, dict) else {}
+
+    @property
+    def status(self) -> dict[str, Any] | None:
+        """The run's completion status from leaderboard.json, when the run recorded one."""
+        status = self.leaderboard.get("status")
+        return status if isinstance(status, dict) else None
+
+    def iter_battles(self) -> Iterator[dict[str, Any]]:
+        """Every resolved battle from ``battles.jsonl``, one dict each (streamed)."""
+        from memearena.jsonsafe import loads_bounded
+
+        path = self.run_dir / "battles.jsonl"
+        if not path.is_file():
+            return
+        with path.open(encoding="utf-8-sig") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = loads_bounded(line)
+                except ValueError as e:
+                    raise MemearenaError(f"{path}:{n}: not valid JSON ({e})") from None
+                if isinstance(row, dict):
+                    yield row
+
+    # -- DataFrames --------------------------------------------------------------------------
+    def to_pandas(self) -> pd.DataFrame:
+        """The overall leaderboard (same as :meth:`leaderboard_df`)."""
+        return self.leaderboard_df()
+
+    def leaderboard_df(self, by: str | None = None) -> pd.DataFrame:
+        """The overall leaderboard, or with ``by`` (``criterion``, ``judge``, ``context``,
+        ``source``) one row per (group, model) with a first column naming the group."""
+        pd = _pandas()
+        if by is None:
+            rows = self.arena.get("overall") or []
+            return pd.DataFrame(rows, columns=_columns(rows))
+        groups = self.arena.get(f"by_{by}")
+        if not isinstance(groups, dict):
+            known = sorted(k[3:] for k in self.arena if k.startswith("by_"))
+            raise MemearenaError(f"no leaderboard by {by!r} in this run (have: {known})")
+        flat = [{by: g, **row} for g, rows in groups.items() for row in rows]
+        return pd.DataFrame(flat, columns=[by, *(c for c in _columns(flat) if c != by)])
+
+    def battles(self) -> pd.DataFrame:
+        """Every resolved battle (``battles.jsonl``), one row each."""
+        return _pandas().DataFrame(list(self.iter_battles()))
+
+    def judges(self) -> pd.DataFrame:
+        """Judge metrics: one row per judge (NDCG, Kendall τ vs the panel with intervals, ...);
+        nested fields are flattened with ``.`` (e.g. ``vs_truth.ndcg.value``)."""
+        pd = _pandas()
+        rows = self.arena.get("judges") or []
+        return pd.json_normalize(rows) if rows else pd.DataFrame()
+
+    def agreement(self) -> pd.DataFrame:
+        """Panel agreement: Krippendorff's α and each judge pair's Cohen κ, with intervals."""
+        pd = _pandas()
+        panel = self.arena.get("panel") or {}
+        rows: list[dict[str, Any]] = []
+        alpha = panel.get("krippendorff_alpha")
+        if isinstance(alpha, dict):
+            rows.append({"metric": "krippendorff_alpha", "pair": None, **alpha})
+        for pair, k in (panel.get("cohen_kappa") or {}).items():
+            if isinstance(k, dict):
+                rows.append({"metric": "cohen_kappa", "pair": pair, **k})
+        return pd.DataFrame(rows, columns=_columns(rows) or ["metric", "pair", "value"])
+
+    def answer_outcomes(self) -> pd.DataFrame:
+        """Per target: answers, refusals and format failures (from leaderboard.json)."""
+        pd = _pandas()
+        rows = [{"model": m, **v} for m, v in (self.arena.get("answers") or {}).items()]
+        return pd.DataFrame(rows, columns=_columns(rows) or ["model"])
+
+    def answers(self) -> pd.DataFrame:
+        """Every stored answer (``run.db``): item, context level, model, text and whether it had
+        the requested sections. Text is the model's untrusted output: escape before rendering."""
+        rows = []
+        for key, value in self._artifacts("answer"):
+            item, level, model = _split_key(key, 3)
+            rows.append(
+                {
+                    "item": item,
+                    "context": level,
+                    "model": model,
+                    "text": value.get("text"),
+                    "format_ok": value.get("format_ok"),
+                }
+            )
+        cols = ["item", "context", "model", "text", "format_ok"]
+        return _pandas().DataFrame(rows, columns=cols)
+
+    def calls(self) -> pd.DataFrame:
+        """Every model call on record (``run.db``): model, role, status, tokens, cost, latency."""
+        from dataclasses import asdict
+
+        records = self._with_store(lambda s: s.calls())
+        rows = [{k: v for k, v in asdict(r).items() if k != "response"} for r in records]
+        return _pandas().DataFrame(rows)
+
+    def errors(self) -> pd.DataFrame:
+        """Every recorded error (``run.db``): kind, key, reason."""
+        from dataclasses import asdict
+
+        rows = [asdict(e) for e in self._with_store(lambda s: s.errors())]
+        return _pandas().DataFrame(rows, columns=["kind", "key", "reason", "detail", "created_at"])
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _with_store(self, fn: Callable[[Any], R]) -> R:
+        from memearena.store import RunStore
+
+        db = self.run_dir / "run.db"
+        if not db.is_file():
+            raise MemearenaError(f"{db}: no run database in this directory")
+        with RunStore(db) as store:
+            return fn(store)
+
+    def _artifacts(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        return self._with_store(lambda s: s.artifacts(kind))
+
+    def __repr__(self) -> str:
+        overall = self.arena.get("overall") or []
+        top = ", ".join(str(r.get("model")) for r in overall[:3])
+        more = ", …" if len(overall) > 3 else ""
+        extra = f", stopped={self.stopped!r}" if self.stopped else ""
+        return (
+            f"ArenaResult({str(self.run_dir)!r}, battles={self.arena.get('battles', 0)}, "
+            f"models=[{top}{more}]{extra})"
+        )
+
+
+def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Column order: the rank-contract fields first, then any others in first-seen order."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    first = [c for c in _ROW_FIELDS if c in seen]
+    return first + [c for c in seen if c not in first]
+
+
+def _split_key(key: str, n: int) -> list[str | None]:
+    parts: list[str | None] = list(key.split("|"))
+    if len(parts) != n:  # an unfamiliar key layout: keep it whole rather than guess
+        return [key, *([None] * (n - 1))]
+    return parts
+
+
+def open_run(run_dir: str | Path) -> ArenaResult:
+    """The results of an existing run directory (nothing is run or called)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise MemearenaError(f"{run_dir}: no such run directory")
+    return ArenaResult(run_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods
+
+
+def _run_arena(
+    cfg: RunConfig | str | Path,
+    run_dir: str | Path,
+    *,
+    max_cost: float | None = None,
+    settings: Sequence[str] | None = None,
+    show_progress: bool = True,
+    bootstrap: int | None = None,
+) -> ArenaResult:
+    """Run (or resume) the Arena in ``run_dir``; returns its results (see :class:`ArenaResult`).
+
+    ``cfg`` is a :class:`~memearena.config.RunConfig` or the path of a YAML config.
+    """
+    from memearena import runner
+    from memearena.config import load_config
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    done = runner.run_arena(
+        cfg,
+        run_dir,
+        max_cost=max_cost,
+        settings=settings,
+        show_progress=show_progress,
+        bootstrap=bootstrap,
+    )
+    return ArenaResult(
+        done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
+    )
+
+
+def _plan_arena(cfg: RunConfig | str | Path, settings: Sequence[str] | None = None) -> PlannedCalls:
+    """Dry run: the calls, tokens and cost a run would make; nothing is called."""
+    from memearena import runner
+    from memearena.config import load_config
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    return runner.plan_arena(cfg, settings)
+
+
+run_arena, arun_arena = twins(_run_arena, "run_arena")
+plan_arena, aplan_arena = twins(_plan_arena, "plan_arena")
