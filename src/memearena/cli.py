@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -16,7 +15,7 @@ from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
 from memearena.cli_judge_audit import judge_audit_app
 from memearena.cli_rank import rank_command
-from memearena.errors import ConfigError, MemearenaError
+from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
 app = typer.Typer(
@@ -47,19 +46,6 @@ MaxCostOpt = Annotated[
 ]
 
 
-def check_options(kwargs: dict[str, Any]) -> None:
-    """Range-check the numeric options every command shares, by name: ``--max-cost`` finite
-    and >= 0, ``--bootstrap`` within 0..MAX_BOOTSTRAP."""
-    from memearena.config import MAX_BOOTSTRAP
-
-    cost = kwargs.get("max_cost")
-    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
-        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
-    boot = kwargs.get("bootstrap")
-    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
-        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
-
-
 def print_error(e: BaseException) -> None:
     """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
     err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
@@ -72,7 +58,9 @@ def one_line_errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            check_options(kwargs)
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
             print_error(e)
@@ -141,15 +129,19 @@ def arena(
     from memearena.pipelines.arena import load_human_guidelines
     from memearena.report.console import print_arena_summary, print_plan
     from memearena.runner import plan_arena, run_arena
+    from memearena.runstatus import print_run_status
 
     cfg = load_config(config)
     if cfg.arena is None:
         raise MemearenaError(f"{config}: arena: section is missing")
     settings = _settings(cfg.arena, compare_settings)
     if dry_run:
+        from memearena.models_check import warn_missing_keys
+
         plan = plan_arena(cfg, settings)
         print_plan(console, cfg, plan)
         check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
+        warn_missing_keys(cfg, err_console)
         return
     if "human" in settings:
         load_human_guidelines(cfg.arena.human_guidelines)  # a bad file fails before any call
@@ -164,7 +156,13 @@ def arena(
         cache_path=(out or Path("runs")) / "cache.sqlite",
     )
     print_arena_summary(console, result)
-    if result.stopped:
+    if result.status is not None:
+        # Exit codes: 1 incomplete (a model produced nothing, items missing, no battles),
+        # 3 spend cap reached (see memearena.runstatus).
+        print_run_status(console, result.status)
+        if result.status.exit_code:
+            raise typer.Exit(result.status.exit_code)
+    elif result.stopped:
         raise typer.Exit(3)
 
 
@@ -195,12 +193,19 @@ def sim_serve(
     from memearena.sim.serve import serve_world
 
     cfg = load_config(config) if config is not None else None
-    console.print(
+    # Announced once listening: a bad option or a port in use is one error line, no banner.
+    banner = (
         f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
     )
     serve_world(
-        host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed, config=cfg
+        host=host,
+        port=port,
+        latency_ms=latency_ms,
+        fail_rate=fail_rate,
+        seed=seed,
+        config=cfg,
+        banner=banner,
     )
 
 

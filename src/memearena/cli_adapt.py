@@ -20,6 +20,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe
 
 __all__ = ["adapt_app"]
 
@@ -55,9 +56,13 @@ def _one_line_errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
-            _err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+            msg = console_safe(e)  # may hold untrusted names or text: shown inert
+            _err.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             _err.print("interrupted: re-run the same command to resume")
