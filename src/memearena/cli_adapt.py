@@ -20,6 +20,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe
 
 __all__ = ["adapt_app"]
 
@@ -55,9 +56,13 @@ def _one_line_errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
-            _err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+            msg = console_safe(e)  # may hold untrusted names or text: shown inert
+            _err.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             _err.print("interrupted: re-run the same command to resume")
@@ -73,6 +78,56 @@ def _ci(v: Any, ci: Any, pct: bool = False) -> str:
     if pct:
         return f"{v:.1%} [{lo:.1%}, {hi:.1%}]" if lo is not None else f"{v:.1%}"
     return f"{v:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None else f"{v:.2f}"
+
+
+@adapt_app.command("run")
+@_one_line_errors
+def run_command(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML) with an adapt: section.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+    ] = False,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run (or resume) Adapt: mining, misbeliefs, references, scoring, refinement."""
+    from memearena.config import load_config
+    from memearena.pipelines.adapt import plan_adapt, run_adapt
+    from memearena.report.adapt import print_adapt_summary
+    from memearena.report.console import print_plan
+
+    cfg = load_config(config)
+    if cfg.adapt is None:
+        raise MemearenaError(f"{config}: adapt: section is missing")
+    if dry_run:
+        print_plan(_console, cfg, plan_adapt(cfg))
+        return
+    root = out or Path("runs")
+    result = run_adapt(
+        cfg,
+        root / cfg.run,
+        max_cost=max_cost,
+        console=_console,
+        show_progress=not no_progress,
+        cache_path=root / "cache.sqlite",
+    )
+    print_adapt_summary(_console, result.section)
+    _console.print(
+        Text(
+            f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
+            f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, adapt_chains.jsonl, "
+            "report.html)"
+        )
+    )
+    if result.stopped:
+        _err.print(Text(f"stopped: {result.stopped}; re-run the same command to resume"))
+        raise typer.Exit(3)
+    if not result.outcome.originals:
+        _err.print("error: the run produced no scored answer", highlight=False)
+        raise typer.Exit(1)
 
 
 @adapt_app.command("import")

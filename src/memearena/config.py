@@ -216,6 +216,8 @@ class SimModelConfig(_ModelCommon):
     """Simulated response latency."""
     model: str | None = None
     """Display name (defaults to the config key)."""
+    category_skill: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """Target (Adapt): understanding per harm category, overriding ``skill`` in that category."""
 
 
 ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator="provider")]
@@ -558,6 +560,20 @@ def load_config(path: str | Path) -> RunConfig:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
     return parse_config(raw, str(path), path.parent.resolve())
+
+
+def check_option_ranges(options: Mapping[str, Any]) -> None:
+    """Range-check the numeric command-line options every command shares, by name:
+    ``max_cost`` finite and >= 0, ``bootstrap`` within 0..MAX_BOOTSTRAP, ``scale`` finite > 0."""
+    cost = options.get("max_cost")
+    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
+        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
+    boot = options.get("bootstrap")
+    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
+    scale = options.get("scale")
+    if isinstance(scale, float | int) and not (math.isfinite(scale) and 0 < scale <= 1e6):
+        raise ConfigError(f"--scale: must be a finite number > 0, got {scale}")
 
 
 def arena_call_estimate(

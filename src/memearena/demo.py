@@ -41,4 +41,7 @@ def run_demo(
     )
     result = run_arena(demo_config(), run_dir, console=console, show_progress=show_progress)
     print_arena_summary(console, result)
+    from memearena.pipelines.adapt.demo import run_adapt_demo
+
+    run_adapt_demo(run_dir, console=console, show_progress=show_progress)
     return result

@@ -39,6 +39,34 @@ VARS: dict[str, dict[str, Any]] = {
     },
     "ping": {},
     "reask": {"reason": "no JSON object"},
+    "adapt.miner": {"meme_text": "SOME MEME", "taxonomy": [("Race", "d")]},
+    "adapt.category_judge": {"taxonomy": [("Race", "d")], "name": "Age", "description": "d"},
+    "adapt.image_examiner": {"meme_text": None, "name": "Age", "description": "d"},
+    "adapt.instruction": {"name": "Age", "description": "d"},
+    "adapt.narrator": {"meme_text": "SOME MEME", "category": "Race", "description": "d"},
+    "adapt.answer": {"meme_text": "SOME MEME", "instruction": "Explain."},
+    "adapt.reference": {"meme_text": "SOME MEME", "instruction": "Explain.", "misbelief": "m"},
+    "adapt.reference_judge": {
+        "meme_text": "SOME MEME",
+        "instruction": "Explain.",
+        "misbelief": "m",
+        "candidates": ["one", "two"],
+    },
+    "adapt.score": {
+        "meme_text": "SOME MEME",
+        "instruction": "Explain.",
+        "reference": "a reference",
+        "answer": "an answer",
+        "cap": 4,
+    },
+    "adapt.refine": {
+        "meme_text": "SOME MEME",
+        "category": "Race",
+        "misbelief": "m",
+        "examples": [{"text": "t", "misbelief": "m", "score": "3"}],
+        "rejected": ["r"],
+    },
+    "adapt.check": {"original_text": "SOME MEME", "rewrite": "A MEME", "misbelief": "m"},
 }
 
 

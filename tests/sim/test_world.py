@@ -161,7 +161,7 @@ def test_ping_and_unmodelled_roles_get_short_replies() -> None:
     w = world({})
     image = ImagePart("data:image/png;base64,AAAA", "cd" * 32)
     assert len(w.respond("any", "ping", build_messages("ping", image=image), P).split()) == 3
-    other = w.respond("any", "adapt.miner", [Message.text("user", "hi")], P)
+    other = w.respond("any", "judge_audit.judge", [Message.text("user", "hi")], P)
     assert "simulated" in other and len(other) < 200
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Interval", "cluster_interval"]
+from memearena.config import RunConfig
+
+__all__ = ["MAX_REPORTED_CHAINS", "Interval", "adapt_section", "cluster_interval"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +58,234 @@ def cluster_interval(
     means = tot[n > 0] / n[n > 0]
     lo, hi = np.quantile(means, [0.025, 0.975])
     return Interval(point, float(lo), float(hi))
+
+
+# ---- the leaderboard section --------------------------------------------------------------
+
+
+def _est(values: Sequence[float], units: Sequence[Hashable], rounds: int, seed: int) -> dict:
+    iv = cluster_interval(values, units, rounds, seed)
+    return {"value": iv.value, "ci": [iv.low, iv.high], "n": len(values)}
+
+
+def _rate_rows(
+    originals: Sequence[dict[str, Any]],
+    chains: Sequence[dict[str, Any]],
+    threshold: float,
+    rounds: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Scores and failure rates of one set of records (one model, or one model x category)."""
+    scored = [o for o in originals if o["outcome"] == "scored"]
+    vals = [float(o["score"]) for o in scored]
+    units = [o["meme"] for o in scored]
+    fails = [1.0 if v < threshold else 0.0 for v in vals]
+    avg = _est(vals, units, rounds, seed)
+    fr = _est(fails, units, rounds, seed)
+    by_repeat: dict[int, list[float]] = {}
+    for o, f in zip(scored, fails, strict=True):
+        by_repeat.setdefault(o["repeat"], []).append(f)
+    seeds = [float(np.mean(v)) for _, v in sorted(by_repeat.items())]
+    # Conditional loop (the method): a seed's outcome is its hardest version found.
+    cond = [c for c in chains if c["mode"] == "conditional"]
+    c_units = [c["seed"] for c in cond]
+    c_seed_fail = [1.0 if c["seed_score"] < threshold else 0.0 for c in cond]
+    c_refined = []
+    for c in cond:
+        lows = [s["score_after"] for s in c["steps"] if s.get("score_after") is not None]
+        c_refined.append(1.0 if min([c["seed_score"], *lows]) < threshold else 0.0)
+    # Unconditional control: every rewrite, paired with its own meme's original score.
+    ctrl = [
+        s
+        for c in chains
+        if c["mode"] == "control"
+        for s in c["steps"]
+        if s.get("score_after") is not None
+    ]
+    k_units = [s["meme"] for s in ctrl]
+    k_after = [1.0 if s["score_after"] < threshold else 0.0 for s in ctrl]
+    k_before = [1.0 if s["score_before"] < threshold else 0.0 for s in ctrl]
+    refined = _est(c_refined, c_units, rounds, seed)
+    inc = _est([a - b for a, b in zip(c_refined, c_seed_fail, strict=True)], c_units, rounds, seed)
+    control = _est(k_after, k_units, rounds, seed)
+    c_inc = _est([a - b for a, b in zip(k_after, k_before, strict=True)], k_units, rounds, seed)
+    return {
+        "answers": len(originals),
+        "scored": len(scored),
+        "refused": sum(1 for o in originals if o["outcome"] == "refused"),
+        "unparsed": sum(1 for o in originals if o["outcome"] == "unparsed"),
+        "no_reference": sum(1 for o in originals if o["outcome"] == "no_reference"),
+        "self_scored": sum(1 for o in scored if o.get("self_scored")),
+        "memes": len(set(units)),
+        "avg_score": avg["value"],
+        "avg_score_ci": avg["ci"],
+        "failure_rate": fr["value"],
+        "failure_rate_ci": fr["ci"],
+        "failure_rate_by_seed": seeds,
+        "failure_rate_seed_sd": float(np.std(seeds, ddof=1)) if len(seeds) > 1 else None,
+        "seed_chains": len(cond),
+        "refined_failure_rate": refined["value"],
+        "refined_failure_rate_ci": refined["ci"],
+        "refined_increase": inc["value"],
+        "refined_increase_ci": inc["ci"],
+        "control_steps": len(ctrl),
+        "control_failure_rate": control["value"],
+        "control_failure_rate_ci": control["ci"],
+        "control_increase": c_inc["value"],
+        "control_increase_ci": c_inc["ci"],
+    }
+
+
+def _agreement(
+    originals: Sequence[dict[str, Any]], scorers: Sequence[str], threshold: float, rounds: int
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i, a in enumerate(scorers):
+        for b in scorers[i + 1 :]:
+            pairs = [
+                (o["by_scorer"][a], o["by_scorer"][b], o["meme"])
+                for o in originals
+                if o.get("by_scorer", {}).get(a) is not None
+                and o.get("by_scorer", {}).get(b) is not None
+            ]
+            exact = _est([float(x == y) for x, y, _ in pairs], [u for *_, u in pairs], rounds, 0)
+            fail = _est(
+                [float((x < threshold) == (y < threshold)) for x, y, _ in pairs],
+                [u for *_, u in pairs],
+                rounds,
+                0,
+            )
+            out.append(
+                {
+                    "scorers": [a, b],
+                    "pairs": len(pairs),
+                    "exact_agreement": exact["value"],
+                    "exact_agreement_ci": exact["ci"],
+                    "failure_agreement": fail["value"],
+                    "failure_agreement_ci": fail["ci"],
+                }
+            )
+    return out
+
+
+def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None) -> dict[str, Any]:
+    """The ``"adapt"`` section of ``leaderboard.json`` from one run's records."""
+    acfg = cfg.adapt
+    assert acfg is not None
+    rounds = acfg.bootstrap if bootstrap is None else bootstrap
+    thr = acfg.failure_threshold
+    originals: list[dict[str, Any]] = outcome.originals
+    chains: list[dict[str, Any]] = outcome.chains
+    models = []
+    by_category: dict[str, list[dict[str, Any]]] = {}
+    categories = sorted({o["category"] for o in originals})
+    for t in acfg.targets:
+        mine = [o for o in originals if o["target"] == t]
+        mine_chains = [c for c in chains if c["target"] == t]
+        self_scoring = [s for s in acfg.scorers if _is_self(cfg, s, t)]
+        models.append(
+            {
+                "model": t,
+                **_rate_rows(mine, mine_chains, thr, rounds, cfg.seed),
+                "weaknesses": sum(
+                    1
+                    for c in mine_chains
+                    if c["mode"] == "conditional"
+                    for s in c["steps"]
+                    if s.get("score_after") is not None and s["score_after"] < s["score_before"]
+                ),
+                "scored_by_itself": self_scoring,
+            }
+        )
+        for cat in categories:
+            rows = [o for o in mine if o["category"] == cat]
+            others = [o for o in mine if o["category"] != cat and o["outcome"] == "scored"]
+            o_fr = _est(
+                [1.0 if o["score"] < thr else 0.0 for o in others],
+                [o["meme"] for o in others],
+                rounds,
+                cfg.seed,
+            )
+            by_category.setdefault(cat, []).append(
+                {
+                    "model": t,
+                    **_rate_rows(
+                        rows,
+                        [c for c in mine_chains if c["category"] == cat],
+                        thr,
+                        rounds,
+                        cfg.seed,
+                    ),
+                    "others_failure_rate": o_fr["value"],
+                    "others_failure_rate_ci": o_fr["ci"],
+                }
+            )
+    weaknesses = [
+        {
+            "model": c["target"],
+            "category": c["category"],
+            "misbelief": s["misbelief"],
+            "steps": s["step"],
+            "score_drop": s["score_before"] - s["score_after"],
+            "meme": s["meme"],
+            "repeat": c["repeat"],
+        }
+        for c in chains
+        if c["mode"] == "conditional"
+        for s in c["steps"]
+        if s.get("score_after") is not None and s["score_after"] < s["score_before"]
+    ]
+    weaknesses.sort(key=lambda w: (-w["score_drop"], w["model"], w["category"], w["meme"]))
+    shown_chains = sorted(
+        (c for c in chains if c["steps"]),
+        key=lambda c: (
+            -sum(
+                s["score_before"] - s["score_after"]
+                for s in c["steps"]
+                if s.get("score_after") is not None
+            ),
+            c["target"],
+            c["seed"],
+            c["mode"],
+        ),
+    )[:MAX_REPORTED_CHAINS]
+    section: dict[str, Any] = {
+        "failure_threshold": thr,
+        "repeats": acfg.repeats,
+        "memes": outcome.memes,
+        "interval": "95% bootstrap over memes (all repeats of a meme resampled together)",
+        "models": models,
+        "by_category": by_category,
+        "weaknesses": weaknesses,
+        "taxonomy": outcome.taxonomy,
+        "taxonomy_version": outcome.taxonomy_version,
+        "taxonomy_decisions": outcome.decisions,
+        "chains": shown_chains,
+        "scorer_agreement": _agreement(originals, acfg.scorers, thr, rounds),
+        "pending": outcome.pending,
+        "stopped": outcome.stopped,
+    }
+    sims = {n: m for n, m in cfg.models.items() if getattr(m, "provider", "") == "sim"}
+    if acfg.targets and all(t in sims for t in acfg.targets):
+        section["simulated"] = {
+            "note": "simulated targets: a test of the method, not a result about real models",
+            "null_world": acfg.sim.null_world,
+            "category_skill": {
+                t: dict(getattr(sims[t], "category_skill", {}))
+                for t in acfg.targets
+                if getattr(sims[t], "category_skill", None)
+            },
+        }
+    return section
+
+
+MAX_REPORTED_CHAINS = 30
+"""Refinement chains kept in ``leaderboard.json`` (largest score drops first); every chain is
+in ``adapt_chains.jsonl``."""
+
+
+def _is_self(cfg: RunConfig, scorer: str, target: str) -> bool:
+    if scorer == target:
+        return True
+    fs = getattr(cfg.models.get(scorer), "family", None)
+    return fs is not None and fs == getattr(cfg.models.get(target), "family", None)

@@ -32,6 +32,17 @@ ROLE_TEMPLATES: dict[str, str] = {
     "arena.guideline_self": "arena/guideline_draft.j2",
     "arena.guideline_refine": "arena/guideline_refine.j2",
     "arena.judge": "arena/judge_pairwise.j2",
+    "adapt.miner": "adapt/miner.j2",
+    "adapt.category_judge": "adapt/category_judge.j2",
+    "adapt.image_examiner": "adapt/image_examiner.j2",
+    "adapt.instruction": "adapt/instruction.j2",
+    "adapt.narrator": "adapt/narrator.j2",
+    "adapt.answer": "adapt/answer.j2",
+    "adapt.reference": "adapt/reference.j2",
+    "adapt.reference_judge": "adapt/reference_judge.j2",
+    "adapt.score": "adapt/scorer.j2",
+    "adapt.refine": "adapt/refiner.j2",
+    "adapt.check": "adapt/checker.j2",
     "ping": "common/ping.j2",
     "reask": "common/reask.j2",
 }
@@ -43,6 +54,17 @@ _SYSTEM_TEMPLATES: dict[str, str] = {
     "arena/guideline_draft.j2": "common/system_judge.j2",
     "arena/guideline_refine.j2": "common/system_judge.j2",
     "arena/judge_pairwise.j2": "common/system_judge.j2",
+    "adapt/miner.j2": "common/system_context.j2",
+    "adapt/category_judge.j2": "common/system_context.j2",
+    "adapt/image_examiner.j2": "common/system_context.j2",
+    "adapt/instruction.j2": "common/system_context.j2",
+    "adapt/narrator.j2": "common/system_context.j2",
+    "adapt/answer.j2": "common/system_target.j2",
+    "adapt/reference.j2": "common/system_target.j2",
+    "adapt/reference_judge.j2": "common/system_judge.j2",
+    "adapt/scorer.j2": "common/system_judge.j2",
+    "adapt/refiner.j2": "common/system_context.j2",
+    "adapt/checker.j2": "common/system_judge.j2",
 }
 _DEFAULT_SYSTEM = "common/system_default.j2"
 
@@ -55,10 +77,34 @@ DELIMITER_TAGS: tuple[str, ...] = (
     "response_a",
     "response_b",
     "criteria",
+    "taxonomy",
+    "proposal",
+    "category",
+    "instruction",
+    "misbelief",
+    "reference",
+    "answer",
+    "candidate",
+    "examples",
+    "rewrite",
+    "original_text",
 )
 """Tags that delimit the inputs inside a prompt (the simulator reads them back)."""
 
-RESERVED_KEYS: tuple[str, ...] = ("verdicts", "guideline", "contexts")
+RESERVED_KEYS: tuple[str, ...] = (
+    "verdicts",
+    "guideline",
+    "contexts",
+    "categories",
+    "accept",
+    "fits",
+    "instruction",
+    "misbelief",
+    "choice",
+    "better",
+    "rewrite",
+    "carries_misbelief",
+)
 """JSON fields an agent's own answer is read from (``prompts.parsers``): inserted text cannot
 write them as object keys."""
 

@@ -476,11 +476,22 @@ class Section:
     """Heading of the section."""
     template: str
     """The partial that renders it (``_<method>.html.j2``); it reads ``section`` (the view)."""
-    build: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-    """(the section's JSON, the whole document) -> its view model, tolerant of missing keys."""
+    build: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]
+    """(the section's JSON, the whole document) -> its view model (with ``nav``: a list of
+    (anchor, label)), or None to leave the section out; tolerant of missing keys."""
 
 
-SECTIONS: list[Section] = [Section("arena", "Arena", "_arena.html.j2", _arena_view)]
+def _adapt_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    from memearena.report.adapt import adapt_view
+
+    view = adapt_view(board)
+    return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
+
+
+SECTIONS: list[Section] = [
+    Section("arena", "Arena", "_arena.html.j2", _arena_view),
+    Section("adapt", "Adapt", "adapt.html.j2", _adapt_section),
+]
 """Method sections in page order; a method adds its own (an additive edit)."""
 
 
@@ -549,7 +560,10 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
     for sec in SECTIONS:
         if sec.key in board:
             view = sec.build(_dict(board.get(sec.key)), board)
-            sections.append({"key": sec.key, "title": sec.title, "template": sec.template, **view})
+            if view is not None:
+                sections.append(
+                    {"key": sec.key, "title": sec.title, "template": sec.template, **view}
+                )
     arena = next((s for s in sections if s["key"] == "arena"), None)
     run = _run_facts(board.get("run"))
     return {

@@ -37,6 +37,7 @@ from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
 from memearena.prompts.render import DELIMITER_TAGS
 from memearena.prompts.schemas import LEVELS
+from memearena.sim.adapt import AdaptWorld
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -218,6 +219,8 @@ class SimWorld:
         self._memes: dict[str, _Meme] = {}
         self._knowledge: dict[tuple[str, str], _Knowledge] = {}
         self._scores: dict[tuple[str, _Beliefs, str], dict[str, float]] = {}
+        self.adapt = AdaptWorld(self)
+        """The Adapt method's roles (``memearena.sim.adapt``)."""
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -291,6 +294,8 @@ class SimWorld:
         if cfg.refusal_rate > 0 and rng.random() < cfg.refusal_rate:
             return REFUSAL_TEXT
         bad_format = cfg.format_error_rate > 0 and attempt.random() < cfg.format_error_rate
+        if role.startswith("adapt."):
+            return self.adapt.respond(prof, role, messages, params, rng, bad_format)
         if role == "arena.answer":
             return self._answer(prof, prompt, rng, bad_format)
         if role == "arena.judge":
