@@ -160,6 +160,7 @@ def _run_locked(
 ) -> JudgeAuditRunResult:
     from memearena.analysis.judge_audit import judge_audit_section, score_rows
     from memearena.report.html import write_report
+    from memearena.report.judge_audit import attach_thumbnails
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
@@ -182,6 +183,7 @@ def _run_locked(
 
         outcome = asyncio.run(go())
         section = judge_audit_section(cfg, outcome, store, bootstrap=bootstrap)
+        attach_thumbnails(section, image_dir)
         lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
         _atomic_write(run_dir / SCORES_FILE, lines)
         board = _merged_board(run_dir, section)

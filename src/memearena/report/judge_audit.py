@@ -25,15 +25,17 @@ if TYPE_CHECKING:
     from memearena.runner_judge_audit import JudgeAuditRunResult
 
 __all__ = [
+    "attach_thumbnails",
     "classic_table",
     "demo_check",
     "judge_audit_table",
     "judge_audit_view",
     "print_judge_audit_summary",
+    "thumbnail",
 ]
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
-_THUMB = 320
+_THUMB = 240
 
 
 def _num(x: Any, digits: int = 2) -> str:
@@ -155,16 +157,19 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
 
 # ---- HTML view ---------------------------------------------------------------------------------
 
+_THUMB_URL = re.compile(r"^data:image/jpeg;base64,[A-Za-z0-9+/]+={0,2}$")
+_THUMB_MAX = 200_000
 
-def _thumbnail(run_dir: Path | None, sha: Any) -> str | None:
-    """A data URL of a small re-encoded copy of a stored image, or None (absent, renamed or
-    tampered with: the bytes must hash to the name)."""
-    if run_dir is None or not isinstance(sha, str) or not _SHA.match(sha):
+
+def thumbnail(image_dir: Path, sha: Any) -> str | None:
+    """A data URL of a small re-encoded JPEG copy of a stored image, or None (absent, or its
+    bytes no longer hash to its name: a tampered file is never shown)."""
+    if not isinstance(sha, str) or not _SHA.match(sha):
         return None
     from PIL import Image
 
     for ext in ("png", "jpg"):
-        p = run_dir / "judge_audit" / "images" / f"{sha}.{ext}"
+        p = image_dir / f"{sha}.{ext}"
         if not p.is_file():
             continue
         data = p.read_bytes()
@@ -175,38 +180,55 @@ def _thumbnail(run_dir: Path | None, sha: Any) -> str | None:
                 im = src.convert("RGB")
             im.thumbnail((_THUMB, _THUMB))
             buf = io.BytesIO()
-            im.save(buf, format="JPEG", quality=80)
+            im.save(buf, format="JPEG", quality=75)
         except Exception:  # a file that does not decode is simply not shown
             return None
         return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
     return None
 
 
+def attach_thumbnails(section: dict[str, Any], image_dir: Path) -> dict[str, Any]:
+    """The section with a ``thumb`` beside every example image hash (so the report, re-rendered
+    from ``leaderboard.json`` alone, can show the before/after pictures)."""
+    for examples in _mapping(section.get("examples")).values():
+        for ex in examples if isinstance(examples, list) else []:
+            for side in ("unbiased", "biased"):
+                s = ex.get(side) if isinstance(ex, dict) else None
+                if isinstance(s, dict) and s.get("image"):
+                    s["thumb"] = thumbnail(image_dir, s["image"])
+    return section
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _side(side: Any, run_dir: Path | None) -> dict[str, Any]:
-    side = side if isinstance(side, dict) else {}
+def _safe_thumb(value: Any) -> str | None:
+    # leaderboard.json is read back from disk: only a plain base64 JPEG data URL may reach src.
+    if isinstance(value, str) and len(value) <= _THUMB_MAX and _THUMB_URL.match(value):
+        return value
+    return None
+
+
+def _side(side: Any) -> dict[str, Any]:
+    side = _mapping(side)
     return {
         "query": str(side.get("query") or ""),
         "response": str(side.get("response") or ""),
-        "image": _thumbnail(run_dir, side.get("image")),
+        "image": _safe_thumb(side.get("thumb")),
         "has_image": side.get("image") is not None,
         "sha": str(side.get("image") or "")[:12],
     }
 
 
-def judge_audit_view(section: Any, run_dir: Path | None = None) -> dict[str, Any] | None:
+def judge_audit_view(section: Any) -> dict[str, Any] | None:
     """Everything the report's Judge audit partial shows, formatted (None: no section)."""
-    if not isinstance(section, dict):
+    if not isinstance(section, dict) or not section:
         return None
     rows = []
-    for r in section.get("leaderboard") or []:
-        if not isinstance(r, dict):
-            continue
-        cats = r.get("categories") or {}
-        types = r.get("types") or {}
+    for r in _rows(section):
+        cats = _mapping(r.get("categories"))
+        types = _mapping(r.get("types"))
         rows.append(
             {
                 "rank": str(r.get("rank", "")),
@@ -214,7 +236,7 @@ def judge_audit_view(section: Any, run_dir: Path | None = None) -> dict[str, Any
                 "overall": _fig(r.get("overall")),
                 "categories": [_fig(cats.get(c)) for c in BIAS_CATEGORIES],
                 "types": [_fig(types.get(t)) for t in BIAS_TYPES],
-                "pairs": [str((types.get(t) or {}).get("pairs", 0)) for t in BIAS_TYPES],
+                "pairs": [str(_mapping(types.get(t)).get("pairs", 0)) for t in BIAS_TYPES],
                 "p_first": _fig(r.get("p_prefer_first")),
                 "consistency": _fig(r.get("position_consistency")),
                 "p_padded": _fig(r.get("p_prefer_padded")),
@@ -231,25 +253,25 @@ def judge_audit_view(section: Any, run_dir: Path | None = None) -> dict[str, Any
         for ex in _mapping(section.get("examples")).get(bias_type) or []:
             if not isinstance(ex, dict):
                 continue
-            scores = _mapping(ex.get("scores"))
             examples.append(
                 {
                     "bias_type": bias_type,
                     "item": str(ex.get("item", "")),
-                    "before": _side(ex.get("unbiased"), run_dir),
-                    "after": _side(ex.get("biased"), run_dir),
+                    "before": _side(ex.get("unbiased")),
+                    "after": _side(ex.get("biased")),
                     "scores": [
                         (
                             str(j),
                             _num(_mapping(s).get("unbiased"), 0),
                             _num(_mapping(s).get("biased"), 0),
                         )
-                        for j, s in sorted(scores.items())
+                        for j, s in sorted(_mapping(ex.get("scores")).items())
                     ],
                 }
             )
     sim = section.get("simulated")
     return {
+        "nav": [("judge-audit", "Judge audit")],
         "rows": rows,
         "categories": list(BIAS_CATEGORIES),
         "types": list(BIAS_TYPES),

@@ -9,6 +9,7 @@ from pathlib import Path
 from PIL import Image
 
 from memearena.report.html import render_report
+from memearena.report.judge_audit import attach_thumbnails
 
 
 def _section(sha: str) -> dict[str, object]:
@@ -50,9 +51,14 @@ def _store_image(run_dir: Path) -> str:
     return sha
 
 
+def _images(run_dir: Path) -> Path:
+    return run_dir / "judge_audit" / "images"
+
+
 def test_section_is_escaped_and_embeds_verified_images(tmp_path: Path) -> None:
     sha = _store_image(tmp_path)
-    html = render_report({"judge_audit": _section(sha)}, run_dir=tmp_path)
+    section = attach_thumbnails(_section(sha), _images(tmp_path))
+    html = render_report({"judge_audit": section})
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert "<img src=x" not in html and "&lt;img src=x" in html
     assert "<b>text_dominance</b>" not in html
@@ -64,5 +70,16 @@ def test_section_is_escaped_and_embeds_verified_images(tmp_path: Path) -> None:
 def test_a_tampered_image_is_not_embedded(tmp_path: Path) -> None:
     sha = _store_image(tmp_path)
     (tmp_path / "judge_audit" / "images" / f"{sha}.png").write_bytes(b"\x89PNG not the same")
-    html = render_report({"judge_audit": _section(sha)}, run_dir=tmp_path)
+    section = attach_thumbnails(_section(sha), _images(tmp_path))
+    html = render_report({"judge_audit": section})
     assert "data:image/jpeg;base64," not in html
+
+
+def test_only_plain_base64_jpeg_thumbnails_reach_the_page(tmp_path: Path) -> None:
+    section = _section("a" * 64)
+    ex = section["examples"]["texture_insertion"][0]  # type: ignore[index]
+    ex["unbiased"]["thumb"] = 'data:image/jpeg;base64,AAAA" onerror="alert(1)'
+    ex["biased"]["thumb"] = "data:text/html;base64,PHNjcmlwdD4="
+    html = render_report({"judge_audit": section})
+    assert 'onerror="alert' not in html and "data:text/html" not in html
+    assert 'src="data:image/jpeg' not in html
