@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -16,7 +15,7 @@ from memearena.cli_adapt import adapt_app
 from memearena.cli_data import check_command
 from memearena.cli_judge_audit import judge_audit_app
 from memearena.cli_rank import rank_command
-from memearena.errors import ConfigError, MemearenaError
+from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
 app = typer.Typer(
@@ -47,19 +46,6 @@ MaxCostOpt = Annotated[
 ]
 
 
-def check_options(kwargs: dict[str, Any]) -> None:
-    """Range-check the numeric options every command shares, by name: ``--max-cost`` finite
-    and >= 0, ``--bootstrap`` within 0..MAX_BOOTSTRAP."""
-    from memearena.config import MAX_BOOTSTRAP
-
-    cost = kwargs.get("max_cost")
-    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
-        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
-    boot = kwargs.get("bootstrap")
-    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
-        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
-
-
 def print_error(e: BaseException) -> None:
     """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
     err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
@@ -72,7 +58,9 @@ def one_line_errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            check_options(kwargs)
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
             print_error(e)

@@ -57,9 +57,13 @@ def _one_line_errors(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
             return fn(*args, **kwargs)
         except MemearenaError as e:
-            _err.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
+            msg = console_safe(e)  # may hold untrusted names or text: shown inert
+            _err.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             _err.print("interrupted: re-run the same command to resume")

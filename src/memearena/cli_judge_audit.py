@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
+from memearena.report.safe import console_safe
 from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
 
 __all__ = ["judge_audit_app", "load_scored_pairs", "metrics_table"]
@@ -40,7 +42,7 @@ judge_audit_app = typer.Typer(
 
 def _fail(message: str) -> typer.Exit:
     Console(stderr=True, highlight=False, soft_wrap=True).print(
-        f"[red]error:[/red] {' '.join(message.split())}"
+        f"[red]error:[/red] {console_safe(' '.join(message.split()))}"
     )
     return typer.Exit(2)
 
@@ -159,6 +161,7 @@ def metrics_command(
     """BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap
     over items), from any judge run's scored pairs; null scores are unparsed and excluded."""
     try:
+        check_option_ranges({"bootstrap": bootstrap, "scale": scale})
         pairs = load_scored_pairs(scores, judge=judge, scale=scale)
         table = bias_table(pairs, scale=scale, n_boot=bootstrap, seed=seed)
     except MemearenaError as e:

@@ -562,6 +562,20 @@ def load_config(path: str | Path) -> RunConfig:
     return parse_config(raw, str(path), path.parent.resolve())
 
 
+def check_option_ranges(options: Mapping[str, Any]) -> None:
+    """Range-check the numeric command-line options every command shares, by name:
+    ``max_cost`` finite and >= 0, ``bootstrap`` within 0..MAX_BOOTSTRAP, ``scale`` finite > 0."""
+    cost = options.get("max_cost")
+    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
+        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
+    boot = options.get("bootstrap")
+    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
+    scale = options.get("scale")
+    if isinstance(scale, float | int) and not (math.isfinite(scale) and 0 < scale <= 1e6):
+        raise ConfigError(f"--scale: must be a finite number > 0, got {scale}")
+
+
 def arena_call_estimate(
     cfg: RunConfig, n_memes: int, settings: Sequence[str] | None = None
 ) -> dict[str, float]:

@@ -140,10 +140,11 @@ def test_max_cost_zero_and_positive_are_accepted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["-5", str(MAX_BOOTSTRAP + 1), str(10**12)])
-def test_rank_bootstrap_is_bounded(value: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["rank", "judge-audit metrics", "adapt import"])
+def test_every_bootstrap_option_is_bounded(command: str, value: str, tmp_path: Path) -> None:
     battles = tmp_path / "b.jsonl"
     battles.write_text('{"model_a": "x", "model_b": "y", "winner": "model_a"}\n')
-    result = runner.invoke(app, ["rank", str(battles), "--bootstrap", value])
+    result = runner.invoke(app, [*command.split(), str(battles), "--bootstrap", value])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "--bootstrap" in result.output
 
