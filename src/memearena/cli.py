@@ -129,15 +129,19 @@ def arena(
     from memearena.pipelines.arena import load_human_guidelines
     from memearena.report.console import print_arena_summary, print_plan
     from memearena.runner import plan_arena, run_arena
+    from memearena.runstatus import print_run_status
 
     cfg = load_config(config)
     if cfg.arena is None:
         raise MemearenaError(f"{config}: arena: section is missing")
     settings = _settings(cfg.arena, compare_settings)
     if dry_run:
+        from memearena.models_check import warn_missing_keys
+
         plan = plan_arena(cfg, settings)
         print_plan(console, cfg, plan)
         check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
+        warn_missing_keys(cfg, err_console)
         return
     if "human" in settings:
         load_human_guidelines(cfg.arena.human_guidelines)  # a bad file fails before any call
@@ -152,7 +156,13 @@ def arena(
         cache_path=(out or Path("runs")) / "cache.sqlite",
     )
     print_arena_summary(console, result)
-    if result.stopped:
+    if result.status is not None:
+        # Exit codes: 1 incomplete (a model produced nothing, items missing, no battles),
+        # 3 spend cap reached (see memearena.runstatus).
+        print_run_status(console, result.status)
+        if result.status.exit_code:
+            raise typer.Exit(result.status.exit_code)
+    elif result.stopped:
         raise typer.Exit(3)
 
 
@@ -183,12 +193,19 @@ def sim_serve(
     from memearena.sim.serve import serve_world
 
     cfg = load_config(config) if config is not None else None
-    console.print(
+    # Announced once listening: a bad option or a port in use is one error line, no banner.
+    banner = (
         f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
     )
     serve_world(
-        host=host, port=port, latency_ms=latency_ms, fail_rate=fail_rate, seed=seed, config=cfg
+        host=host,
+        port=port,
+        latency_ms=latency_ms,
+        fail_rate=fail_rate,
+        seed=seed,
+        config=cfg,
+        banner=banner,
     )
 
 

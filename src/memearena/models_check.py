@@ -6,6 +6,7 @@ import asyncio
 import base64
 import hashlib
 import io
+import os
 import time
 
 from PIL import Image, ImageDraw
@@ -32,8 +33,30 @@ def ping_image() -> ImagePart:
     return ImagePart(url, hashlib.sha256(raw).hexdigest())
 
 
+def missing_keys(cfg: RunConfig) -> list[str]:
+    """One warning per configured model whose ``api_key_env`` variable is unset or empty."""
+    out = []
+    for name, m in cfg.models.items():
+        env = getattr(m, "api_key_env", None)
+        if env and not os.environ.get(env):
+            out.append(f"model {name!r}: environment variable {env} is not set (its API key)")
+    return out
+
+
+def warn_missing_keys(cfg: RunConfig, console: Console) -> list[str]:
+    """Print the ``missing_keys`` warnings (escaped); returns them."""
+    found = missing_keys(cfg)
+    for w in found:
+        console.print(
+            f"[yellow]warning:[/yellow] {console_safe(w)}", highlight=False, soft_wrap=True
+        )
+    return found
+
+
 def check_models(cfg: RunConfig, console: Console) -> bool:
-    """Ping each model (no cache); print a table; True when every model answered."""
+    """Ping each model (no cache); print a table; True when every model answered. Endpoint
+    failures (refused, unknown host, bad key, unknown model) fail at once, naming the model."""
+    warn_missing_keys(cfg, console)
     messages = build_messages("common/ping.j2", image=ping_image())
     pool = ModelPool(cfg.models, responder=demo_world(cfg.seed))
 
@@ -66,4 +89,9 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
             console_safe(text),
         )
     console.print(table)
+    for _name, status, _dt, text in rows:
+        if status == "failed":  # the whole reason, on one line (table cells wrap it)
+            console.print(
+                f"[red]failed:[/red] {console_safe(text)}", highlight=False, soft_wrap=True
+            )
     return all(r[1] == "ok" for r in rows)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from memearena.models import ModelPool, ResponseCache
 from memearena.pipelines.arena import ArenaOutcome, ArenaPipeline
 from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
+from memearena.runstatus import RunStatus, arena_status
 from memearena.sim.world import SimWorld
 from memearena.store import RunLock, RunStore
 
@@ -47,6 +49,8 @@ class ArenaRunResult:
     new_calls: int
     cost_usd: float
     stopped: str | None
+    status: RunStatus | None = None
+    """What is missing, why, the spend and the exit code (``memearena.runstatus``)."""
 
 
 def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
@@ -129,6 +133,7 @@ def _run_arena_locked(
 
     store = RunStore(run_dir / "run.db")
     try:
+        started = time.time()
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
         check_wall_time(cfg, arena_call_estimate(cfg, len(memes), settings))  # before any call
@@ -148,12 +153,25 @@ def _run_arena_locked(
         outcomes = asyncio.run(go())
         stopped = next((o.stopped for o in outcomes if o.stopped), None)
         done = [o for o in outcomes if not o.stopped]
+        status = arena_status(
+            cfg,
+            outcomes,
+            store,
+            memes=len(memes),
+            max_cost=max_cost,
+            since=started,
+            dead=pool.dead_models(),
+            stopped=stopped,
+        )
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
+            board["status"] = status.as_json()
             write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
         new_calls = store.count_new_calls(calls_before)
-        return ArenaRunResult(run_dir, outcomes, board, new_calls, store.total_cost(), stopped)
+        return ArenaRunResult(
+            run_dir, outcomes, board, new_calls, store.total_cost(), stopped, status
+        )
     finally:
         store.close()
 

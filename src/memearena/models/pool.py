@@ -185,6 +185,10 @@ class ModelPool:
         """Why the spend cap stopped this pool, or None."""
         return self._stopped
 
+    def dead_models(self) -> dict[str, str]:
+        """Models no call is sent to any more, with the reason (refused, bad key, ...)."""
+        return {name: str(m.dead) for name, m in self._models.items() if m.dead is not None}
+
     def scrub(self, text: str) -> str:
         """``text`` with every known key value replaced by ``***``."""
         for secret in self._secrets:

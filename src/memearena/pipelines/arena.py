@@ -77,6 +77,8 @@ class ArenaOutcome:
     judged: list[JudgedPair] = field(default_factory=list)
     answers: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     stopped: str | None = None
+    tasks: list[tuple[str, str]] = field(default_factory=list)
+    """(meme uid, context level) of every task targets were asked to answer."""
 
 
 class ArenaPipeline:
@@ -538,6 +540,7 @@ class ArenaPipeline:
             for setting in settings:
                 guides = await self.guidelines(setting, tasks, answers)
                 outcomes.append(await self.judge_all(setting, tasks, answers, guides))
+                outcomes[-1].tasks = [(t.meme.uid, t.level) for t in tasks]
         except BudgetExceeded as e:
             stopped = ArenaOutcome(setting=settings[0], stopped=str(e))
             return [*outcomes, stopped]

@@ -131,7 +131,7 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
             f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
             f"recovered Kendall τ = {_fmt(sim['kendall_tau'])}"
         )
-    if result.stopped:
+    if result.stopped and result.status is None:  # else the run status says it, once
         console.print(f"[red]stopped:[/red] {console_safe(result.stopped)}. Re-run to resume.")
     console.print(
         f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "

@@ -33,8 +33,8 @@ class FaultPlan:
         bad = [f for f in faults if f not in FAULTS]
         if bad:
             raise ValueError(f"unknown faults {bad}; choose from {list(FAULTS)}")
-        if not 0.0 <= fail_rate <= 1.0:
-            raise ValueError(f"fail_rate must be in [0, 1], got {fail_rate}")
+        if not 0.0 <= fail_rate <= 1.0:  # also refuses NaN
+            raise ValueError(f"--fail-rate must be between 0 and 1, got {fail_rate:g}")
         if fail_rate > 0 and not faults:
             raise ValueError("fail_rate > 0 needs at least one fault kind")
         return cls(fail_rate, seed, tuple(faults))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.data import demo_annotations, load_dataset, load_datasets
+from memearena.errors import ConfigError
 from memearena.sim.catalogue import demo_models
 from memearena.sim.world import SimWorld
 
@@ -31,9 +32,16 @@ def serve_world(
     fail_rate: float,
     seed: int,
     config: RunConfig | None = None,
+    banner: str | None = None,
 ) -> None:
-    """Serve the demo world (or ``config``'s simulated models) until interrupted."""
+    """Serve the demo world (or ``config``'s simulated models) until interrupted; a request for
+    a model the world does not serve gets a 404, as OpenAI answers."""
     from memearena.sim.server import serve
+
+    if not 0.0 <= fail_rate <= 1.0:  # checked before the world is built (it loads datasets)
+        raise ConfigError(f"--fail-rate: must be between 0 and 1, got {fail_rate:g}")
+    if not 0.0 <= latency_ms <= 600_000:
+        raise ConfigError(f"--latency-ms: must be between 0 and 600000, got {latency_ms:g}")
 
     if config is None:
         world, names = demo_world(seed), list(demo_models())
@@ -47,4 +55,5 @@ def serve_world(
         fail_rate=fail_rate,
         seed=seed,
         models=names,
+        banner=banner,
     )

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memearena.errors import ModelError, TransientModelError
+from memearena.errors import ConfigError, ModelError, TransientModelError
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import ROLE_HEADER, SimResponder
 from memearena.models.types import ContentPart, GenParams, ImagePart, Message, Role, TextPart
@@ -164,8 +164,14 @@ def _params(body: dict[str, Any]) -> GenParams:
     )
 
 
-def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+def _error(
+    status: int,
+    message: str,
+    kind: str,
+    headers: dict[str, str] | None = None,
+    code: str | None = None,
+) -> Any:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return web.Response(
         status=status, text=json.dumps(body), content_type="application/json", headers=headers
     )
@@ -185,11 +191,14 @@ def make_app(
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
     of ``retry_after_s``), ``500``, ``timeout`` (hangs ``hang_s``) or ``malformed``.
-    ``/v1/models`` lists ``models`` plus every model name requested so far."""
+    With ``models`` given, a request for any other model gets a 404 ``model_not_found`` error,
+    as OpenAI answers (so a misspelt model fails ``models check``); without, every name is
+    served and ``/v1/models`` lists the names requested so far."""
     plan = FaultPlan.of(fail_rate, seed, faults)
     delay = latency_ms / 1000.0
     stats = ServerStats()
     known_models = list(models)
+    strict = bool(known_models)
     app = web.Application()
     app[STATS_KEY] = stats
     retry_header = {"Retry-After": f"{retry_after_s:g}"}
@@ -216,10 +225,18 @@ def make_app(
                 stats.bad_requests += 1
                 msg = str(e) if isinstance(e, _BadRequest) else "the request body is not JSON"
                 return _error(400, msg, "invalid_request_error")
+            if model not in known_models:
+                if strict:
+                    stats.bad_requests += 1
+                    return _error(
+                        404,
+                        f"The model `{model}` does not exist or you do not have access to it.",
+                        "invalid_request_error",
+                        code="model_not_found",
+                    )
+                known_models.append(model)
             role = request.headers.get(ROLE_HEADER, "chat")
             stats.roles[role] = stats.roles.get(role, 0) + 1
-            if model not in known_models:
-                known_models.append(model)
 
             fault = plan.draw(seq)
             if fault == "429":
@@ -299,16 +316,33 @@ _RUN_OPTS: dict[str, Any] = {
 
 
 def serve(
-    responder: SimResponder, *, host: str = "127.0.0.1", port: int = 8000, **opts: Any
+    responder: SimResponder,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    banner: str | None = None,
+    **opts: Any,
 ) -> None:
-    """Serve until interrupted (``memearena sim-serve``); ``opts`` as for ``make_app``."""
-    app = make_app(responder, **opts)
+    """Serve until interrupted (``memearena sim-serve``); ``opts`` as for ``make_app``.
+    Bad options and an address already in use are one-line ConfigErrors."""
+    try:
+        app = make_app(responder, **opts)
+    except ValueError as e:
+        raise ConfigError(f"sim-serve: {e}") from None
     url = f"http://{host}:{port}/v1"
+    try:
+        # Bound here, not inside run_app, so a port in use is one line, not a traceback.
+        sock = socket.create_server((host, port), reuse_port=False)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"sim-serve: cannot listen on {host}:{port} ({reason})") from None
     web.run_app(
         app,
-        host=host,
-        port=port,
-        print=lambda *_: print(f"simulated OpenAI-compatible server on {url} (Ctrl-C to stop)"),
+        sock=sock,
+        print=lambda *_: print(
+            f"{banner or f'simulated OpenAI-compatible server on {url}'} (Ctrl-C to stop)",
+            flush=True,
+        ),
         **_RUN_OPTS,
     )
 

@@ -30,7 +30,7 @@ class RunLock:
     def acquire(self) -> RunLock:
         """Take the lock or raise ``RunLockedError`` (never waits)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
             raise StoreError(f"{self.path}: cannot open lock file ({e.strerror})") from None
