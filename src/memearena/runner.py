@@ -191,6 +191,27 @@ def write_leaderboard(run_dir: Path, board: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def run_facts(cfg: RunConfig) -> dict[str, Any]:
+    """What a report says about the run: name, date, seed, version, config (no secrets: keys
+    are only env-var names) with its hash, and the prompt templates' hashes."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    from memearena import __version__
+
+    config = json.loads(cfg.model_dump_json())
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return {
+        "name": cfg.run,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seed": cfg.seed,
+        "version": __version__,
+        "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        "config": config,
+        "prompt_hashes": template_hashes(),
+    }
+
+
 def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
     """Record the config (no secrets: keys are only env-var names) and prompt hashes."""
     store.save_snapshot(json.loads(cfg.model_dump_json()), template_hashes())
@@ -237,6 +258,7 @@ def _run_arena_locked(
     from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
+    audit_notes = _judge_audit_warnings(cfg, console)
     store = RunStore(run_dir / "run.db")
     try:
         check_compatible(cfg, store, run_dir)
@@ -275,20 +297,23 @@ def _run_arena_locked(
         board: dict[str, Any] = {}
         reused = False
         if done:
-            # The leaderboard is recomputed only when something it reads changed.
+            # The leaderboard is recomputed only when something it reads changed; the run's
+            # facts and status (date, spend, problems) are this run's either way.
             digest = analysis_digest(cfg, store, [o.setting for o in done], bootstrap)
             previous = _previous_board(run_dir, store, digest)
             if previous is not None:
                 board, reused = previous, True
-                if board.get("status") != status.as_json():  # spend, problems: this run's
-                    board["status"] = status.as_json()
-                    write_leaderboard(run_dir, board)
-                    write_report(run_dir, board)
             else:
                 board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap)
-                board["status"] = status.as_json()
+            board = _keep_other_methods(run_dir, board, audit_notes)
+            board["run"] = run_facts(cfg)
+            board["status"] = status.as_json()
+            if reused:
+                write_leaderboard(run_dir, board)
+            else:
                 write_arena_outputs(run_dir, board, done, cfg)
-                write_report(run_dir, board)
+            write_report(run_dir, board)
+            if not reused:
                 store.set_meta(ANALYSIS_DIGEST, digest)
         new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(
@@ -304,6 +329,39 @@ def _run_arena_locked(
         )
     finally:
         store.close()
+
+
+def _judge_audit_warnings(cfg: RunConfig, console: Console | None) -> list[str]:
+    """Warnings about panel judges that the Judge audit named by ``arena.judge_audit`` flagged
+    (printed before any call is made)."""
+    if cfg.arena is None or cfg.arena.judge_audit is None:
+        return []
+    from rich.markup import escape
+
+    from memearena.analysis.judge_audit import audit_warnings
+
+    notes = audit_warnings(cfg.arena.judge_audit, cfg.arena.judges)
+    out = console or Console(stderr=True)
+    for note in notes:
+        out.print(f"[yellow]warning:[/yellow] {escape(note)}")
+    return notes
+
+
+def _keep_other_methods(
+    run_dir: Path, board: dict[str, Any], audit_notes: list[str]
+) -> dict[str, Any]:
+    """The Arena's document plus the Judge audit's section already in the run's
+    ``leaderboard.json`` (each method owns its key) and the audit warnings."""
+    path = run_dir / "leaderboard.json"
+    if audit_notes and isinstance(board.get("arena"), dict):
+        board["arena"]["judge_audit_warnings"] = audit_notes
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        old = {}
+    if isinstance(old, dict) and "judge_audit" in old and "judge_audit" not in board:
+        board = {**board, "judge_audit": old["judge_audit"]}
+    return board
 
 
 @dataclass(frozen=True)

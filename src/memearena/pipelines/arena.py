@@ -30,7 +30,7 @@ from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.models import ModelPool
-from memearena.models.types import ImagePart, Message
+from memearena.models.types import GenParams, ImagePart, Message
 from memearena.pipelines.progress import StageProgress
 from memearena.pipelines.resolve import resolve_pair
 from memearena.pipelines.schedule import (
@@ -50,6 +50,7 @@ from memearena.prompts import (
     parse_verdicts,
 )
 from memearena.prompts.budget import shown_pair
+from memearena.prompts.schemas import verdict_response_format
 from memearena.store import RunStore, artifact_key
 
 __all__ = [
@@ -692,10 +693,10 @@ class ArenaPipeline:
                         _encode_verdicts(shown.record),
                     )
                 msgs, encode = got
-                key = artifact_key(
-                    setting, meme.uid, t.level, first, second, j, self.pool.request_key(j, msgs)
-                )
-                plans.append((key, self._verdict_call(job, j, msgs), encode))
+                params = self._verdict_params(j)
+                fingerprint = self.pool.request_key(j, msgs, params)
+                key = artifact_key(setting, meme.uid, t.level, first, second, j, fingerprint)
+                plans.append((key, self._verdict_call(job, j, msgs, params), encode))
         arts = await self._steps(job, "judgments", "verdict", plans, window=_VERDICT_WINDOW)
         rendered.clear()
         out: list[JudgedPair] = []
@@ -709,8 +710,14 @@ class ArenaPipeline:
         self.store.add_members(judged_view(setting), rows)
         return out
 
+    def _verdict_params(self, judge: str) -> GenParams | None:
+        """Structured outputs (a JSON schema of the verdicts) for judges whose endpoint has them."""
+        if not self.cfg.models[judge].structured_outputs:
+            return None
+        return GenParams(response_format=verdict_response_format(self.acfg.criteria))
+
     def _verdict_call(
-        self, job: _MemeJob, judge: str, msgs: list[Message]
+        self, job: _MemeJob, judge: str, msgs: list[Message], params: GenParams | None
     ) -> Callable[[], Awaitable[AskResult[Any]]]:
         return lambda: ask(
             self.pool,
@@ -719,6 +726,7 @@ class ArenaPipeline:
             job.with_image(msgs),
             lambda t: parse_verdicts(t, self.acfg.criteria),
             max_reasks=self.acfg.max_reasks,
+            params=params,
         )
 
     def battle_rows(self, setting: str, jp: JudgedPair) -> list[dict[str, Any]]:
