@@ -82,5 +82,5 @@ def run_demo(
     print_arena_summary(console, result)
     from memearena.pipelines.adapt.demo import run_adapt_demo
 
-    run_adapt_demo(run_dir, console=console, show_progress=show_progress)
+    run_adapt_demo(run_dir, console=console, show_progress=show_progress, seed=seed)
     return result
