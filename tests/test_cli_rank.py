@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -48,7 +49,7 @@ def rank(*args: str) -> typer.testing.Result:
 def test_default_output_is_a_table_with_the_anchor_note(battles: Path) -> None:
     result = rank(str(battles), "--bootstrap", "50")
     assert result.exit_code == 0, result.output
-    for text in ("model", "95% CI", "Elo", "win rate", "battles", "x", "y", "z"):
+    for text in ("model", "UB", "95% CI", "Elo", "win %", "battles", "x", "y", "z"):
         assert text in result.stdout
     assert "mean of all models = 1000" in result.stdout
 
@@ -61,9 +62,24 @@ def test_json_follows_the_contract(battles: Path) -> None:
     rows = payload["models"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert all(
-        list(r) == ["model", "rank", "elo", "bt", "ci_low", "ci_high", "win_rate", "battles"]
+        list(r)
+        == [
+            "model",
+            "rank",
+            "rank_ub",
+            "elo",
+            "bt",
+            "ci_low",
+            "ci_high",
+            "win_rate",
+            "battles",
+            "mle",
+        ]
         for r in rows
     )
+    for r in rows:  # Chatbot Arena's CI-based rank, next to the ordinal one
+        above = sum(o["ci_low"] > r["ci_high"] for o in rows)
+        assert r["rank_ub"] == 1 + above and r["rank_ub"] <= r["rank"] and r["mle"] is True
     assert sum(r["battles"] for r in rows) == 2 * len(ROWS)
     again = json.loads(rank(str(battles), "--json", "--bootstrap", "50", "--seed", "3").stdout)
     assert again == payload  # seeded
@@ -117,7 +133,7 @@ def test_user_errors_exit_2(battles: Path, args: list[str], message: str) -> Non
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_disconnected_battles_exit_2_naming_components(tmp_path: Path) -> None:
+def test_disconnected_battles_fall_back_to_the_weak_prior_and_say_so(tmp_path: Path) -> None:
     path = tmp_path / "b.jsonl"
     rows = [("a", "b", "tie"), ("a", "b", "model_a"), ("c", "d", "tie"), ("d", "c", "model_a")]
     path.write_text(
@@ -125,7 +141,105 @@ def test_disconnected_battles_exit_2_naming_components(tmp_path: Path) -> None:
             json.dumps(dict(zip(("model_a", "model_b", "winner"), r, strict=True))) for r in rows
         )
     )
-    result = rank(str(path))
+    result = rank(str(path), "--json", "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    assert "{a, b}; {c, d}" in result.stderr and "weak prior of 1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert all(r["mle"] is False for r in json.loads(result.stdout)["models"])
+    table = rank(str(path), "--bootstrap", "10")
+    assert table.exit_code == 0 and "no finite MLE" in " ".join(table.stdout.split())
+    explicit = json.loads(rank(str(path), "--prior", "1", "--bootstrap", "10", "--json").stdout)
+    assert all(r["mle"] is False for r in explicit["models"])
+
+
+def test_a_group_without_an_mle_is_flagged_and_the_others_are_not(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    lines = [
+        {"model_a": a, "model_b": b, "winner": w, "lang": lang}
+        for lang, a, b, w in [
+            ("en", "x", "y", "model_a"),
+            ("en", "y", "x", "model_a"),
+            ("en", "x", "y", "tie"),
+            ("de", "x", "y", "model_a"),  # y never wins in German: no finite MLE
+            ("de", "x", "y", "model_a"),
+        ]
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in lines))
+    result = rank(str(path), "--json", "--bootstrap", "20", "--group-by", "lang")
+    assert result.exit_code == 0, result.output
+    groups = json.loads(result.stdout)["groups"]
+    assert all(r["mle"] for r in groups["en"]["models"])
+    assert not any(r["mle"] for r in groups["de"]["models"])
+    assert result.stderr.startswith("warning: lang='de': the Bradley–Terry MLE does not exist")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--group-by", "nosuchfield"], "--group-by 'nosuchfield': no battle has this field"),
+        (["--bootstrap", "-5"], "--bootstrap must be between 0 and 100,000; got -5"),
+        (["--bootstrap", "100001"], "--bootstrap must be between 0 and 100,000; got 100001"),
+        (["--prior", "-1"], "--prior must be a finite number >= 0"),
+        (["--prior", "nan"], "--prior must be a finite number >= 0"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(battles: Path, args: list[str], message: str) -> None:
+    result = rank(str(battles), *args)
     assert result.exit_code == 2
-    assert "{a, b}; {c, d}" in result.stderr
-    assert rank(str(path), "--prior", "1", "--bootstrap", "10").exit_code == 0
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {message}")
+
+
+def test_model_names_are_shown_never_interpreted(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    names = ["[/bold]evil", "\x1b[31mred\x1b[0m"]
+    rows = [(names[0], names[1], "model_a"), (names[1], names[0], "model_a")] * 3
+    path.write_text(
+        "\n".join(json.dumps({"model_a": a, "model_b": b, "winner": w}) for a, b, w in rows)
+    )
+    result = rank(str(path), "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    assert "[/bold]evil" in result.stdout
+    assert "\x1b" not in result.stdout and "red" in result.stdout
+
+
+def test_bootstrap_bound_is_the_configs() -> None:
+    from memearena.config import MAX_BOOTSTRAP as CONFIG_MAX
+    from memearena.stats.bt import MAX_BOOTSTRAP
+
+    assert MAX_BOOTSTRAP == CONFIG_MAX
+
+
+def test_cluster_counts_from_the_table_match_those_from_battles(tmp_path: Path) -> None:
+    from memearena.stats import clustered_counts, load_battles, read_battle_table
+    from memearena.stats.rank_table import clustered_counts as table_clusters
+
+    path = tmp_path / "b.jsonl"
+    rng = np.random.default_rng(0)
+    names = ["x", "y", "z", "w"]
+    lines = []
+    for _ in range(300):
+        a, b = rng.choice(4, 2, replace=False)
+        winner = ["model_a", "model_b", "tie", "tie (bothbad)"][rng.integers(4)]
+        lines.append(
+            {
+                "model_a": names[a],
+                "model_b": names[b],
+                "winner": winner,
+                "item": f"m{rng.integers(20)}",
+            }
+        )
+    path.write_text("\n".join(json.dumps(r) for r in lines))
+    ours = table_clusters(read_battle_table(path, fields=["item"]), "item")
+    theirs = clustered_counts(load_battles(path).battles, "item")
+    assert ours.models == theirs.models
+    np.testing.assert_array_equal(ours.total.wins, theirs.total.wins)
+    np.testing.assert_array_equal(ours.total.ties, theirs.total.ties)
+    weights = np.random.default_rng(1).multinomial(20, np.full(20, 0.05), size=5).astype(float)
+    # Same clusters (the table codes them in order of first appearance, as the builder does).
+    np.testing.assert_allclose(ours.tables(weights), theirs.tables(weights))
+    result = rank(str(path), "--json", "--bootstrap", "50", "--cluster", "item")
+    assert result.exit_code == 0 and json.loads(result.stdout)["bootstrap_unit"] == "cluster:item"
+    missing = rank(str(path), "--json", "--cluster", "nope")
+    assert missing.exit_code == 2 and "'nope'" in missing.stderr

@@ -99,13 +99,36 @@ def _main(
 @app.command()
 @one_line_errors
 def demo(
-    out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/demo"),
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default runs/demo[-seedS]).")
+    ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated world.")] = 0,
+    null_world: Annotated[
+        bool,
+        typer.Option(
+            "--null-world", help="Null control: no world parameter lets guidelines matter."
+        ),
+    ] = False,
+    compare_settings: Annotated[
+        bool,
+        typer.Option(
+            "--compare-settings",
+            help="Judge the same answers under every guideline setting; compare vs the truth.",
+        ),
+    ] = False,
 ) -> None:
     """Run the Arena offline on the bundled demo memes with simulated models."""
-    from memearena.demo import run_demo
+    from memearena.demo import demo_run_dir, run_demo
 
-    run_demo(out, console=console, show_progress=not no_progress)
+    run_demo(
+        out or demo_run_dir(seed, null_world),
+        console=console,
+        show_progress=not no_progress,
+        seed=seed,
+        null_world=null_world,
+        compare_settings=compare_settings,
+    )
 
 
 @app.command()

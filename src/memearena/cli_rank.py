@@ -10,46 +10,63 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe, strip_control
-from memearena.stats.battles import Battle, load_battles
-from memearena.stats.bt import BTResult
-from memearena.stats.leaderboard import LeaderboardRow, group_battles, leaderboard_fit
+from memearena.stats.battles import BattleTable, read_battle_table
+from memearena.stats.bt import FALLBACK_PRIOR, MAX_BOOTSTRAP
+from memearena.stats.leaderboard import MISSING_GROUP, LeaderboardRow
+from memearena.stats.rank_table import TableRanking, rank_table
 
 
 def _table(rows: list[LeaderboardRow], title: str | None = None) -> Table:
-    table = Table(title=title)
-    for name, justify in [
-        ("model", "left"),
-        ("rank", "right"),
-        ("BT", "right"),
-        ("95% CI", "right"),
-        ("Elo", "right"),
-        ("win rate", "right"),
-        ("battles", "right"),
-    ]:
-        table.add_column(name, justify=justify, no_wrap=name != "model")  # type: ignore[arg-type]
+    # A battle file's model names and field values are untrusted: shown inert (console_safe).
+    # Light borders and short headers keep it within 80 columns; long names fold, never "…".
+    table = Table(title=console_safe(title) if title is not None else None, box=box.SIMPLE_HEAD)
+    table.add_column("model", overflow="fold")
+    for name in ("rank", "UB", "BT", "95% CI", "Elo", "win %", "battles"):
+        table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
-            console_safe(r.model),  # a battle file's model names are untrusted
+            console_safe(r.model) + ("" if r.mle else " *"),
             str(r.rank),
+            str(r.rank_ub),
             f"{r.bt:.1f}",
             f"{r.ci_low:.1f} – {r.ci_high:.1f}",
             f"{r.elo:.1f}",
-            f"{r.win_rate:.1%}",
+            f"{100 * r.win_rate:.1f}",
             str(r.battles),
         )
     return table
+
+
+def _groups(table: BattleTable, group_by: str | None) -> dict[str | None, BattleTable]:
+    if group_by is None:
+        return {None: table}
+    if not table.fields[group_by].present:
+        raise MemearenaError(
+            f"--group-by {group_by!r}: no battle has this field "
+            "(fields of the Chatbot Arena format: judge, criterion, item, or any extra field)"
+        )
+    groups = table.group_by(group_by)
+    return {MISSING_GROUP if k is None else k: v for k, v in sorted(groups.items(), key=_order)}
+
+
+def _order(item: tuple[str | None, BattleTable]) -> str:
+    return MISSING_GROUP if item[0] is None else item[0]
 
 
 def rank_command(
     battles: Annotated[
         Path, typer.Argument(help="Battles: JSONL (or a JSON array) with model_a, model_b, winner.")
     ],
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap rounds for the 95% intervals.")] = 1000,
+    bootstrap: Annotated[
+        int,
+        typer.Option(help=f"Bootstrap rounds for the 95% intervals (0 to {MAX_BOOTSTRAP:,})."),
+    ] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     anchor: Annotated[
         str | None, typer.Option(help="Pin this model at 1000 (default: the mean is 1000).")
@@ -66,7 +83,10 @@ def rank_command(
     ] = False,
     prior: Annotated[
         float,
-        typer.Option(help="Weak prior: virtual ties per model (for sparse or disconnected data)."),
+        typer.Option(
+            help="Weak prior: virtual ties per model. 0 fits the plain MLE, and falls back to "
+            f"{FALLBACK_PRIOR:g} (rows flagged mle=false) where no MLE exists."
+        ),
     ] = 0.0,
     cluster: Annotated[
         str | None,
@@ -78,19 +98,27 @@ def rank_command(
     ] = None,
 ) -> None:
     """Rank models from pairwise battles: Bradley–Terry with bootstrap CIs, Elo, win rate."""
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
+    results: dict[str | None, TableRanking] = {}
     try:
-        loaded = load_battles(battles, skip_bad=skip_bad)
-        for skipped in loaded.skipped:
-            line = f"skipped {battles}:{skipped.line}: {skipped.reason}"
-            err.print(strip_control(line), markup=False)
-        groups: dict[str | None, list[Battle]] = {None: loaded.battles}
-        if group_by is not None:
-            groups = {k: v for k, v in group_battles(loaded.battles, group_by).items()}
-        results: dict[str | None, tuple[list[LeaderboardRow], BTResult]] = {}
-        for key, group in groups.items():
+        if not 0 <= bootstrap <= MAX_BOOTSTRAP:
+            raise MemearenaError(
+                f"--bootstrap must be between 0 and {MAX_BOOTSTRAP:,}; got {bootstrap}"
+            )
+        if not 0 <= prior < float("inf"):
+            raise MemearenaError(f"--prior must be a finite number >= 0; got {prior}")
+        fields = [f for f in (group_by, cluster) if f is not None]
+        table = read_battle_table(battles, fields=fields, skip_bad=skip_bad)
+        for skipped in table.skipped:
+            err.print(strip_control(f"skipped {battles}:{skipped.line}: {skipped.reason}"))
+        if len(table) == 0:
+            raise MemearenaError(
+                f"{battles}: no battles to rank"
+                + (f" ({len(table.skipped)} malformed line(s) skipped)" if table.skipped else "")
+            )
+        for key, group in _groups(table, group_by).items():
             try:
-                results[key] = leaderboard_fit(
+                results[key] = rank_table(
                     group,
                     bootstrap=bootstrap,
                     seed=seed,
@@ -104,28 +132,45 @@ def rank_command(
                 raise MemearenaError(f"{group_by}={key!r}: {exc}") from None
     except MemearenaError as exc:
         # One line on stderr, exit 2: the contract for every user-facing error.
-        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        typer.echo(f"error: {strip_control(' '.join(str(exc).split()))}", err=True)
         raise typer.Exit(2) from None
+
+    for key, ranking in results.items():
+        if ranking.fallback is not None:
+            where = "" if key is None else f"{group_by}={key!r}: "
+            err.print(
+                strip_control(
+                    f"warning: {where}{ranking.fallback}; fitted with a weak prior of "
+                    f"{FALLBACK_PRIOR:g} virtual tie(s) per model (rows flagged mle=false)"
+                )
+            )
 
     def dump(rows: list[LeaderboardRow]) -> dict[str, object]:
         return {"models": [r.model_dump() for r in rows]}
 
     if json_out:
         if group_by is None:
-            payload: dict[str, object] = dump(results[None][0])
+            payload: dict[str, object] = dump(results[None].rows)
         else:
-            payload = {"groups": {str(k): dump(rows) for k, (rows, _) in results.items()}}
+            payload = {"groups": {str(k): dump(r.rows) for k, r in results.items()}}
         if cluster is not None:  # the default output stays exactly the `rank --json` contract
             payload["bootstrap_unit"] = f"cluster:{cluster}"
         typer.echo(json.dumps(payload, indent=2))
         return
     out = Console(highlight=False)
-    for key, (rows, fit) in results.items():
+    for key, ranking in results.items():
         title = None if key is None else f"{group_by} = {key}"
-        out.print(_table(rows, title))
+        out.print(_table(ranking.rows, title))
+        battles_total = sum(r.battles for r in ranking.rows) // 2
         unit = f"clusters of {cluster!r}" if cluster else "battles"
-        out.print(
-            f"{fit.note}; {bootstrap} bootstrap rounds over {unit} (seed {seed}); "
-            f"{sum(r.battles for r in rows) // 2} battles",
-            markup=False,
+        note = (
+            f"{ranking.fit.note}; {bootstrap} bootstrap rounds over {unit} (seed {seed}); "
+            f"{battles_total} battles"
         )
+        if ranking.fallback is not None:
+            note += "; * no finite MLE: weak prior"
+        out.print(strip_control(note), markup=False)
+    out.print(
+        "UB: rank upper bound, 1 + the models whose interval lies entirely above this one's",
+        markup=False,
+    )

@@ -200,6 +200,13 @@ class SimModelConfig(_ModelCommon):
     """Judge: extra preference for responses of its own family."""
     noise: float = Field(0.15, ge=0, le=2)
     """Judge: standard deviation of the noise added to every quality comparison."""
+    guideline_damping: float = Field(0.0, ge=0, le=1)
+    """Judge: how far settled beliefs damp its biases: each bias is scaled by
+    1 − guideline_damping × coverage, coverage being the share of the meme's facts and target
+    its beliefs settle after reading the guideline (0: biases no guideline can change)."""
+    family_misbeliefs: float = Field(0.0, ge=0, le=1)
+    """Share of a model's misbelief draws made once per family instead of per model, so models
+    of one family hold the same false beliefs about a meme (0: independent)."""
     ignores_image: float = Field(0.0, ge=0, le=1)
     """Judge audit: how far a pointwise judge overlooks the image (a missing or mismatched
     image barely lowers its score)."""

@@ -85,6 +85,27 @@ def open_pool(
     )
 
 
+def run_facts(cfg: RunConfig) -> dict[str, Any]:
+    """What a report says about the run: name, date, seed, version, config (no secrets: keys
+    are only env-var names) with its hash, and the prompt templates' hashes."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    from memearena import __version__
+
+    config = json.loads(cfg.model_dump_json())
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return {
+        "name": cfg.run,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seed": cfg.seed,
+        "version": __version__,
+        "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        "config": config,
+        "prompt_hashes": template_hashes(),
+    }
+
+
 def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
     """Record the config (no secrets: keys are only env-var names) and prompt hashes."""
     store.save_snapshot(json.loads(cfg.model_dump_json()), template_hashes())
@@ -165,6 +186,7 @@ def _run_arena_locked(
         )
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
+            board["run"] = run_facts(cfg)
             board["status"] = status.as_json()
             write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import os
 import re
 from pathlib import Path
@@ -226,3 +227,106 @@ def test_numbers_are_formatted_for_reading() -> None:
     assert fmt_num(None) == "—"
     assert fmt_num(float("nan")) == "—"
     assert fmt_num(True) == "yes"
+
+
+# --- run facts, banners, agreement, sections ---------------------------------------------------
+
+
+def test_run_facts_are_shown_with_config_and_prompt_hashes(board: dict[str, Any]) -> None:
+    board["run"] = {
+        "name": "fhm-dev-arena",
+        "date": "2026-11-30T08:00:00+00:00",
+        "seed": 7,
+        "version": "0.1.0",
+        "config_sha256": "ab" * 32,
+        "config": {
+            "run": "fhm-dev-arena",
+            "models": {"m": {"base_url": "https://user:s3cret@gpu-1:8000/v1"}},
+        },
+        "prompt_hashes": {"arena/judge_pairwise.j2": "cd" * 32},
+    }
+    html = render_report(board, title="report")
+    text = _text(html)
+    assert "<title>report — fhm-dev-arena</title>" in html
+    for needle in ("fhm-dev-arena", "2026-11-30T08:00:00+00:00", "seed 7", "0.1.0", "ab" * 32):
+        assert needle in text
+    assert "arena/judge_pairwise.j2" in text and "cd" * 32 in text
+    assert "gpu-1:8000" in html and "s3cret" not in html  # credentials in a URL never shown
+
+
+def test_krippendorff_alpha_and_cohen_kappa_are_shown(board: dict[str, Any]) -> None:
+    board["arena"]["panel"] = {
+        "krippendorff_alpha": {"value": 0.4054, "ci_low": 0.3867, "ci_high": 0.4252, "n": 7040},
+        "cohen_kappa": {
+            "sim-judge-falcon vs sim-judge-grove": {
+                "value": 0.4512,
+                "ci_low": 0.4291,
+                "ci_high": 0.4758,
+                "n": 7040,
+            }
+        },
+    }
+    text = html.unescape(_text(render_report(board)))
+    assert "Krippendorff's α (whole panel) 0.405 [0.387, 0.425] 7,040" in text
+    assert "Cohen's κ — sim-judge-falcon vs sim-judge-grove 0.451 [0.429, 0.476]" in text
+    assert 'href="#agreement"' in render_report(board)
+
+
+def test_failure_banner_from_an_incomplete_status(board: dict[str, Any]) -> None:
+    board["status"] = {
+        "complete": False,
+        "problems": ["target gpt-4o: 0 of 72 answers (auth: 401 <b>bad key</b>)"],
+        "spent_usd": 1.25,
+        "spent_upper_bound_usd": 1.5,
+        "max_cost": 2.0,
+    }
+    html = render_report(board)
+    assert 'id="run-failed"' in html
+    text = _text(html)
+    assert "This run is INCOMPLETE" in text and "0 of 72 answers" in text
+    assert "spent $1.25 · at most $1.50 · cap $2.00" in text
+    assert "<b>bad key</b>" not in html and "&lt;b&gt;bad key&lt;/b&gt;" in html
+    board["status"]["complete"] = True
+    assert 'id="run-failed"' not in render_report(board)
+    del board["status"]
+    assert 'id="run-failed"' not in render_report(board)
+
+
+def test_a_run_without_battles_or_results_says_so() -> None:
+    html = render_report({"arena": {"overall": [], "battles": 0, "errors": {"judge": 24}}})
+    assert 'id="no-battles"' in html and "This run produced no battles" in _text(html)
+    empty = render_report({})
+    assert 'id="no-results"' in empty and 'id="no-battles"' not in empty
+
+
+def test_every_table_sits_in_a_sideways_scroll_box(board: dict[str, Any]) -> None:
+    html = render_report(board)
+    tables = html.count("<table")
+    assert tables > 10 and html.count('<div class="scroll">') == tables
+    assert html.count('class="text name"') >= len(JUDGES) + len(MODELS)
+
+
+def test_a_method_adds_its_section_as_a_partial(
+    board: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from jinja2 import ChoiceLoader, DictLoader
+
+    from memearena.report import html as report_html
+
+    env = report_html._environment()
+    partial = '<section id="adapt"><h2>{{ section.title }}</h2><p>{{ section.n }}</p></section>'
+    monkeypatch.setattr(
+        env, "loader", ChoiceLoader([env.loader, DictLoader({"_x.html.j2": partial})])
+    )
+    section = report_html.Section(
+        "adapt",
+        "Adapt",
+        "_x.html.j2",
+        lambda sec, doc: {"n": len(sec), "nav": [("adapt", "Adapt")]},
+    )
+    monkeypatch.setattr(report_html, "SECTIONS", [*report_html.SECTIONS, section])
+    board["adapt"] = {"a": 1, "b": 2}
+    html = render_report(board)
+    assert '<section id="adapt"><h2>Adapt</h2><p>2</p></section>' in html
+    assert html.index('id="overall"') < html.index('id="adapt"')
+    assert '<a href="#adapt">Adapt</a>' in html

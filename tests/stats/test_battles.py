@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memearena.errors import DataError
-from memearena.stats import Battle, load_battles, parse_battles
+from memearena.stats import WINNERS, Battle, load_battles, parse_battles
+from memearena.stats import battles as battles_module
+from memearena.stats.battles import BattleTable, parse_battle_table, read_battle_table
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -113,3 +118,122 @@ def test_missing_file_is_a_data_error(tmp_path: Path) -> None:
 def test_battle_model_rejects_self_battles() -> None:
     with pytest.raises(ValueError):
         Battle(model_a="x", model_b="x", winner="tie")
+
+
+# --- the columnar reader: the same battles, the same errors, whatever the chunking ------------
+
+
+def as_rows(table: BattleTable) -> list[tuple[str, str, str]]:
+    return [
+        (table.models[a], table.models[b], WINNERS[o])
+        for a, b, o in zip(table.model_a, table.model_b, table.outcome, strict=True)
+    ]
+
+
+def exact_rows(battles: list[Battle]) -> list[tuple[str, str, str]]:
+    return [(b.model_a, b.model_b, b.winner) for b in battles]
+
+
+def test_table_reader_matches_the_battle_reader(tmp_path: Path) -> None:
+    for name, text in [
+        ("b.jsonl", "\n".join(json.dumps(r) for r in GOOD) + "\n\n"),
+        ("b.json", json.dumps(GOOD, indent=2)),
+    ]:
+        path = write(tmp_path, name, text)
+        table = read_battle_table(path, fields=["item", "source", "judge"])
+        assert as_rows(table) == exact_rows(load_battles(path).battles)
+        assert table.models == ("x", "y", "z")
+        item = table.fields["item"]
+        assert [item.labels[c] for c in item.codes] == [None, "17", None, None]
+        source = table.fields["source"]
+        assert [source.labels[c] for c in source.codes] == [None, "fhm", None, None]
+        assert source.present and table.fields["judge"].present
+        assert not read_battle_table(path, fields=["nope"]).fields["nope"].present
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"model_b": "y", "winner": "tie"}',
+        '{"model_a": " ", "model_b": "y", "winner": "tie"}',
+        '{"model_a": "x", "model_b": 3, "winner": "tie"}',
+        '{"model_a": "x", "model_b": "x", "winner": "tie"}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "judge": 5}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "item": true}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "score": NaN}',
+        '{"model_a": "x\\ud800", "model_b": "y", "winner": "tie"}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie"} trailing',
+    ],
+)
+def test_table_reader_gives_the_same_one_line_error(tmp_path: Path, line: str) -> None:
+    rows = [json.dumps(GOOD[0])] * 3 + [line] + [json.dumps(GOOD[1])]
+    path = write(tmp_path, "battles.jsonl", "\n".join(rows))
+    with pytest.raises(DataError) as exact:
+        load_battles(path)
+    with pytest.raises(DataError) as fast:
+        read_battle_table(path)
+    assert str(fast.value) == str(exact.value)
+    assert str(fast.value).startswith(f"{path}:4: ") and "\n" not in str(fast.value)
+
+
+LINES = st.sampled_from(
+    [
+        *(json.dumps(r) for r in GOOD),
+        '{"model_a": "w", "model_b": "x", "winner": "model_b", "g": [1, {"k": 2.5}]}',
+        '{"model_a": "x", "model_b": "w", "winner": "tie", "g": true}',
+        '{"model_a": "x", "model_b": "w", "winner": "tie", "g": 1}',
+        '{"model_a": "y", "model_b": "w", "winner": "tie", "big": ' + "9" * 80 + "}",
+        '{"model_a": "y", "model_b": "w", "winner": "tie", "g": ' + "9" * 80 + "}",
+        '{"model_a": "y", "model_b": "w", "winner": "tie", "g": 1e999}',
+        '{"model_a": "y", "model_b": "w", "winner": "tie", "d": ' + "[" * 40 + "]" * 40 + "}",
+        "\ufeff" + json.dumps(GOOD[0]),
+        "",
+        "   ",
+        "oops",
+        '{"model_a": "q", "model_b": "q", "winner": "tie"}',
+        '{"model_a": "q", "model_b": "r", "winner": "A"}',
+        '{"model_a": "q", "model_b": "r", "winner": "tie", "z": "\xff"}',
+    ]
+)
+
+
+def columns(table: BattleTable) -> tuple[object, ...]:
+    g = table.fields["g"]
+    return (as_rows(table), table.skipped, [g.labels[c] for c in g.codes], g.present)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lines=st.lists(LINES, max_size=40), chunk=st.integers(1, 400))
+def test_fast_and_exact_paths_agree_at_any_chunking(lines: list[str], chunk: int) -> None:
+    data = "\n".join(lines).encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff")
+    with mock.patch.object(battles_module, "_fast_chunk", return_value=False):
+        exact = parse_battle_table(data, source="f", fields=["g"], skip_bad=True)
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", chunk):
+        fast = parse_battle_table(data, source="f", fields=["g"], skip_bad=True)
+        plain = parse_battle_table(data, source="f", skip_bad=True)
+    assert columns(fast) == columns(exact)
+    loaded = parse_battles(data, source="f", skip_bad=True)
+    assert as_rows(plain) == exact_rows(loaded.battles)
+    assert list(plain.skipped) == loaded.skipped
+    # A field that is read must hold numbers in range; one that is not read is never parsed.
+    assert len(exact) <= len(plain)
+
+
+def test_a_bom_is_accepted_at_the_start_and_on_any_line(tmp_path: Path) -> None:
+    lines = [json.dumps(r) for r in GOOD]
+    path = tmp_path / "b.jsonl"
+    path.write_bytes(("\ufeff" + lines[0] + "\n\ufeff" + "\n".join(lines[1:])).encode())
+    assert as_rows(read_battle_table(path)) == exact_rows(load_battles(path).battles)
+    assert len(load_battles(path).battles) == 4
+
+
+def test_group_by_keeps_file_order_and_labels_missing_values(tmp_path: Path) -> None:
+    path = write(tmp_path, "b.jsonl", "\n".join(json.dumps(r) for r in GOOD))
+    groups = read_battle_table(path, fields=["judge"]).group_by("judge")
+    assert list(groups) == ["j1", None]
+    assert as_rows(groups[None]) == exact_rows(load_battles(path).battles)[1:]
+    assert groups["j1"].models == ("x", "y")
+    counts = groups[None].counts()
+    assert counts.models == ("x", "y", "z") and counts.total == 3

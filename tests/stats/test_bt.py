@@ -14,6 +14,7 @@ from memearena.stats import (
     Battle,
     DisconnectedComparisonError,
     PairCounts,
+    StatsError,
     UnboundedRatingsError,
     bradley_terry,
 )
@@ -261,3 +262,89 @@ def test_warm_started_bootstrap_fits_equal_cold_newton_fits() -> None:
     np.testing.assert_allclose(
         warm - warm.mean(1, keepdims=True), cold - cold.mean(1, keepdims=True), atol=1e-8
     )
+
+
+# --- arena scale: sparse arenas, the MLE-existence check, bounds ------------------------------
+
+
+def skewed(rng: np.random.Generator, m: int, n: int) -> PairCounts:
+    """Pairs meet with log-normal popularity: many pairs never meet, some models are rare."""
+    pop = rng.lognormal(0, 1.5, m)
+    a = rng.choice(m, n, p=pop / pop.sum())
+    b = rng.choice(m, n, p=pop / pop.sum())
+    a, b = a[a != b], b[a != b]
+    skill = rng.normal(0, 1, m)
+    u = rng.random(len(a))
+    p_a = 1 / (1 + np.exp(skill[b] - skill[a]))
+    outcome = np.where(u < 0.8 * p_a, 0, np.where(u < 0.8, 1, 2))
+    wins, ties = np.zeros((m, m)), np.zeros((m, m))
+    np.add.at(wins, (a[outcome == 0], b[outcome == 0]), 1)
+    np.add.at(wins, (b[outcome == 1], a[outcome == 1]), 1)
+    np.add.at(ties, (a[outcome == 2], b[outcome == 2]), 1)
+    return PairCounts.from_arrays([f"m{k:02d}" for k in range(m)], wins, ties + ties.T)
+
+
+def reference_mle_exists(tables: np.ndarray, i: np.ndarray, j: np.ndarray, m: int) -> np.ndarray:
+    """One dense strong-connectivity search per round."""
+    from scipy.sparse.csgraph import connected_components
+
+    out = []
+    for r in range(tables.shape[1]):
+        graph = np.zeros((m, m), dtype=bool)
+        graph[i, j] = (tables[0, r] + tables[2, r]) > 0
+        graph[j, i] = (tables[1, r] + tables[2, r]) > 0
+        out.append(connected_components(graph, connection="strong")[0] == 1)
+    return np.array(out)
+
+
+@pytest.mark.parametrize(("m", "n", "seed"), [(12, 300, 0), (40, 3000, 1), (70, 20_000, 2)])
+def test_batched_mle_check_matches_one_search_per_round(m: int, n: int, seed: int) -> None:
+    from memearena.stats.bt import (
+        _certificate,
+        _mle_exists,
+        _mle_exists_draws,
+        _pair_tables,
+        resample,
+    )
+
+    counts = skewed(np.random.default_rng(seed), m, n)
+    counts = counts.subset(counts.components()[0])
+    draws = resample(counts, 120, seed)
+    i, j, tables = _pair_tables(counts, draws)
+    expected = reference_mle_exists(tables, i, j, counts.n_models)
+    assert 0 < expected.sum() < len(expected) or m == 70  # both outcomes seen where sparse
+    np.testing.assert_array_equal(_mle_exists(tables, i, j, counts.n_models), expected)
+    certificate = _certificate(counts)
+    np.testing.assert_array_equal(_mle_exists_draws(counts, draws, certificate), expected)
+
+
+def test_chord_steps_reach_the_newton_fit_on_a_sparse_arena() -> None:
+    from memearena.stats.bt import fit_cells, resample
+
+    counts = skewed(np.random.default_rng(5), 60, 30_000)
+    counts = counts.subset(counts.components()[0])
+    point, _ = fit_cells(counts, counts.cells()[3][None, :], prior=1.0)
+    draws = resample(counts, 60, seed=0)
+    priors = np.where(np.arange(60) % 3 == 0, 1.0, 0.5)  # two priors: two chord centres
+    cold, _ = fit_cells(counts, draws, prior=priors)
+    warm, _ = fit_cells(counts, draws, prior=priors, start=point[0])
+    np.testing.assert_allclose(warm, cold, atol=1e-8)
+
+
+@pytest.mark.parametrize("rounds", [-1, 100_001])
+def test_bootstrap_rounds_are_bounded(rounds: int) -> None:
+    with pytest.raises(StatsError, match="between 0 and 100,000"):
+        bradley_terry(two(3, 1), bootstrap=rounds)
+
+
+def test_bootstrap_batches_draw_what_one_call_would() -> None:
+    from memearena.stats import bt
+
+    counts = skewed(np.random.default_rng(4), 10, 2_000)
+    counts = counts.subset(counts.components()[0])
+    whole = bradley_terry(counts, bootstrap=200, seed=9, prior=1.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bt, "_CHUNK_ELEMENTS", 3 * len(counts.cells()[0]))  # batches of 3 rounds
+        batched = bradley_terry(counts, bootstrap=200, seed=9, prior=1.0)
+    assert whole.samples is not None and batched.samples is not None
+    np.testing.assert_allclose(batched.samples, whole.samples, atol=1e-9)

@@ -51,12 +51,14 @@ def test_leaderboard_rows_follow_the_rank_contract() -> None:
     assert set(rows[0].model_dump()) == {
         "model",
         "rank",
+        "rank_ub",
         "elo",
         "bt",
         "ci_low",
         "ci_high",
         "win_rate",
         "battles",
+        "mle",
     }
     assert [r.rank for r in rows] == [1, 2, 3]
     assert [r.bt for r in rows] == sorted((r.bt for r in rows), reverse=True)

@@ -538,8 +538,8 @@ def judge_bias(
     consistency = position_consistency(verdicts, n_boot=n_boot, seed=seed)
     first = prefer_first_rate(verdicts, n_boot=n_boot, seed=seed)
     longer = prefer_longer_rate(verdicts, n_boot=n_boot, seed=seed)
-    relative = relative_longer_rate(verdicts, n_boot=n_boot, seed=seed)
     mine = own_models(cfg)
+    relative = relative_longer_rate(verdicts, own_models=mine, n_boot=n_boot, seed=seed)
     selfpref = self_preference(verdicts, mine, n_boot=n_boot, seed=seed) if mine else {}
     rankings = _judge_rankings(p, list(acfg.judges), truth, n_boot, seed)
     failures: Counter[str] = Counter()
@@ -659,8 +659,8 @@ def settings_vs_truth(
             "mean_p_prefer_first": mean(
                 (j.get("p_prefer_first") or {}).get("value") for j in judges
             ),
-            "mean_p_prefer_longer_vs_panel": mean(
-                (j.get("p_prefer_longer_vs_panel") or {}).get("value") for j in judges
+            "mean_p_prefer_longer": mean(
+                (j.get("p_prefer_longer") or {}).get("value") for j in judges
             ),
             "mean_self_preference": mean(
                 (j.get("self_preference") or {}).get("value") for j in judges

@@ -45,7 +45,14 @@ _SIM_BEHAVIOUR_EXCLUDE = {
 }
 # Behaviour fields added after keys were pinned enter the key only when set (not 0), so caches
 # written before they existed stay valid.
-_SIM_ADDED_BEHAVIOUR = ("ignores_image", "query_trust", "text_sway", "category_skill")
+_SIM_ADDED_BEHAVIOUR = (
+    "ignores_image",
+    "query_trust",
+    "text_sway",
+    "category_skill",
+    "guideline_damping",
+    "family_misbeliefs",
+)
 
 
 def _message_json(m: Message) -> list[Any]:

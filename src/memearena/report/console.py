@@ -88,42 +88,116 @@ def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _ci(row: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A judge row's point figure and its interval, as an estimate."""
+    if row.get(key) is None:
+        return None
+    return {
+        "value": row[key],
+        "ci_low": row.get(f"{key}_ci_low"),
+        "ci_high": row.get(f"{key}_ci_high"),
+    }
+
+
+SENSITIVITY_TITLES = {
+    "self_judging_include": "with self-judged battles included",
+    "self_judging_exclude": "with self-judged battles excluded",
+    "refusals_as_losses": "with a refusal counted as a loss against every answer of its task",
+    "length_controlled": "length-controlled (answer length as a covariate)",
+}
+
+
+def print_sensitivity(console: Console, arena: dict[str, Any]) -> None:
+    """The alternative leaderboards: each printed in full when it changes the order."""
+    sens = arena.get("sensitivity") or {}
+    for key, title in SENSITIVITY_TITLES.items():
+        view = sens.get(key)
+        if not view:
+            continue
+        if view.get("order_differs"):
+            rows = [
+                {"elo": float("nan"), "win_rate": float("nan"), "battles": 0, **r}
+                for r in view["overall"]
+            ]
+            console.print(leaderboard_table(f"Sensitivity: {title} — the order changes", rows))
+        else:
+            console.print(f"Sensitivity: {title}: same order.")
+    effect = (sens.get("length_controlled") or {}).get("length_effect_elo_per_doubling")
+    if effect and effect.get("value") is not None:
+        console.print(
+            f"Length effect: {_fmt(effect)} Elo per doubling of an answer's length relative to "
+            "the other's (95% interval)"
+        )
+
+
+def print_settings(console: Console, settings: dict[str, Any], comparison: dict[str, Any]) -> None:
+    """Guideline settings side by side (against the truth in simulated runs, against the
+    leave-one-out joint vote, the panel's measured biases), then NDCG per judge per setting."""
+    if comparison:
+        cols = [
+            ("leaderboard_tau_vs_truth", "τ vs truth"),
+            ("mean_ndcg_vs_truth", "NDCG vs truth"),
+            ("mean_ndcg_vs_loo", "NDCG vs LOO"),
+            ("mean_p_prefer_first", "P(first)"),
+            ("mean_p_prefer_longer", "P(longer)"),
+            ("mean_self_preference", "self-pref."),
+        ]
+        table = Table(
+            title="Guideline settings compared (panel means)",
+            caption="τ and NDCG vs truth: simulated targets only; LOO: leave-one-out joint vote",
+        )
+        _name_column(table, "setting", [str(n) for n in comparison])
+        for _, label in cols:
+            _number_column(table, label)
+        for name, row in comparison.items():
+            table.add_row(console_safe(name), *(_fmt(row.get(k)) for k, _ in cols))
+        console.print(table)
+    table = Table(title="NDCG per judge per setting (vs the leave-one-out joint vote)")
+    judge_names = [j["judge"] for j in next(iter(settings.values())).get("judges", [])]
+    _name_column(table, "judge", [str(n) for n in judge_names])
+    for s in settings:
+        _number_column(table, console_safe(s))
+    for name in judge_names:
+        cells = []
+        for sec in settings.values():
+            row = next((j for j in sec.get("judges", []) if j["judge"] == name), None)
+            cells.append(_fmt(_ci(row, "ndcg")) if row else "—")
+        table.add_row(console_safe(name), *cells)
+    means = []
+    for sec in settings.values():
+        vals = [j["ndcg"] for j in sec.get("judges", []) if j["ndcg"] is not None]
+        means.append(_fmt(sum(vals) / len(vals)) if vals else "—")
+    table.add_row("mean", *means, style="bold")
+    console.print(table)
+
+
 def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
     """Leaderboard, judge bias, the simulated check, calls and where the files are."""
     board = result.leaderboard
     arena = board.get("arena", {})
     if arena.get("overall"):
+        unit = console_safe(arena.get("bootstrap_unit", "battle"))
         console.print(
             leaderboard_table(
                 f"Arena — setting {console_safe(repr(arena['setting']))}, "
-                f"{arena['battles']:,} battles",
+                f"{arena['battles']:,} battles (intervals resample {unit}s)",
                 arena["overall"],
             )
         )
-        for table in judge_tables(arena.get("judges", []), console.width):
+        if arena.get("self_judged_battles"):
+            console.print(
+                f"{arena['self_judged_battles']:,} battles in which a judge compared its own "
+                f"family's model: self_judging = {console_safe(arena.get('self_judging'))}"
+            )
+        print_sensitivity(console, arena)
+        for table in judge_tables(arena.get("judges", []), console.width, unit=unit):
             console.print(table)
         alpha = (arena.get("panel") or {}).get("krippendorff_alpha")
         if alpha:
             console.print(f"Panel agreement: Krippendorff's α = {_fmt(alpha)}")
     settings = arena.get("settings")
     if settings:
-        table = Table(title="NDCG per judge per setting")
-        judge_names = [j["judge"] for j in next(iter(settings.values())).get("judges", [])]
-        _name_column(table, "judge", [str(n) for n in judge_names])
-        for s in settings:
-            _number_column(table, console_safe(s))
-        for name in judge_names:
-            cells = []
-            for sec in settings.values():
-                row = next((j for j in sec.get("judges", []) if j["judge"] == name), None)
-                cells.append(_fmt(row["ndcg"]) if row else "—")
-            table.add_row(console_safe(name), *cells)
-        means = []
-        for sec in settings.values():
-            vals = [j["ndcg"] for j in sec.get("judges", []) if j["ndcg"] is not None]
-            means.append(_fmt(sum(vals) / len(vals)) if vals else "—")
-        table.add_row("mean", *means, style="bold")
-        console.print(table)
+        print_settings(console, settings, arena.get("settings_comparison") or {})
     sim = board.get("simulated")
     if sim:
         console.print(
@@ -147,21 +221,27 @@ _JUDGE_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("consistency", "position_consistency", 3),
     ("P(first)", "p_prefer_first", 3),
     ("P(longer)", "p_prefer_longer", 3),
+    ("vs panel", "p_prefer_longer_vs_panel", 3),
     ("self-pref.", "self_preference", 3),
 )
 
 
-def judge_tables(judges: list[dict[str, Any]], width: int = 80) -> list[Table]:
-    """Judges vs the panel's joint vote: one table, or two sharing the judge column when one
-    would not fit ``width`` columns (a judge's name is never cut)."""
+def _judge_cell(j: dict[str, Any], key: str, digits: int) -> str:
+    if key in ("ndcg", "kendall_tau"):  # point figures with their interval fields
+        return _fmt(_ci(j, key), digits) if j.get(key) is not None else "—"
+    text = _fmt(j.get(key), digits) if j.get(key) is not None else "—"
+    if key == "p_prefer_longer_vs_panel" and j.get("verbosity_flagged"):
+        text += " *"
+    return text
+
+
+def judge_tables(
+    judges: list[dict[str, Any]], width: int = 80, *, unit: str = "meme"
+) -> list[Table]:
+    """Judges vs the leave-one-out joint vote: one table, or two sharing the judge column when
+    one would not fit ``width`` columns (a judge's name is never cut)."""
     names = [console_safe(j["judge"]) for j in judges]
-    cells = [
-        [
-            _fmt(j.get(key), digits) if j.get(key) is not None else "—"
-            for _, key, digits in _JUDGE_COLUMNS
-        ]
-        for j in judges
-    ]
+    cells = [[_judge_cell(j, key, digits) for _, key, digits in _JUDGE_COLUMNS] for j in judges]
     headers = [h for h, _, _ in _JUDGE_COLUMNS]
 
     def need(cols: range) -> int:
@@ -169,14 +249,18 @@ def judge_tables(judges: list[dict[str, Any]], width: int = 80) -> list[Table]:
         widths = [max([len(headers[c])] + [len(row[c]) for row in cells]) for c in cols]
         return name_w + sum(widths) + 3 * (len(widths) + 1) + 1
 
-    title = "Judges vs the panel's joint vote"
+    title = "Judges vs the leave-one-out joint vote"
     every = range(len(_JUDGE_COLUMNS))
     groups = [every] if need(every) <= width else [range(0, 4), range(4, len(_JUDGE_COLUMNS))]
     tables = []
     for i, cols in enumerate(groups):
         part = f" ({i + 1}/{len(groups)})" if len(groups) > 1 else ""
         last = i == len(groups) - 1
-        table = Table(title=title + part, caption="±: 95% bootstrap interval" if last else None)
+        caption = (
+            f"±: 95% interval over {unit}s; vs panel: P(longer) minus the other judges' on the "
+            "same presentations (* flagged)"
+        )
+        table = Table(title=title + part, caption=caption if last else None)
         _name_column(table, "judge", names)
         for c in cols:
             _number_column(table, headers[c])

@@ -1,5 +1,9 @@
 """The single-file HTML report of a run: ``report.html``, readable offline, no scripts.
 
+The page is a shell (``report.html.j2``: run facts, banners, navigation) around one included
+partial per method section of ``leaderboard.json`` (``_arena.html.j2``, ...): a method adds its
+section by registering ``(key, title, partial, builder)`` in :data:`SECTIONS`.
+
 Everything the document holds reaches the page through Jinja2 with autoescape on: model names,
 judge names, setting and group labels come from users and from models, so any of them may carry
 markup. Charts are inline SVG whose geometry is computed here and whose text is escaped by the
@@ -8,17 +12,20 @@ template like every other string. The page loads nothing from anywhere (no CSS, 
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["SECTIONS", "Section", "render_report", "write_report"]
 
 GROUP_SECTIONS: tuple[tuple[str, str], ...] = (
     ("by_criterion", "By criterion"),
@@ -393,12 +400,30 @@ def _simulated(value: Any) -> dict[str, Any] | None:
     }
 
 
-def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
-    """Everything the template shows, formatted, from a ``leaderboard.json`` document.
+def _panel(value: Any) -> dict[str, Any] | None:
+    """Panel agreement: Krippendorff's α over the panel and Cohen's κ per judge pair."""
+    panel = _dict(value)
+    alpha = panel.get("krippendorff_alpha")
+    kappas = [(str(pair), k) for pair, k in _dict(panel.get("cohen_kappa")).items()]
+    if alpha is None and not kappas:
+        return None
 
-    Tolerates missing or malformed keys anywhere: what is absent is simply not shown."""
-    board = _dict(board)
-    arena = _dict(board.get("arena"))
+    def row(name: str, est: Any) -> dict[str, str]:
+        est = _dict(est) if isinstance(est, Mapping) else {"value": est}
+        return {
+            "name": name,
+            "value": fmt_cell(est, "value"),
+            "n": fmt_num(est.get("n")),
+        }
+
+    return {
+        "alpha": row("Krippendorff's α (whole panel)", alpha) if alpha is not None else None,
+        "kappas": [row(pair, k) for pair, k in kappas],
+    }
+
+
+def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
+    """The Arena section's view model (``_arena.html.j2``)."""
     overall = _rows(arena.get("overall"))
     groups = []
     for key, label in GROUP_SECTIONS:
@@ -409,21 +434,147 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
         if tables:
             groups.append({"id": key.replace("_", "-"), "title": label, "tables": tables})
     errors = [(str(k), fmt_num(v)) for k, v in _dict(arena.get("errors")).items()]
+    judges = _judges(arena.get("judges"))
+    settings = _settings(arena.get("settings"))
+    answers = _answers(arena.get("answers"))
+    usage = _usage(arena.get("usage"))
+    panel = _panel(arena.get("panel"))
+    nav = [("overall", "Leaderboard")]
+    nav += [("groups", "Breakdowns")] if groups else []
+    nav += [("judges", "Judge bias")] if judges else []
+    nav += [("agreement", "Agreement")] if panel else []
+    nav += [("settings", "Settings")] if settings else []
+    nav += [("answers", "Answers")] if answers else []
+    nav += [("usage", "Usage")] if usage else []
+    nav += [("errors", "Errors")] if "errors" in arena else []
     return {
-        "title": title,
         "setting": str(arena["setting"]) if arena.get("setting") is not None else None,
         "battles": fmt_num(arena["battles"]) if arena.get("battles") is not None else None,
+        "no_battles": not overall or arena.get("battles") == 0,
         "models": len(overall),
-        "simulated": _simulated(board.get("simulated")),
         "overall": _leaderboard(overall),
         "overall_chart": rating_chart(overall),
         "groups": groups,
-        "judges": _judges(arena.get("judges")),
-        "settings": _settings(arena.get("settings")),
-        "answers": _answers(arena.get("answers")),
-        "usage": _usage(arena.get("usage")),
+        "judges": judges,
+        "panel": panel,
+        "settings": settings,
+        "answers": answers,
+        "usage": usage,
         "errors": errors,
         "has_errors_key": "errors" in arena,
+        "nav": nav,
+    }
+
+
+@dataclass(frozen=True)
+class Section:
+    """One method's part of the report: shown when ``leaderboard.json`` has its key."""
+
+    key: str
+    """Top-level key of leaderboard.json (``arena``, ``adapt``, ``judge_audit``)."""
+    title: str
+    """Heading of the section."""
+    template: str
+    """The partial that renders it (``_<method>.html.j2``); it reads ``section`` (the view)."""
+    build: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]
+    """(the section's JSON, the whole document) -> its view model (with ``nav``: a list of
+    (anchor, label)), or None to leave the section out; tolerant of missing keys."""
+
+
+def _adapt_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    from memearena.report.adapt import adapt_view
+
+    view = adapt_view(board)
+    return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
+
+
+SECTIONS: list[Section] = [
+    Section("arena", "Arena", "_arena.html.j2", _arena_view),
+    Section("adapt", "Adapt", "adapt.html.j2", _adapt_section),
+]
+"""Method sections in page order; a method adds its own (an additive edit)."""
+
+
+def _redact_urls(value: Any) -> Any:
+    """Config values for display: credentials in a URL (``user:pass@``) are never shown."""
+    if isinstance(value, dict):
+        return {k: _redact_urls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_urls(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return re.sub(r"(://)[^/@\s]*@", r"\1***@", value)
+    return value
+
+
+def _run_facts(value: Any) -> dict[str, Any] | None:
+    run = _dict(value)
+    if not run:
+        return None
+    facts = [
+        (label, str(run[key]))
+        for key, label in (
+            ("name", "run"),
+            ("date", "date"),
+            ("seed", "seed"),
+            ("version", "memearena"),
+            ("config_sha256", "config sha256"),
+        )
+        if run.get(key) is not None
+    ]
+    config = run.get("config")
+    hashes = [(str(k), str(v)) for k, v in _dict(run.get("prompt_hashes")).items()]
+    return {
+        "name": str(run["name"]) if run.get("name") is not None else None,
+        "facts": facts,
+        "config": json.dumps(_redact_urls(config), indent=2, ensure_ascii=False)
+        if isinstance(config, dict)
+        else None,
+        "prompt_hashes": hashes,
+    }
+
+
+def _status(value: Any) -> dict[str, Any] | None:
+    """The failure banner's content, when the run says it is not complete."""
+    status = _dict(value)
+    if not status or status.get("complete") is not False:
+        return None
+    spent = [
+        (label, fmt_usd(status[key]))
+        for key, label in (
+            ("spent_usd", "spent"),
+            ("spent_upper_bound_usd", "at most"),
+            ("max_cost", "cap"),
+        )
+        if _is_number(status.get(key))
+    ]
+    problems = [str(p) for p in _list(status.get("problems"))]
+    return {"problems": problems, "spent": spent}
+
+
+def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
+    """Everything the template shows, formatted, from a ``leaderboard.json`` document.
+
+    Tolerates missing or malformed keys anywhere: what is absent is simply not shown."""
+    board = _dict(board)
+    sections = []
+    for sec in SECTIONS:
+        if sec.key in board:
+            view = sec.build(_dict(board.get(sec.key)), board)
+            if view is not None:
+                sections.append(
+                    {"key": sec.key, "title": sec.title, "template": sec.template, **view}
+                )
+    arena = next((s for s in sections if s["key"] == "arena"), None)
+    run = _run_facts(board.get("run"))
+    return {
+        "title": title,
+        "subtitle": (run or {}).get("name") or (arena or {}).get("setting"),
+        "run": run,
+        "status": _status(board.get("status")),
+        "no_results": not sections,
+        "no_battles": arena is not None and arena["no_battles"],
+        "simulated": _simulated(board.get("simulated")),
+        "sections": sections,
     }
 
 
@@ -447,9 +598,7 @@ def _environment() -> Environment:
 def render_report(board: dict[str, Any], *, title: str = "memearena report") -> str:
     """The report of a ``leaderboard.json`` document as one self-contained HTML page."""
     template = _environment().get_template("report.html.j2")
-    from memearena.report.adapt import adapt_view
-
-    return template.render(view=build_view(board, title=title), adapt=adapt_view(board))
+    return template.render(view=build_view(board, title=title))
 
 
 def write_report(run_dir: Path, board: dict[str, Any]) -> Path:

@@ -12,13 +12,24 @@ __all__ = [
     "DEMO_CONTEXT_MODEL",
     "DEMO_JUDGES",
     "DEMO_TARGETS",
+    "NULL_WORLD",
+    "WORLD",
     "demo_models",
     "true_ranking",
 ]
 
 
+WORLD: dict[str, float] = {"guideline_damping": 0.8, "family_misbeliefs": 0.5}
+"""The demo world's parameters through which guidelines can matter: every judge's biases are
+damped by what its beliefs settle after reading the guideline, and half of the misbelief draws
+are shared within a family."""
+
+NULL_WORLD: dict[str, float] = dict.fromkeys(WORLD, 0.0)
+"""The null control: with these at 0 no guideline setting can change a judge's biases."""
+
+
 def _sim(**fields: object) -> SimModelConfig:
-    return SimModelConfig.model_validate({"provider": "sim", **fields})
+    return SimModelConfig.model_validate({"provider": "sim", **WORLD, **fields})
 
 
 DEMO_TARGETS: dict[str, SimModelConfig] = {
@@ -35,8 +46,8 @@ DEMO_JUDGES: dict[str, SimModelConfig] = {
     "sim-judge-grove": _sim(
         skill=0.8, family="grove", noise=0.2, position_bias=0.1, format_error_rate=0.02
     ),
-    "sim-judge-harbor": _sim(skill=0.75, family="harbor", noise=0.2, verbosity_bias=0.1),
-    "sim-judge-drizzle": _sim(skill=0.7, family="drizzle", noise=0.2, self_bias=0.4),
+    "sim-judge-harbor": _sim(skill=0.75, family="harbor", noise=0.2, verbosity_bias=0.25),
+    "sim-judge-drizzle": _sim(skill=0.7, family="drizzle", noise=0.2, self_bias=0.8),
 }
 """Simulated judges of four families; ``sim-judge-drizzle`` strongly prefers the answers of its
 own family, that of the mid/low-ranked ``sim-drizzle`` target, so its ranking departs most from

@@ -16,7 +16,11 @@ How quality is encoded (all phrasing is the simulator's own, read back by substr
 - a judge scores each response per criterion from what it contains and what it believes (a
   guideline's facts count as known truths; without one only its own knowledge counts), then
   ``diff = q_A - q_B + position_bias + verbosity_bias * sign(len_A - len_B)
-  + self_bias * (own_A - own_B) + Normal(0, noise)``; beyond a margin of 0.05 the better one wins.
+  + self_bias * (own_A - own_B) + Normal(0, noise)``; beyond a margin of 0.05 the better one wins;
+  with ``guideline_damping`` the three biases are scaled by ``1 - guideline_damping * coverage``,
+  coverage being the share of the meme's facts and target the judge's beliefs settle (so a good
+  guideline can reduce them, a self-written one carrying misbeliefs less so);
+- with ``family_misbeliefs`` a share of misbelief draws is made per family, not per model.
 
 Every random draw comes from a generator seeded by (world seed, model, role, request text): the
 same request always gets the same reply, different requests differ.
@@ -248,6 +252,15 @@ class SimWorld:
             def u(*parts: object) -> float:
                 return _digest(self.seed, "know", prof.name, meme.key, *parts) / 2.0**64
 
+            shared = prof.cfg.family_misbeliefs
+
+            def misbelief_u(j: int) -> float:
+                # A family-wide draw with probability `family_misbeliefs`: models of one family
+                # then hold the same false beliefs (0 keeps every draw the model's own).
+                if shared > 0 and u("shared?", j) < shared:
+                    return _digest(self.seed, "know-family", prof.family, meme.key, j) / 2.0**64
+                return u("m", j)
+
             false_known = frozenset(j for j in range(len(meme.false_facts)) if u("f", j) < skill)
             k = _Knowledge(
                 true_known=frozenset(i for i in range(len(meme.facts)) if u("t", i) < skill),
@@ -255,7 +268,7 @@ class SimWorld:
                 misbeliefs=frozenset(
                     j
                     for j in range(len(meme.false_facts))
-                    if j not in false_known and u("m", j) < _MISBELIEF_RATE * (1 - skill)
+                    if j not in false_known and misbelief_u(j) < _MISBELIEF_RATE * (1 - skill)
                 ),
                 knows_target=u("target") < skill,
                 guess=meme.decoys[int(u("guess") * len(meme.decoys))] if u("g?") < 0.5 else None,
@@ -470,6 +483,9 @@ class SimWorld:
         bias = cfg.position_bias
         bias += cfg.verbosity_bias * ((len(a) > len(b)) - (len(a) < len(b)))
         bias += cfg.self_bias * ((prof.signature in a) - (prof.signature in b))
+        if cfg.guideline_damping > 0:
+            # A judge whose beliefs the guideline settled leans on them, not on its biases.
+            bias *= 1.0 - cfg.guideline_damping * _coverage(meme, beliefs)
         verdicts: dict[str, dict[str, str]] = {}
         for c in criteria:
             diff = qa.get(c, 0.0) - qb.get(c, 0.0) + bias + rng.gauss(0.0, cfg.noise)
@@ -534,6 +550,15 @@ _READING_SCORES = {
     "wrong": (0.3, 0.0),
     "vague": (0.2, 0.4),
 }
+
+
+def _coverage(meme: _Meme, b: _Beliefs) -> float:
+    """Share of the meme's facts (true ones known, false ones recognised) and of its target
+    that the judge's beliefs settle correctly."""
+    settled = len(b.true_facts & frozenset(range(len(meme.facts))))
+    settled += len(b.false_known - b.false_believed)
+    settled += b.target_n == meme.target_n
+    return settled / (len(meme.facts) + len(meme.false_facts) + 1)
 
 
 def _bounded_put(cache: dict[K, V], key: K, value: V) -> None:

@@ -22,10 +22,13 @@ from memearena.stats.agreement import (
 from memearena.stats.battles import (
     WINNERS,
     Battle,
+    BattleTable,
     LoadedBattles,
     SkippedLine,
     load_battles,
+    parse_battle_table,
     parse_battles,
+    read_battle_table,
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
 from memearena.stats.cluster import (
@@ -36,7 +39,7 @@ from memearena.stats.cluster import (
     clustered_counts,
 )
 from memearena.stats.counts import PairCounts
-from memearena.stats.elo import online_elo
+from memearena.stats.elo import online_elo, online_elo_codes
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
 from memearena.stats.judge_bias import (
     BIAS_CATEGORIES,
@@ -55,7 +58,10 @@ from memearena.stats.leaderboard import (
     grouped_leaderboards,
     leaderboard,
     leaderboard_fit,
+    leaderboard_rows,
+    rank_upper_bounds,
 )
+from memearena.stats.rank_table import TableRanking, rank_table
 from memearena.stats.ranking import (
     kendall_tau,
     kendall_tau_scores,
@@ -72,6 +78,7 @@ __all__ = [
     "WINNERS",
     "BTResult",
     "Battle",
+    "BattleTable",
     "BiasFigure",
     "BiasPair",
     "BiasTable",
@@ -89,6 +96,7 @@ __all__ = [
     "SelfPreference",
     "SkippedLine",
     "StatsError",
+    "TableRanking",
     "UnboundedRatingsError",
     "Verdict",
     "average_win_rate",
@@ -107,6 +115,7 @@ __all__ = [
     "krippendorff_alpha",
     "leaderboard",
     "leaderboard_fit",
+    "leaderboard_rows",
     "length_controlled_bt",
     "load_battles",
     "ndcg",
@@ -114,10 +123,15 @@ __all__ = [
     "next_pairs",
     "nominal_alpha",
     "online_elo",
+    "online_elo_codes",
+    "parse_battle_table",
     "parse_battles",
     "position_consistency",
     "prefer_first_rate",
     "prefer_longer_rate",
+    "rank_table",
+    "rank_upper_bounds",
+    "read_battle_table",
     "relative_longer_rate",
     "resample",
     "self_preference",

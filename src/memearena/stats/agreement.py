@@ -267,7 +267,12 @@ def _longer_score(v: Verdict) -> float:
 
 
 def relative_longer_rate(
-    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    verdicts: Iterable[Verdict],
+    *,
+    own_models: Mapping[str, Collection[str]] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
 ) -> dict[str, Estimate]:
     """Per judge: P(the longer response wins) minus the other judges' mean P on the very same
     presentations (criterion, item, shown order), ties half.
@@ -280,6 +285,9 @@ def relative_longer_rate(
     by_presentation: dict[tuple, dict[str, tuple[float, Hashable | None]]] = {}
     for v in verdicts:
         if v.len_a is None or v.len_b is None or v.len_a == v.len_b:
+            continue
+        mine = own_models.get(v.judge, ()) if own_models else ()
+        if v.model_a in mine or v.model_b in mine:
             continue
         key = (v.criterion, v.item, v.model_a, v.model_b)
         by_presentation.setdefault(key, {})[v.judge] = (_longer_score(v), v.cluster)

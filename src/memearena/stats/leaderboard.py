@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from memearena.stats.battles import Battle
@@ -14,7 +15,7 @@ from memearena.stats.cluster import (
     ClusterIndex,
     clustered_counts,
 )
-from memearena.stats.counts import PairCounts
+from memearena.stats.counts import FloatArray, IntArray, PairCounts, as_counts
 from memearena.stats.elo import online_elo
 from memearena.stats.errors import StatsError
 from memearena.stats.winrate import average_win_rate
@@ -32,6 +33,8 @@ class LeaderboardRow(BaseModel):
     """Model name."""
     rank: int
     """1 = best, by Bradley–Terry rating."""
+    rank_ub: int = 1
+    """Chatbot Arena's rank upper bound: 1 + models whose `ci_low` exceeds this `ci_high`."""
     elo: float
     """Online Elo rating (battles replayed in file order)."""
     bt: float
@@ -44,6 +47,14 @@ class LeaderboardRow(BaseModel):
     """Mean pairwise win rate over the opponents met, ties counting half."""
     battles: int
     """Number of battles involving the model."""
+    mle: bool = True
+    """False when `bt` is not the plain MLE: a weak prior was used (asked for, or no MLE exists)."""
+
+
+def rank_upper_bounds(ci_low: FloatArray, ci_high: FloatArray) -> IntArray:
+    """Per model: 1 + the number of models whose lower bound exceeds its upper bound."""
+    low, high = np.asarray(ci_low, dtype=np.float64), np.asarray(ci_high, dtype=np.float64)
+    return np.asarray(1 + (low[None, :] > high[:, None]).sum(axis=1), dtype=np.int64)
 
 
 def leaderboard_from_fit(
@@ -56,24 +67,35 @@ def leaderboard_from_fit(
 ) -> list[LeaderboardRow]:
     """Assemble rows from a Bradley–Terry fit and the battles it was fitted on."""
     elo = online_elo(battles, k=elo_k, init=fit.init, shuffles=elo_shuffles, seed=seed)
-    counts = PairCounts.from_battles(battles, fit.models)
+    return leaderboard_rows(fit, PairCounts.from_battles(battles, fit.models), elo)
+
+
+def leaderboard_rows(
+    fit: BTResult, counts: PairCounts, elo: Mapping[str, float]
+) -> list[LeaderboardRow]:
+    """Rows from a Bradley–Terry fit, the counts it was fitted on and online Elo ratings."""
+    counts = as_counts(counts, fit.models)
     win_rate = average_win_rate(counts)
     played = counts.battles_per_model
-    order = fit.ranking()
+    low = fit.ci_low if fit.ci_low is not None else fit.ratings
+    high = fit.ci_high if fit.ci_high is not None else fit.ratings
+    rank_ub = rank_upper_bounds(low, high)
+    position = {name: k for k, name in enumerate(fit.models)}
     rows = []
-    for rank, name in enumerate(order, start=1):
-        k = fit.models.index(name)
-        bt = float(fit.ratings[k])
+    for rank, name in enumerate(fit.ranking(), start=1):
+        k = position[name]
         rows.append(
             LeaderboardRow(
                 model=name,
                 rank=rank,
+                rank_ub=int(rank_ub[k]),
                 elo=float(elo[name]),
-                bt=bt,
-                ci_low=float(fit.ci_low[k]) if fit.ci_low is not None else bt,
-                ci_high=float(fit.ci_high[k]) if fit.ci_high is not None else bt,
+                bt=float(fit.ratings[k]),
+                ci_low=float(low[k]),
+                ci_high=float(high[k]),
                 win_rate=win_rate[name],
                 battles=round(float(played[k])),
+                mle=fit.prior == 0,
             )
         )
     return rows
@@ -250,23 +272,4 @@ class LeaderboardAccumulator:
         fit = bradley_terry(
             clustered, anchor=anchor, bootstrap=bootstrap, seed=seed, prior=prior, ties=ties
         )
-        counts = clustered.total
-        win_rate = average_win_rate(counts)
-        games = counts.battles_per_model
-        rows = []
-        for rank, name in enumerate(fit.ranking(), start=1):
-            k = fit.models.index(name)
-            bt = float(fit.ratings[k])
-            rows.append(
-                LeaderboardRow(
-                    model=name,
-                    rank=rank,
-                    elo=float(self.elo[name]),
-                    bt=bt,
-                    ci_low=float(fit.ci_low[k]) if fit.ci_low is not None else bt,
-                    ci_high=float(fit.ci_high[k]) if fit.ci_high is not None else bt,
-                    win_rate=win_rate[name],
-                    battles=round(float(games[k])),
-                )
-            )
-        return rows, fit
+        return leaderboard_rows(fit, clustered.total, self.elo), fit
