@@ -34,9 +34,14 @@ _LAZY = {
     "arun_arena": "memearena.api",
     "plan_arena": "memearena.api",
     "aplan_arena": "memearena.api",
+    "run_adapt": "memearena.api",
+    "arun_adapt": "memearena.api",
+    "plan_adapt": "memearena.api",
+    "aplan_adapt": "memearena.api",
     # results
     "open_run": "memearena.api",
     "ArenaResult": "memearena.api",
+    "AdaptResult": "memearena.api",
     "ArenaRunResult": "memearena.runner",
     # errors
     "MemearenaError": "memearena.errors",

@@ -33,12 +33,17 @@ if TYPE_CHECKING:  # pandas is an optional extra: imported only when a DataFrame
     from memearena.runner import PlannedCalls
 
 __all__ = [
+    "AdaptResult",
     "ArenaResult",
     "MissingExtraError",
+    "aplan_adapt",
     "aplan_arena",
+    "arun_adapt",
     "arun_arena",
     "open_run",
+    "plan_adapt",
     "plan_arena",
+    "run_adapt",
     "run_arena",
     "twins",
 ]
@@ -368,3 +373,104 @@ def _plan_arena(cfg: RunConfig | str | Path, settings: Sequence[str] | None = No
 
 run_arena, arun_arena = twins(_run_arena, "run_arena")
 plan_arena, aplan_arena = twins(_plan_arena, "plan_arena")
+
+
+class AdaptResult:
+    """The results of an Adapt run, read from its run directory (``leaderboard.json``'s
+    ``adapt`` section, ``adapt_scores.jsonl``, ``adapt_chains.jsonl``)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        new_calls: int | None = None,
+        cost_usd: float | None = None,
+        stopped: str | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.new_calls = new_calls
+        self.cost_usd = cost_usd
+        self.stopped = stopped
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """The ``adapt`` section of ``leaderboard.json``."""
+        board = _read_json(self.run_dir / "leaderboard.json")
+        sec = board.get("adapt")
+        if not isinstance(sec, dict):
+            raise MemearenaError(f"{self.run_dir}: leaderboard.json has no adapt section")
+        return sec
+
+    def _jsonl(self, name: str) -> list[dict[str, Any]]:
+        import json
+
+        path = self.run_dir / name
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def models(self) -> pd.DataFrame:
+        """One row per target: scores, failure rates, loop and control, with intervals."""
+        return _pandas().DataFrame(self.section["models"])
+
+    def by_category(self) -> pd.DataFrame:
+        """One row per (category, target)."""
+        rows = [{"category": c, **r} for c, rs in self.section["by_category"].items() for r in rs]
+        return _pandas().DataFrame(rows)
+
+    def weaknesses(self) -> pd.DataFrame:
+        """Every refinement step that lowered a target's score."""
+        return _pandas().DataFrame(self.section["weaknesses"])
+
+    def scores(self) -> pd.DataFrame:
+        """Every original answer's outcome and score (refused / unparsed have no score)."""
+        return _pandas().DataFrame(self._jsonl("adapt_scores.jsonl"))
+
+    def chains(self) -> pd.DataFrame:
+        """One row per refinement step (the lineage), with its chain's target, mode and stop."""
+        rows = [
+            {k: c[k] for k in ("target", "category", "repeat", "mode", "seed", "stop")} | s
+            for c in self._jsonl("adapt_chains.jsonl")
+            for s in c["steps"]
+        ]
+        return _pandas().DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return f"AdaptResult({str(self.run_dir)!r})"
+
+
+def _run_adapt(
+    cfg: RunConfig | str | Path,
+    run_dir: str | Path,
+    *,
+    max_cost: float | None = None,
+    show_progress: bool = True,
+    bootstrap: int | None = None,
+) -> AdaptResult:
+    """Run (or resume) Adapt in ``run_dir``; returns its results (see :class:`AdaptResult`)."""
+    from memearena.config import load_config
+    from memearena.pipelines.adapt import run_adapt as run
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    done = run(cfg, run_dir, max_cost=max_cost, show_progress=show_progress, bootstrap=bootstrap)
+    return AdaptResult(
+        done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
+    )
+
+
+def _plan_adapt(cfg: RunConfig | str | Path) -> PlannedCalls:
+    """Dry run of Adapt: the calls, tokens and cost a run would make; nothing is called."""
+    from memearena.config import load_config
+    from memearena.pipelines.adapt import plan_adapt as plan
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    planned: PlannedCalls = plan(cfg)
+    return planned
+
+
+run_adapt, arun_adapt = twins(_run_adapt, "run_adapt")
+plan_adapt, aplan_adapt = twins(_plan_adapt, "plan_adapt")

@@ -126,6 +126,9 @@ class _ModelCommon(_Strict):
     """Reasoning effort for reasoning models (sent only when set)."""
     price: Price = Field(default_factory=Price)
     """Cost per 1M tokens, used for accounting, --dry-run estimates and --max-cost."""
+    structured_outputs: bool = False
+    """Ask for schema-constrained JSON (``response_format`` json_schema) where a role has a
+    schema (Arena judges); set it only for endpoints that support structured outputs."""
     max_response_bytes: int = Field(2_000_000, gt=0, le=1_000_000_000)
     """Largest reply accepted, in bytes: reading stops there and the call fails (never cached)."""
 

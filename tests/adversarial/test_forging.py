@@ -362,3 +362,66 @@ def test_end_to_end_forging_through_the_simulated_world(
     assert failures[ECHO] == 0 and failures[QUOTE] == 0
     assert failures[QUOTE_AFTER] > 0 and failures[RETYPE] > 0
     assert sum(failures.values()) == tally["parse failure"]
+
+
+# ---- structured outputs ------------------------------------------------------------------------
+
+
+def test_structured_outputs_schema_pins_exactly_the_requested_verdicts() -> None:
+    from memearena.prompts import verdict_response_format
+
+    fmt = json.loads(verdict_response_format(["correctness", "accuracy"]))
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    verdicts = fmt["json_schema"]["schema"]["properties"]["verdicts"]
+    assert verdicts["required"] == ["correctness", "accuracy"]
+    assert verdicts["additionalProperties"] is False
+    assert verdicts["properties"]["accuracy"]["properties"]["winner"]["enum"] == ["A", "B", "tie"]
+
+
+def test_structured_outputs_reach_the_request_body_of_flagged_endpoints() -> None:
+    from memearena.config import OpenAIModelConfig
+    from memearena.models.backends import OpenAIBackend
+    from memearena.prompts import verdict_response_format
+
+    cfg = OpenAIModelConfig(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    backend = OpenAIBackend("j", cfg)
+    msgs = [Message.text("user", "judge")]
+    fmt = verdict_response_format(list(CRITERIA))
+    body = backend._request(msgs, GenParams(response_format=fmt))
+    assert body["response_format"] == json.loads(fmt)
+    assert "response_format" not in backend._request(msgs, GenParams())
+
+
+def test_structured_output_judges_are_asked_with_the_schema_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flagged judge gets the schema with every verdict request (its reply, bare JSON, is
+    accepted); an unflagged judge gets none; the request keys differ, so a cache never mixes
+    the two."""
+    import memearena.runner as runner
+
+    seen: dict[str, set[str | None]] = {}
+
+    class Recorder:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def respond(self, model: str, role: str, messages: Any, params: GenParams) -> str:
+            if role == "arena.judge":
+                seen.setdefault(model, set()).add(params.response_format)
+            return str(self.inner.respond(model, role, messages, params))
+
+    real = runner.sim_world
+    monkeypatch.setattr(runner, "sim_world", lambda c, m: Recorder(real(c, m)))
+    cfg = _e2e_config()
+    models = dict(cfg.models)
+    models[ECHO] = models[ECHO].model_copy(update={"structured_outputs": True})
+    assert cfg.arena is not None
+    arena = cfg.arena.model_copy(update={"judges": [ECHO, QUOTE], "fusion_rounds": 2})
+    cfg = cfg.model_copy(update={"models": models, "arena": arena})
+    result = runner.run_arena(cfg, tmp_path / "run", show_progress=False, bootstrap=5)
+    from memearena.prompts import verdict_response_format
+
+    assert seen[ECHO] == {verdict_response_format(list(CRITERIA))}
+    assert seen[QUOTE] == {None}
+    assert result.leaderboard["arena"]["battles"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import itertools
+import json
 import os
 import re
 import socket
@@ -298,6 +299,8 @@ class OpenAIBackend:
             body["seed"] = params.seed
         if params.reasoning_effort is not None:
             body["reasoning_effort"] = params.reasoning_effort
+        if params.response_format is not None:
+            body["response_format"] = json.loads(params.response_format)
         return body
 
     async def _read_capped(self, resp: Any) -> bytes:

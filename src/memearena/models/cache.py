@@ -41,6 +41,7 @@ _SIM_BEHAVIOUR_EXCLUDE = {
     "max_retries",
     "price",
     "latency_ms",
+    "structured_outputs",  # a request parameter (in the params part when it applies)
     "max_response_bytes",
 }
 # Behaviour fields added after keys were pinned enter the key only when set (not 0), so caches
@@ -83,12 +84,11 @@ def endpoint_id(model_cfg: ModelConfig, model_name: str) -> str:
 def _canonical_payload(endpoint: str, messages: Sequence[Message], params: GenParams) -> str:
     """The canonical JSON the key hashes, built the straightforward way (the definition that
     ``key_for_endpoint``'s fast path reproduces byte for byte)."""
-    payload = [
-        CACHE_KEY_VERSION,
-        endpoint,
-        [_message_json(m) for m in messages],
-        [params.temperature, params.top_p, params.max_tokens, params.seed, params.reasoning_effort],
-    ]
+    values: list[Any] = [params.temperature, params.top_p, params.max_tokens, params.seed]
+    values.append(params.reasoning_effort)
+    if params.response_format is not None:  # only when set: earlier keys stay valid
+        values.append(params.response_format)
+    payload = [CACHE_KEY_VERSION, endpoint, [_message_json(m) for m in messages], values]
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -116,11 +116,15 @@ def _param_json(v: object) -> str:
 
 def params_json(params: GenParams) -> str:
     """The parameters' part of the payload (precomputed once per model for its defaults)."""
-    return (
+    base = (
         f"[{_param_json(params.temperature)},{_param_json(params.top_p)},"
         f"{_param_json(params.max_tokens)},{_param_json(params.seed)},"
-        f"{_param_json(params.reasoning_effort)}]"
+        f"{_param_json(params.reasoning_effort)}"
     )
+    # A later field: written only when set, so the keys of earlier requests stay valid.
+    if params.response_format is not None:
+        base += "," + _enc(params.response_format)
+    return base + "]"
 
 
 def _messages_json(messages: Sequence[Message]) -> str:

@@ -52,6 +52,9 @@ class GenParams:
     max_tokens: int | None = None
     seed: int | None = None
     reasoning_effort: str | None = None
+    # JSON text of an OpenAI ``response_format`` (structured outputs with a JSON schema), kept
+    # as text so the params stay hashable; None: free text.
+    response_format: str | None = None
 
     def merged(self, other: GenParams | None) -> GenParams:
         """These params with every non-None field of ``other`` taking precedence."""

@@ -19,7 +19,7 @@ from memearena.config import ArenaConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.models import ModelPool
-from memearena.models.types import ImagePart
+from memearena.models.types import GenParams, ImagePart
 from memearena.pipelines.progress import StageProgress
 from memearena.pipelines.resolve import resolve_pair
 from memearena.pipelines.schedule import (
@@ -39,6 +39,7 @@ from memearena.prompts import (
     parse_verdicts,
 )
 from memearena.prompts.budget import shown_pair
+from memearena.prompts.schemas import verdict_response_format
 from memearena.store import RunStore, artifact_key
 
 T = TypeVar("T")
@@ -306,11 +307,18 @@ class ArenaPipeline:
                 ),
                 lambda t: parse_verdicts(t, self.acfg.criteria),
                 max_reasks=self.acfg.max_reasks,
+                params=self._verdict_params(judge),
             ),
             lambda v, _: {"verdicts": {c: cv.model_dump() for c, cv in v.items()}, **shown.record},
         )
         self.progress.advance("judgments")
         return art or {"error": "model error (will be retried on re-run)"}
+
+    def _verdict_params(self, judge: str) -> GenParams | None:
+        """Structured outputs (a JSON schema of the verdicts) for judges whose endpoint has them."""
+        if not self.cfg.models[judge].structured_outputs:
+            return None
+        return GenParams(response_format=verdict_response_format(self.acfg.criteria))
 
     async def judge_pair(
         self,

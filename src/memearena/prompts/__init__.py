@@ -21,7 +21,13 @@ from memearena.prompts.render import (
     template_hashes,
     template_path,
 )
-from memearena.prompts.schemas import LEVELS, Answer, Context, CriterionVerdict
+from memearena.prompts.schemas import (
+    LEVELS,
+    Answer,
+    Context,
+    CriterionVerdict,
+    verdict_response_format,
+)
 from memearena.prompts.scores import ABSTAIN, Score, defang_score_fields, parse_score
 
 __all__ = [
@@ -53,4 +59,5 @@ __all__ = [
     "template_hashes",
     "template_path",
     "truncate_to_tokens",
+    "verdict_response_format",
 ]

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["LEVELS", "Answer", "Context", "CriterionVerdict", "Level", "Winner"]
+__all__ = [
+    "LEVELS",
+    "Answer",
+    "Context",
+    "CriterionVerdict",
+    "Level",
+    "Winner",
+    "verdict_response_format",
+]
 
 Level = Literal["high", "moderate", "unrelated"]
 Winner = Literal["A", "B", "tie"]
@@ -50,3 +60,36 @@ class CriterionVerdict(BaseModel):
     """The better response as shown to the judge: "A", "B" or "tie"."""
     rationale: str = ""
     """The judge's one-sentence reason."""
+
+
+def verdict_response_format(criteria: Sequence[str]) -> str:
+    """The OpenAI ``response_format`` (JSON text) constraining a judge's reply to one verdicts
+    object with exactly the requested criteria: structured outputs, for endpoints that have
+    them (``structured_outputs: true``)."""
+    verdict = {
+        "type": "object",
+        "properties": {
+            "winner": {"type": "string", "enum": ["A", "B", "tie"]},
+            "rationale": {"type": "string"},
+        },
+        "required": ["winner", "rationale"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "verdicts": {
+                "type": "object",
+                "properties": dict.fromkeys(criteria, verdict),
+                "required": list(criteria),
+                "additionalProperties": False,
+            }
+        },
+        "required": ["verdicts"],
+        "additionalProperties": False,
+    }
+    payload = {
+        "type": "json_schema",
+        "json_schema": {"name": "pairwise_verdicts", "strict": True, "schema": schema},
+    }
+    return json.dumps(payload, separators=(",", ":"))

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from memearena.config import RunConfig
 from memearena.pipelines.schedule import seeded_rng
+from memearena.report.safe import console_safe, csv_safe
 
 __all__ = [
     "HUMAN_KEY_FILE",
@@ -34,13 +35,10 @@ HUMAN_LABELS_FILE = "adapt_human_labels.csv"
 HUMAN_KEY_FILE = "adapt_human_key.csv"
 """What each item of the labelling sheet is (kept apart so the labellers stay blind)."""
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
-
-def csv_cell(value: object) -> str:
+def csv_cell(value: object) -> object:
     """A cell a spreadsheet will show as text, never evaluate (formula injection)."""
-    s = "" if value is None else str(value)
-    return "'" + s if s.startswith(_FORMULA_START) else s
+    return csv_safe("" if value is None else value)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -97,8 +95,8 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
             )
     rows = sorted(items.values(), key=lambda r: (r["meme"], r["kind"], r["text"]))
     seeded_rng(cfg.seed, "adapt.human_export").shuffle(rows)
-    labels = [["item", "image", "text", "harmful", "category"]]
-    key = [["item", "kind", "meme", "category", "text"]]
+    labels: list[list[object]] = [["item", "image", "text", "harmful", "category"]]
+    key: list[list[object]] = [["item", "kind", "meme", "category", "text"]]
     for i, r in enumerate(rows, start=1):
         item = f"item-{i:05d}"
         image = memes.get(r["meme"])
@@ -183,7 +181,7 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         table.add_column(col, justify="left" if col == "model" else "right")
     for m in section["models"]:
         table.add_row(
-            Text(m["model"]),
+            console_safe(m["model"]),
             _ci(m["avg_score"], m["avg_score_ci"], pct=False),
             _ci(m["failure_rate"], m["failure_rate_ci"]),
             _ci(m["refined_failure_rate"], m["refined_failure_rate_ci"]),
@@ -194,7 +192,7 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
     console.print(table)
     mined = [t["name"] for t in section["taxonomy"] if t.get("origin") == "mined"]
     console.print(
-        Text(
+        console_safe(
             f"taxonomy {section['taxonomy_version']}: {len(section['taxonomy'])} categories"
             + (f" (mined: {', '.join(mined)})" if mined else "")
             + f"; {len(section['weaknesses'])} weakness step(s) recorded"

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
 
 from memearena.config import DatasetConfig, RunConfig
 from memearena.config_adapt import AdaptConfig, AdaptSimConfig
+from memearena.report.safe import console_safe
 from memearena.sim.catalogue import demo_models
 
 __all__ = ["DEMO_ADAPT_TARGETS", "DEMO_WEAKNESS", "adapt_demo_config", "run_adapt_demo"]
@@ -69,7 +69,7 @@ def run_adapt_demo(
     )
     print_adapt_summary(console, null.section, "Adapt (null world: refinement changes nothing)")
     for line in demo_findings(real.section, null.section):
-        console.print(Text(line))
+        console.print(console_safe(line))
     return {"world": real.section, "null_world": null.section}
 
 
