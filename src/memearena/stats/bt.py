@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -117,8 +118,9 @@ def _log_sigmoid(x: FloatArray) -> FloatArray:
 class _Problem:
     """Batched log-likelihood, gradient and Hessian for all rounds at once.
 
-    Per-round arrays are (rounds × pairs); pair terms are scattered onto models through a
-    sparse incidence matrix, so a gradient costs O(rounds × pairs), whatever the models.
+    Per-round arrays are (pairs × rounds), one column per round; pair terms reach the models
+    through a sparse incidence matrix, so a gradient costs O(pairs × rounds), whatever the
+    number of models, and no large array is ever copied to change its memory order.
     """
 
     def __init__(
@@ -137,12 +139,13 @@ class _Problem:
         self.i, self.j, self.m, self.prior, self.ties = i, j, m, prior, ties
         p = len(i)
         pairs = np.arange(p)
-        # inc[p, k] = +1 if k = i_p, -1 if k = j_p: values @ inc sums pair terms per model.
+        # inc[p, k] = +1 if k = i_p, -1 if k = j_p: inc @ θ gives θ_i − θ_j per pair, and
+        # inc.T @ values sums each model's pair terms.
         self.inc = csr_matrix(
             (np.r_[np.ones(p), -np.ones(p)], (np.r_[pairs, pairs], np.r_[i, j])), shape=(p, m)
         )
-        self.abs_inc = abs(self.inc)
-        self.inc_t = self.inc.T.tocsr()  # theta @ inc_t = theta_i - theta_j per pair
+        self.inc_t = self.inc.T.tocsr()
+        self.abs_inc_t = abs(self.inc_t)
         self.gauge = (prior == 0).astype(np.float64)
         if ties == "half":
             self.a, self.b, self.t = w_ij + 0.5 * t, w_ji + 0.5 * t, np.zeros_like(t)
@@ -154,19 +157,19 @@ class _Problem:
         self.kappa_fixed = np.zeros(len(prior), dtype=bool)
         self.kappa_value = np.zeros(len(prior))
         if ties == "davidson":
-            no_ties = self.t.sum(axis=1) == 0
-            no_wins = (self.a + self.b).sum(axis=1) == 0
+            no_ties = self.t.sum(axis=0) == 0
+            no_wins = (self.a + self.b).sum(axis=0) == 0
             self.kappa_fixed = no_ties | no_wins
             self.kappa_value = np.where(no_ties, -_KAPPA_LIMIT, _KAPPA_LIMIT)
 
     def scatter(self, values: FloatArray, signed: bool = True) -> FloatArray:
-        """(rounds × pairs) pair terms summed onto models: (rounds × m)."""
-        matrix = self.inc if signed else self.abs_inc
-        return np.asarray(values @ matrix, dtype=np.float64)
+        """(pairs × rounds) pair terms summed onto models: (rounds × m)."""
+        matrix = self.inc_t if signed else self.abs_inc_t
+        return np.asarray(matrix @ values, dtype=np.float64).T
 
     def differences(self, x: FloatArray) -> FloatArray:
-        """θ_i − θ_j for every pair, per round: (rounds × pairs)."""
-        return np.asarray(np.ascontiguousarray(x[:, : self.m]) @ self.inc_t, dtype=np.float64)
+        """θ_i − θ_j for every pair (rows) and round (columns)."""
+        return np.asarray(self.inc @ np.ascontiguousarray(x[:, : self.m].T), dtype=np.float64)
 
     def start(self, x0: FloatArray | None = None) -> FloatArray:
         x = np.zeros((len(self.prior), self.dim))
@@ -179,21 +182,26 @@ class _Problem:
     def loglik(self, x: FloatArray, rows: IntArray) -> FloatArray:
         theta = x[:, : self.m]
         d = self.differences(x)
-        a, b, n = self.a[rows], self.b[rows], self.n[rows]
+        a, b, n = self.a[:, rows], self.b[:, rows], self.n[:, rows]
         if self.ties == "half":
-            ll = (a * _log_sigmoid(d) + b * _log_sigmoid(-d)).sum(axis=1)
+            ll = (a * _log_sigmoid(d) + b * _log_sigmoid(-d)).sum(axis=0)
         else:
-            kappa = x[:, -1:]
+            kappa = x[:, -1][None, :]
             log_d = np.logaddexp(np.logaddexp(d / 2, -d / 2), kappa)
-            ll = ((a - b) * d / 2 + self.t[rows] * kappa - n * log_d).sum(axis=1)
+            ll = ((a - b) * d / 2 + self.t[:, rows] * kappa - n * log_d).sum(axis=0)
         pr = self.prior[rows]
-        return ll + pr * 0.5 * (_log_sigmoid(theta) + _log_sigmoid(-theta)).sum(axis=1)
+        return np.asarray(
+            ll + pr * 0.5 * (_log_sigmoid(theta) + _log_sigmoid(-theta)).sum(axis=1),
+            dtype=np.float64,
+        )
 
     def subset(self, rows: IntArray) -> _Problem:
         """The same problem restricted to some rounds."""
         sub = _Problem.__new__(_Problem)
         sub.__dict__.update(self.__dict__)
-        for name in ("a", "b", "t", "n", "prior", "gauge", "kappa_fixed", "kappa_value"):
+        for name in ("a", "b", "t", "n"):
+            setattr(sub, name, getattr(self, name)[:, rows])
+        for name in ("prior", "gauge", "kappa_fixed", "kappa_value"):
             setattr(sub, name, getattr(self, name)[rows])
         return sub
 
@@ -201,19 +209,21 @@ class _Problem:
         """One round holding the average counts of all rounds (their common centre)."""
         sub = self.subset(np.zeros(1, dtype=np.int64))
         for name in ("a", "b", "t", "n"):
-            setattr(sub, name, getattr(self, name).mean(axis=0, keepdims=True))
+            setattr(sub, name, getattr(self, name).mean(axis=1, keepdims=True))
         return sub
 
     def gradient(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Gradient of the log-likelihood and the Hessian's diagonal (ties="half" only): the
-        cheap part of a step, O(rounds × pairs)."""
+        cheap part of a step, O(pairs × rounds)."""
         theta = x[:, : self.m]
         s = expit(self.differences(x))
         grad = self.scatter(self.a - self.n * s)
-        diag = self.scatter(self.n * s * (1.0 - s), signed=False)
+        s *= 1.0 - s
+        s *= self.n
+        diag = self.scatter(s, signed=False)
         sp = expit(theta)
-        grad += self.prior[:, None] * (0.5 - sp)
-        diag += self.prior[:, None] * sp * (1.0 - sp)
+        grad = grad + self.prior[:, None] * (0.5 - sp)
+        diag = diag + self.prior[:, None] * sp * (1.0 - sp)
         return grad, diag
 
     def newton_step(self, x: FloatArray) -> FloatArray:
@@ -232,21 +242,21 @@ class _Problem:
             g_d = self.a - self.n * s
             h_d = self.n * s * (1.0 - s)
         else:
-            kappa = x[:, -1:]
+            kappa = x[:, -1][None, :]
             log_d = np.logaddexp(np.logaddexp(d / 2, -d / 2), kappa)
             e_p, e_m, e_t = np.exp(d / 2 - log_d), np.exp(-d / 2 - log_d), np.exp(kappa - log_d)
             inv_d2 = np.exp(-2 * log_d)
             g_d = (self.a - self.b) / 2 - self.n * (e_p - e_m) / 2
             h_d = self.n * (inv_d2 + e_t * (e_p + e_m) / 4)
             free = ~self.kappa_fixed
-            grad[:, -1] = np.where(free, (self.t - self.n * e_t).sum(axis=1), 0.0)
-            hess[:, -1, -1] = np.where(free, (self.n * e_t * (e_p + e_m)).sum(axis=1), 1.0)
+            grad[:, -1] = np.where(free, (self.t - self.n * e_t).sum(axis=0), 0.0)
+            hess[:, -1, -1] = np.where(free, (self.n * e_t * (e_p + e_m)).sum(axis=0), 1.0)
             cross = np.where(free[:, None], -self.scatter(self.n * e_t * (e_p - e_m) / 2), 0.0)
             hess[:, : self.m, -1] = cross
             hess[:, -1, : self.m] = cross
         grad[:, : self.m] = self.scatter(g_d)
-        hess[:, self.i, self.j] = -h_d
-        hess[:, self.j, self.i] = -h_d
+        hess[:, self.i, self.j] = -h_d.T
+        hess[:, self.j, self.i] = -h_d.T
         diag = self.scatter(h_d, signed=False)
         sp = expit(theta)
         grad[:, : self.m] += self.prior[:, None] * (0.5 - sp)
@@ -515,6 +525,15 @@ def _tables(
     return tables
 
 
+def _columns(
+    outcome: IntArray, pair_of_cell: IntArray, pairs: int, cell_counts: FloatArray
+) -> FloatArray:
+    """Per-round tables laid out (3, pairs, rounds): one column per round."""
+    tables = np.zeros((3, pairs, len(cell_counts)))
+    tables[outcome, pair_of_cell, :] = cell_counts.T
+    return tables
+
+
 def _pair_tables(
     counts: PairCounts, cell_counts: FloatArray
 ) -> tuple[IntArray, IntArray, FloatArray]:
@@ -550,7 +569,7 @@ def fit_cells(
     with _blas_threads():
         for first in range(0, rounds, chunk):
             sl = slice(first, first + chunk)
-            t = _tables(outcome, pair_of_cell, len(i), cell_counts[sl])
+            t = _columns(outcome, pair_of_cell, len(i), cell_counts[sl])
             problem = _Problem(i, j, t[0], t[1], t[2], m, priors[sl].copy(), ties)
             if start is None or ties != "half":
                 out[sl] = _newton(problem, start, tol=tol)
@@ -658,19 +677,30 @@ def bradley_terry(
         # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
         # (one generator drawn in sequence, so the draws are those of a single call).
         batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
+        sizes = [min(batch, bootstrap - first) for first in range(0, bootstrap, batch)]
+
+        def draw(rounds: int) -> FloatArray:
+            if clustered is not None:
+                return clustered.resample(rounds, rng)
+            return resample(counts, rounds, rng)
+
         certificate = _certificate(counts) if prior == 0 else None
-        for first in range(0, bootstrap, batch):
-            rounds = min(batch, bootstrap - first)
-            draws = (
-                clustered.resample(rounds, rng)
-                if clustered is not None
-                else resample(counts, rounds, rng)
-            )
-            boot_theta, failed = fit_draws(
-                counts, draws, prior=prior, ties=ties, start=start, certificate=certificate
-            )
-            regularised += failed
-            samples[first : first + rounds] = to_elo(boot_theta)
+        # The next batch is drawn on a worker thread while this one is fitted (numpy releases
+        # the GIL in both): one generator, drawn in order, so the draws are those of one call.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(draw, sizes[0])
+            first = 0
+            for k, rounds in enumerate(sizes):
+                draws = pending.result()
+                if k + 1 < len(sizes):
+                    pending = pool.submit(draw, sizes[k + 1])
+                boot_theta, failed = fit_draws(
+                    counts, draws, prior=prior, ties=ties, start=start, certificate=certificate
+                )
+                del draws
+                regularised += failed
+                samples[first : first + rounds] = to_elo(boot_theta)
+                first += rounds
         tail = 100 * (1 - ci) / 2
         ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
     return BTResult(
