@@ -2,8 +2,10 @@
 memes) against a run ``--scale`` times larger (each demo meme cloned with its own image), both
 with the demo's Adapt config, no cache, fresh run directories.
 
-Prints model calls per meme and wall time per meme for each size, and the ratios large/small:
-calls per meme should stay flat (cost linear in memes). Figures are medians of ``--repeats``.
+Prints model calls and wall time for each size: calls per meme of the per-meme stages (mining,
+misbeliefs, references, scoring), which should stay flat (cost linear in memes), and calls per
+refinement chain (refinement draws a fixed number of seeds per target x category x repeat, so
+its cost follows chains). Ratios large/small; figures are medians of ``--repeats``.
 
     python bench/adapt.py [--scale 10] [--repeats 2]
 """
@@ -50,13 +52,16 @@ def config(data: DatasetConfig) -> RunConfig:
     return cfg.model_copy(update={"data": [data], "cache": False})
 
 
-def one_run(cfg: RunConfig, memes: int) -> tuple[float, int]:
+def one_run(cfg: RunConfig, memes: int) -> tuple[float, int, int, int, int]:
+    """(wall s, calls, calls of the per-meme stages, refinement calls, refinement chains)."""
     with tempfile.TemporaryDirectory(prefix="memearena-bench-adapt-") as tmp:
         t0 = time.perf_counter()
         res = run_adapt(cfg, Path(tmp) / "run", show_progress=False)
         wall = time.perf_counter() - t0
     assert res.section["models"], "the run produced no result"
-    return wall, res.new_calls
+    stages = res.outcome.stage_calls
+    refine = stages.get("refinement", 0)
+    return wall, res.new_calls, sum(stages.values()) - refine, refine, len(res.outcome.chains)
 
 
 def main() -> None:
@@ -71,17 +76,27 @@ def main() -> None:
         results = {}
         for name, (data, n) in (("demo", small), (f"{args.scale}x", large)):
             runs = [one_run(config(data), n) for _ in range(args.repeats)]
-            wall = statistics.median(r[0] for r in runs)
-            calls = statistics.median(r[1] for r in runs)
-            results[name] = (n, wall, calls)
-            print(
-                f"{name:>5}: {n:5d} memes  {calls:8.0f} calls  {calls / n:6.1f} calls/meme  "
-                f"wall {wall:7.2f} s  {1000 * wall / n:6.1f} ms/meme  (median of {args.repeats})"
+            wall, calls, per_meme, refine, chains = (
+                statistics.median(r[k] for r in runs) for k in range(5)
             )
-    (n0, w0, c0), (n1, w1, c1) = results["demo"], results[f"{args.scale}x"]
+            results[name] = (n, wall, calls, per_meme, refine, chains)
+            print(
+                f"{name:>5}: {n:5d} memes  {calls:7.0f} calls  wall {wall:6.2f} s  "
+                f"{1000 * wall / n:6.1f} ms/meme | mining..scoring {per_meme / n:5.1f} calls/meme"
+                f" | refinement {refine:6.0f} calls in {chains:4.0f} chains "
+                f"({refine / max(chains, 1):4.1f}/chain)  (median of {args.repeats})"
+            )
+    (n0, w0, c0, p0, r0, k0) = results["demo"]
+    (n1, w1, c1, p1, r1, k1) = results[f"{args.scale}x"]
     print(
-        f"ratio {args.scale}x/demo: memes {n1 / n0:.1f}x, calls {c1 / c0:.2f}x, "
-        f"calls per meme {(c1 / n1) / (c0 / n0):.2f}x, wall per meme {(w1 / n1) / (w0 / n0):.2f}x"
+        f"ratio {args.scale}x/demo: memes {n1 / n0:.1f}x, all calls {c1 / c0:.2f}x, "
+        f"per-meme stages' calls per meme {(p1 / n1) / (p0 / n0):.2f}x, refinement calls per "
+        f"chain {(r1 / max(k1, 1)) / (r0 / max(k0, 1)):.2f}x, wall per meme "
+        f"{(w1 / n1) / (w0 / n0):.2f}x"
+    )
+    print(
+        "refinement refines a fixed number of seed samples per (target, category, repeat) "
+        "(adapt.seed_samples), so its cost follows chains, not memes"
     )
 
 

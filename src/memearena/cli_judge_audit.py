@@ -184,3 +184,49 @@ def _console() -> Console:
 
     # Piped output (logs, CI) gets a fixed width wide enough for the tables.
     return Console(highlight=False) if sys.stdout.isatty() else Console(width=120, highlight=False)
+
+
+@judge_audit_app.command("run")
+def run_command(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML) with a judge_audit section.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+    ] = False,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run (or resume) the Judge audit of a config's judges."""
+    from memearena.config import load_config
+    from memearena.report.console import print_plan
+    from memearena.report.judge_audit import print_judge_audit_summary
+    from memearena.runner_judge_audit import plan_judge_audit, run_judge_audit
+
+    try:
+        cfg = load_config(config)
+        if cfg.judge_audit is None:
+            raise MemearenaError(f"{config}: judge_audit: section is missing")
+        if dry_run:
+            print_plan(_console(), cfg, plan_judge_audit(cfg))
+            return
+        root = out or Path("runs")
+        result = run_judge_audit(
+            cfg,
+            root / cfg.run,
+            max_cost=max_cost,
+            cache_path=root / "cache.sqlite",
+            console=_console(),
+            show_progress=not no_progress,
+        )
+    except MemearenaError as e:
+        raise _fail(str(e)) from None
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted: re-run the same command to resume")
+        raise typer.Exit(130) from None
+    print_judge_audit_summary(_console(), result)
+    if result.stopped:
+        raise typer.Exit(3)
+    if not result.usable:
+        raise typer.Exit(1)

@@ -15,6 +15,7 @@ from memearena.sim.catalogue import (
     NULL_WORLD,
     demo_models,
 )
+from memearena.sim.judge_audit import DEMO_AUDIT_JUDGES, demo_audit_config
 
 
 def demo_config(*, seed: int = 0, bootstrap: int = 1000, null_world: bool = False) -> RunConfig:
@@ -27,7 +28,7 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000, null_world: bool = Fals
     return RunConfig(
         run="demo",
         seed=seed,
-        models=dict(models),
+        models={**models, **{k: v.model_copy() for k, v in DEMO_AUDIT_JUDGES.items()}},
         data=[DatasetConfig(format="demo")],
         arena=ArenaConfig(
             targets=list(DEMO_TARGETS),
@@ -35,6 +36,7 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000, null_world: bool = Fals
             context_model=DEMO_CONTEXT_MODEL,
             bootstrap=bootstrap,
         ),
+        judge_audit=demo_audit_config(list(DEMO_JUDGES), bootstrap=bootstrap),
     )
 
 
@@ -64,9 +66,14 @@ def run_demo(
         "[bold]memearena demo[/bold] — Arena on the bundled synthetic memes with "
         "[yellow]simulated[/yellow] models (offline; not a result about real models)"
     )
+    from memearena.runner_judge_audit import run_demo_audit
+
     settings = ["memearena", "none", "self"] if compare_settings else None
+    cfg = demo_config(seed=seed, null_world=null_world)
+    # The audit runs first, so the Arena can warn about the panel judges it flags.
+    cfg = run_demo_audit(cfg, Path(run_dir), console=console, show_progress=show_progress)
     result = run_arena(
-        demo_config(seed=seed, null_world=null_world),
+        cfg,
         run_dir,
         console=console,
         show_progress=show_progress,
@@ -75,5 +82,5 @@ def run_demo(
     print_arena_summary(console, result)
     from memearena.pipelines.adapt.demo import run_adapt_demo
 
-    run_adapt_demo(run_dir, console=console, show_progress=show_progress)
+    run_adapt_demo(run_dir, console=console, show_progress=show_progress, seed=seed)
     return result

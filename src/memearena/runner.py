@@ -152,6 +152,7 @@ def _run_arena_locked(
     from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
+    audit_notes = _judge_audit_warnings(cfg, console)
     store = RunStore(run_dir / "run.db")
     try:
         started = time.time()
@@ -186,6 +187,7 @@ def _run_arena_locked(
         )
         board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
         if done:
+            board = _keep_other_methods(run_dir, board, audit_notes)
             board["run"] = run_facts(cfg)
             board["status"] = status.as_json()
             write_arena_outputs(run_dir, board, done, cfg)
@@ -196,6 +198,39 @@ def _run_arena_locked(
         )
     finally:
         store.close()
+
+
+def _judge_audit_warnings(cfg: RunConfig, console: Console | None) -> list[str]:
+    """Warnings about panel judges that the Judge audit named by ``arena.judge_audit`` flagged
+    (printed before any call is made)."""
+    if cfg.arena is None or cfg.arena.judge_audit is None:
+        return []
+    from rich.markup import escape
+
+    from memearena.analysis.judge_audit import audit_warnings
+
+    notes = audit_warnings(cfg.arena.judge_audit, cfg.arena.judges)
+    out = console or Console(stderr=True)
+    for note in notes:
+        out.print(f"[yellow]warning:[/yellow] {escape(note)}")
+    return notes
+
+
+def _keep_other_methods(
+    run_dir: Path, board: dict[str, Any], audit_notes: list[str]
+) -> dict[str, Any]:
+    """The Arena's document plus the Judge audit's section already in the run's
+    ``leaderboard.json`` (each method owns its key) and the audit warnings."""
+    path = run_dir / "leaderboard.json"
+    if audit_notes and isinstance(board.get("arena"), dict):
+        board["arena"]["judge_audit_warnings"] = audit_notes
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        old = {}
+    if isinstance(old, dict) and "judge_audit" in old and "judge_audit" not in board:
+        board = {**board, "judge_audit": old["judge_audit"]}
+    return board
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,22 @@ def test_metrics_stay_in_unit_interval(pairs: list[tuple[int, int]]) -> None:
     assert bc is not None and 0.0 <= bc <= 1.0
     assert bd is None or 0.0 <= bd <= 1.0
     assert (bd is None) == all(y == 1 for y in ys)
+
+
+def test_table_does_not_depend_on_arrival_order() -> None:
+    import random
+
+    rng = random.Random(5)
+    pairs = [
+        BiasPair(str(i % 13), t, rng.randint(1, 10), rng.randint(1, 10))
+        for i in range(120)
+        for t in ("text_dominance", "detail_description")
+    ]
+    shuffled = pairs[:]
+    rng.shuffle(shuffled)
+    a, b = bias_table(pairs, n_boot=100), bias_table(shuffled, n_boot=100)
+    for name in a.types:
+        fa, fb = a.types[name], b.types[name]
+        assert (fa.pairs, fa.excluded) == (fb.pairs, fb.excluded)
+        for x, y in ((fa.value, fb.value), (fa.ci_low, fb.ci_low), (fa.ci_high, fb.ci_high)):
+            assert x == pytest.approx(y, abs=1e-12)  # sums in another order: rounding only

@@ -92,7 +92,8 @@ def _rate_rows(
     for o, f in zip(scored, fails, strict=True):
         by_repeat.setdefault(o["repeat"], []).append(f)
     seeds = [float(np.mean(v)) for _, v in sorted(by_repeat.items())]
-    # Conditional loop (the method): a seed's outcome is its hardest version found.
+    # Conditional loop (the method): a seed's outcome is the hardest version its chain found
+    # (its original score and every rewrite the chain scored, hops included).
     cond = [c for c in chains if c["mode"] == "conditional"]
     c_units = [c["seed"] for c in cond]
     c_seed_fail = [1.0 if c["seed_score"] < threshold else 0.0 for c in cond]

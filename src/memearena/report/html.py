@@ -488,9 +488,16 @@ def _adapt_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, 
     return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
 
 
+def _judge_audit_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    from memearena.report.judge_audit import judge_audit_view
+
+    return judge_audit_view(section)
+
+
 SECTIONS: list[Section] = [
     Section("arena", "Arena", "_arena.html.j2", _arena_view),
     Section("adapt", "Adapt", "adapt.html.j2", _adapt_section),
+    Section("judge_audit", "Judge audit", "_judge_audit.html.j2", _judge_audit_section),
 ]
 """Method sections in page order; a method adds its own (an additive edit)."""
 

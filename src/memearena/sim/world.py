@@ -42,6 +42,7 @@ from memearena.prompts.parsers import parse_answer
 from memearena.prompts.render import DELIMITER_TAGS
 from memearena.prompts.schemas import LEVELS
 from memearena.sim.adapt import AdaptWorld
+from memearena.sim.judge_audit import JudgeAuditSim
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -223,6 +224,7 @@ class SimWorld:
         self._memes: dict[str, _Meme] = {}
         self._knowledge: dict[tuple[str, str], _Knowledge] = {}
         self._scores: dict[tuple[str, _Beliefs, str], dict[str, float]] = {}
+        self._judge_audit = JudgeAuditSim(self)
         self.adapt = AdaptWorld(self)
         """The Adapt method's roles (``memearena.sim.adapt``)."""
 
@@ -307,6 +309,8 @@ class SimWorld:
         if cfg.refusal_rate > 0 and rng.random() < cfg.refusal_rate:
             return REFUSAL_TEXT
         bad_format = cfg.format_error_rate > 0 and attempt.random() < cfg.format_error_rate
+        if role.startswith("judge_audit."):
+            return self._judge_audit.respond(prof, role, prompt, messages, rng, bad_format)
         if role.startswith("adapt."):
             return self.adapt.respond(prof, role, messages, params, rng, bad_format)
         if role == "arena.answer":

@@ -34,11 +34,14 @@ __all__ = [
     "BiasFigure",
     "BiasPair",
     "BiasTable",
+    "RatioEstimate",
     "bias_conformity",
     "bias_deviation",
     "bias_table",
     "category_of",
+    "difference_in_differences",
     "metric_of",
+    "unit_ratio",
 ]
 
 BIAS_TYPES: dict[str, tuple[str, Literal["bd", "bc"]]] = {
@@ -206,8 +209,11 @@ def bias_table(
             counts.append(np.zeros(len(types)))
         sums[row][ti] += term
         counts[row][ti] += 1
-    S = np.array(sums).reshape(-1, len(types))
-    C = np.array(counts).reshape(-1, len(types))
+    # Rows in item order, not arrival order: the same pairs give the same interval however
+    # they were gathered (a resumed run reports exactly what an uninterrupted one does).
+    order = [items[k] for k in sorted(items)]
+    S = np.array([sums[i] for i in order]).reshape(-1, len(types))
+    C = np.array([counts[i] for i in order]).reshape(-1, len(types))
     n_items = len(S)
     tot_s, tot_c = S.sum(axis=0), C.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -249,3 +255,80 @@ def bias_table(
     }
     overall = figure(list(range(len(types))), "mixed")
     return BiasTable(types=type_figs, categories=cat_figs, overall=overall)
+
+
+class RatioEstimate(BaseModel):
+    """A rate or mean over units with its bootstrap interval (units resampled whole)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float | None
+    """Σ numerators / Σ denominators; None without data."""
+    ci_low: float | None
+    """Lower bound of the bootstrap percentile interval."""
+    ci_high: float | None
+    """Upper bound of the interval."""
+    n: int
+    """Units (items) with data."""
+    count: float
+    """Σ denominators (e.g. judgments)."""
+
+
+def unit_ratio(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> RatioEstimate:
+    """Σ num / Σ den with an interval from a bootstrap over units (index i is one unit, e.g. a
+    meme with all its judgments): the interval is computed at the unit that was sampled."""
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    if num.shape != den.shape:
+        raise StatsError("numerators and denominators differ in length")
+    keep = den > 0
+    num, den = num[keep], den[keep]
+    if not len(den):
+        return RatioEstimate(value=None, ci_low=None, ci_high=None, n=0, count=0.0)
+    value = float(num.sum() / den.sum())
+    lo = hi = None
+    if n_boot > 0:
+        rng = np.random.default_rng(seed)
+        w = rng.multinomial(len(den), np.full(len(den), 1.0 / len(den)), size=n_boot)
+        bn, bd = w @ num, w @ den
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lo, hi = _interval(np.where(bd > 0, bn / np.maximum(bd, 1e-300), np.nan), ci)
+    return RatioEstimate(value=value, ci_low=lo, ci_high=hi, n=len(den), count=float(den.sum()))
+
+
+def difference_in_differences(
+    parts: Sequence[Sequence[float]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> RatioEstimate:
+    """(a1/n1 − b1/m1) − (a2/n2 − b2/m2) from per-unit sums ``parts[i] = (a1, n1, b1, m1, a2,
+    n2, b2, m2)``, with an interval from a bootstrap over units. Used for self-enhancement:
+    a judge's score of its own family's answers minus the other judges' score of the same
+    answers, net of the same difference on the other answers (which removes plain leniency)."""
+    arr = np.asarray(parts, dtype=np.float64).reshape(-1, 8)
+    tot = arr.sum(axis=0)
+    if not len(arr) or np.any(tot[[1, 3, 5, 7]] <= 0):
+        return RatioEstimate(value=None, ci_low=None, ci_high=None, n=len(arr), count=0.0)
+
+    def did(t: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (t[..., 0] / t[..., 1] - t[..., 2] / t[..., 3]) - (
+                t[..., 4] / t[..., 5] - t[..., 6] / t[..., 7]
+            )
+
+    value = float(did(tot))
+    lo = hi = None
+    if n_boot > 0:
+        rng = np.random.default_rng(seed)
+        w = rng.multinomial(len(arr), np.full(len(arr), 1.0 / len(arr)), size=n_boot)
+        lo, hi = _interval(did(w @ arr), ci)
+    return RatioEstimate(value=value, ci_low=lo, ci_high=hi, n=len(arr), count=float(tot[1]))

@@ -54,18 +54,24 @@ def adapt_demo_config(
 
 
 def run_adapt_demo(
-    run_dir: Path, *, console: Console | None = None, show_progress: bool = True
+    run_dir: Path, *, console: Console | None = None, show_progress: bool = True, seed: int = 0
 ) -> dict[str, Any]:
-    """Adapt in the ordinary and the null simulated world; prints what each shows."""
+    """Adapt in the ordinary and the null simulated world (``seed``: another simulated world);
+    prints what each shows."""
     from memearena.pipelines.adapt.driver import run_adapt
     from memearena.report.adapt import print_adapt_summary
 
     console = console or Console()
-    real = run_adapt(adapt_demo_config(), run_dir, console=console, show_progress=show_progress)
+    real = run_adapt(
+        adapt_demo_config(seed=seed), run_dir, console=console, show_progress=show_progress
+    )
     print_adapt_summary(console, real.section, "Adapt (simulated world)")
     null_dir = run_dir / "adapt-null-world"
     null = run_adapt(
-        adapt_demo_config(null_world=True), null_dir, console=console, show_progress=show_progress
+        adapt_demo_config(seed=seed, null_world=True),
+        null_dir,
+        console=console,
+        show_progress=show_progress,
     )
     print_adapt_summary(console, null.section, "Adapt (null world: refinement changes nothing)")
     for line in demo_findings(real.section, null.section):

@@ -70,6 +70,8 @@ class AdaptOutcome:
     chains: list[dict[str, Any]] = field(default_factory=list)
     pending: int = 0
     """Steps a model failure left undone (a re-run retries them)."""
+    stage_calls: dict[str, int] = field(default_factory=dict)
+    """Model calls (cache hits included) made by each stage in this run."""
     stopped: str | None = None
 
 
@@ -105,9 +107,14 @@ class AdaptPipeline:
             out.stopped = str(e)
         return out
 
+    def _mark(self, out: AdaptOutcome, stage: str) -> None:
+        total = int(sum(u.get("calls", 0) for u in self.ctx.pool.usage().values()))
+        out.stage_calls[stage] = total - sum(out.stage_calls.values())
+
     async def _run(self, out: AdaptOutcome) -> None:
         ctx, acfg = self.ctx, self.ctx.acfg
         mining = await mine(ctx, self.memes)
+        self._mark(out, "mining")
         out.taxonomy = [c.__dict__ for c in mining.taxonomy]
         out.taxonomy_version = mining.version
         out.decisions = mining.decisions
@@ -127,6 +134,7 @@ class AdaptPipeline:
             if mb is not None:
                 beliefs[(m.uid, c.name)] = mb
         usable = [(m, c, beliefs[(m.uid, c.name)]) for m, c in items if (m.uid, c.name) in beliefs]
+        self._mark(out, "misbeliefs")
 
         ctx.progress.stage("references", len(usable))
         refs: dict[tuple[str, str], dict[str, Any] | None] = {}
@@ -140,6 +148,7 @@ class AdaptPipeline:
         async for (m, c, _), got in bounded_map(ref_one, usable, acfg.window):
             refs[(m.uid, c.name)] = got
 
+        self._mark(out, "references")
         jobs = [
             (r, t, m, c, mb)
             for r in range(acfg.repeats)
@@ -167,6 +176,7 @@ class AdaptPipeline:
             if rec["outcome"] == "scored":
                 samples.setdefault((t, c.name, r), []).append(Sample(m, c, mb, rec["score"]))
         out.originals.sort(key=lambda o: (o["target"], o["category"], o["meme"], o["repeat"]))
+        self._mark(out, "scoring")
 
         modes = MODES if acfg.control else MODES[:1]
         chain_jobs: list[tuple[str, int, str, Sample, Retriever]] = []
@@ -187,6 +197,7 @@ class AdaptPipeline:
         out.chains.sort(
             key=lambda c: (c["target"], c["category"], c["repeat"], c["mode"], c["seed"])
         )
+        self._mark(out, "refinement")
 
 
 @dataclass

@@ -1,0 +1,285 @@
+"""Rendering of the Judge audit section: the console summary and the HTML report's view.
+
+Reads only the ``"judge_audit"`` section of ``leaderboard.json`` (and, for the before/after
+examples, the run's images by content hash). Every string from the document is untrusted:
+the console prints it without markup, the HTML template escapes it, and an image is embedded
+only when its bytes still hash to the name the document gives (a decoded, re-encoded thumbnail).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
+
+if TYPE_CHECKING:
+    from memearena.runner_judge_audit import JudgeAuditRunResult
+
+__all__ = [
+    "attach_thumbnails",
+    "classic_table",
+    "demo_check",
+    "judge_audit_table",
+    "judge_audit_view",
+    "print_judge_audit_summary",
+    "thumbnail",
+]
+
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_THUMB = 240
+
+
+def _num(x: Any, digits: int = 2) -> str:
+    return f"{x:.{digits}f}" if isinstance(x, int | float) and not isinstance(x, bool) else "—"
+
+
+def _fig(e: Any, digits: int = 2) -> str:
+    """``value [lo, hi]`` of an estimate, or ``no data``."""
+    if not isinstance(e, dict) or e.get("value") is None:
+        return "no data"
+    if e.get("ci_low") is None or e.get("ci_high") is None:
+        return _num(e["value"], digits)
+    return f"{_num(e['value'], digits)} [{_num(e['ci_low'], digits)}, {_num(e['ci_high'], digits)}]"
+
+
+def _short(e: Any) -> str:
+    """``value±half-width`` of an estimate (console), or ``—``."""
+    if not isinstance(e, dict) or e.get("value") is None:
+        return "—"
+    if e.get("ci_low") is None or e.get("ci_high") is None:
+        return _num(e["value"])
+    return f"{_num(e['value'])}±{_num((e['ci_high'] - e['ci_low']) / 2)}"
+
+
+def judge_audit_table(section: dict[str, Any]) -> Table:
+    """The evaluator leaderboard as a rich table (untrusted strings escaped)."""
+    table = Table(
+        title="Judge audit — evaluator leaderboard (BD/BC, higher is better)",
+        caption="± half-width of the 95% bootstrap interval over items",
+    )
+    for c in ("#", "judge", "overall", *BIAS_CATEGORIES, "flags"):
+        table.add_column(c, justify="left" if c in ("judge", "flags") else "right")
+    for r in _rows(section):
+        cats = r.get("categories") or {}
+        table.add_row(
+            str(r.get("rank", "")),
+            escape(str(r.get("judge", ""))),
+            _short(r.get("overall")),
+            *(_short(cats.get(c)) for c in BIAS_CATEGORIES),
+            escape(", ".join(str(f) for f in r.get("flags") or []) or "none"),
+        )
+    return table
+
+
+def classic_table(section: dict[str, Any]) -> Table:
+    """Position, verbosity and self-enhancement bias, abstentions and parse failures."""
+    table = Table(title="Judge audit — classic biases and outcomes")
+    cols = ("judge", "P(first)", "consistency", "P(padded)", "self-enh.", "abstain", "unparsed")
+    for c in cols:
+        table.add_column(c, justify="left" if c == "judge" else "right")
+    for r in _rows(section):
+        table.add_row(
+            escape(str(r.get("judge", ""))),
+            _short(r.get("p_prefer_first")),
+            _short(r.get("position_consistency")),
+            _short(r.get("p_prefer_padded")),
+            _short(r.get("self_enhancement")),
+            _short(r.get("abstention_rate")),
+            _short(r.get("parse_failure_rate")),
+        )
+    return table
+
+
+def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in section.get("leaderboard") or [] if isinstance(r, dict)]
+
+
+def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
+    """For simulated judges: one line per injected bias (flagged or not), per weakly injected
+    bias (information only) and per clean judge (nothing injected: must be flagged on
+    nothing); and whether every required check passed."""
+    sim = section.get("simulated") or {}
+    injected: dict[str, list[str]] = sim.get("injected") or {}
+    weak: dict[str, list[str]] = sim.get("weak") or {}
+    flags = {str(r.get("judge")): set(r.get("flags") or []) for r in _rows(section)}
+    lines: list[str] = []
+    ok = True
+    for judge, expected in injected.items():
+        got = flags.get(judge, set())
+        if not expected and not weak.get(judge):
+            good = not got
+            ok &= good
+            shown = ", ".join(sorted(got)) if got else "nothing"
+            lines.append(f"{'ok ' if good else 'FAIL'} clean judge {judge}: flagged on {shown}")
+            continue
+        for bias in expected:
+            good = bias in got
+            ok &= good
+            said = "is flagged" if good else "is NOT flagged"
+            lines.append(f"{'ok ' if good else 'FAIL'} {judge}: injected {bias} {said}")
+        for bias in weak.get(judge, []):
+            said = "flagged" if bias in got else "not flagged"
+            lines.append(f"info {judge}: weakly injected {bias}, {said}")
+    return lines, ok
+
+
+def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> None:
+    """The leaderboard, what was run and where the outputs are."""
+    section = result.section
+    console.print(judge_audit_table(section))
+    console.print(classic_table(section))
+    console.print(
+        f"{section.get('items', 0)} items, prompt {section.get('prompt')!s}; "
+        f"{result.new_calls:,} new calls, ${result.cost_usd:.2f} spent in total",
+        markup=False,
+    )
+    errors = section.get("errors") or {}
+    if errors:
+        console.print(
+            "recorded problems: " + ", ".join(f"{k} ×{v}" for k, v in errors.items()),
+            markup=False,
+        )
+    if result.stopped:
+        console.print(f"stopped early: {result.stopped}", markup=False, style="yellow")
+    if not result.usable:
+        console.print("the audit produced nothing usable: no pair received two scores", style="red")
+    console.print(f"outputs in {result.run_dir}", markup=False)
+
+
+# ---- HTML view ---------------------------------------------------------------------------------
+
+_THUMB_URL = re.compile(r"^data:image/jpeg;base64,[A-Za-z0-9+/]+={0,2}$")
+_THUMB_MAX = 200_000
+
+
+def thumbnail(image_dir: Path, sha: Any) -> str | None:
+    """A data URL of a small re-encoded JPEG copy of a stored image, or None (absent, or its
+    bytes no longer hash to its name: a tampered file is never shown)."""
+    if not isinstance(sha, str) or not _SHA.match(sha):
+        return None
+    from PIL import Image
+
+    for ext in ("png", "jpg"):
+        p = image_dir / f"{sha}.{ext}"
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha:
+            return None
+        try:
+            with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as src:
+                im = src.convert("RGB")
+            im.thumbnail((_THUMB, _THUMB))
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=75)
+        except Exception:  # a file that does not decode is simply not shown
+            return None
+        return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return None
+
+
+def attach_thumbnails(section: dict[str, Any], image_dir: Path) -> dict[str, Any]:
+    """The section with a ``thumb`` beside every example image hash (so the report, re-rendered
+    from ``leaderboard.json`` alone, can show the before/after pictures)."""
+    for examples in _mapping(section.get("examples")).values():
+        for ex in examples if isinstance(examples, list) else []:
+            for side in ("unbiased", "biased"):
+                s = ex.get(side) if isinstance(ex, dict) else None
+                if isinstance(s, dict) and s.get("image"):
+                    s["thumb"] = thumbnail(image_dir, s["image"])
+    return section
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _safe_thumb(value: Any) -> str | None:
+    # leaderboard.json is read back from disk: only a plain base64 JPEG data URL may reach src.
+    if isinstance(value, str) and len(value) <= _THUMB_MAX and _THUMB_URL.match(value):
+        return value
+    return None
+
+
+def _side(side: Any) -> dict[str, Any]:
+    side = _mapping(side)
+    return {
+        "query": str(side.get("query") or ""),
+        "response": str(side.get("response") or ""),
+        "image": _safe_thumb(side.get("thumb")),
+        "has_image": side.get("image") is not None,
+        "sha": str(side.get("image") or "")[:12],
+    }
+
+
+def judge_audit_view(section: Any) -> dict[str, Any] | None:
+    """Everything the report's Judge audit partial shows, formatted (None: no section)."""
+    if not isinstance(section, dict) or not section:
+        return None
+    rows = []
+    for r in _rows(section):
+        cats = _mapping(r.get("categories"))
+        types = _mapping(r.get("types"))
+        rows.append(
+            {
+                "rank": str(r.get("rank", "")),
+                "judge": str(r.get("judge", "")),
+                "overall": _fig(r.get("overall")),
+                "categories": [_fig(cats.get(c)) for c in BIAS_CATEGORIES],
+                "types": [_fig(types.get(t)) for t in BIAS_TYPES],
+                "pairs": [str(_mapping(types.get(t)).get("pairs", 0)) for t in BIAS_TYPES],
+                "p_first": _fig(r.get("p_prefer_first")),
+                "consistency": _fig(r.get("position_consistency")),
+                "p_padded": _fig(r.get("p_prefer_padded")),
+                "self_enhancement": _fig(r.get("self_enhancement")),
+                "abstention": _fig(r.get("abstention_rate")),
+                "parse_failures": _fig(r.get("parse_failure_rate")),
+                "cost": _fig(r.get("cost_usd_per_1k"), 4),
+                "seconds": _fig(r.get("seconds_per_1k"), 1),
+                "flags": [str(f) for f in r.get("flags") or []],
+            }
+        )
+    examples = []
+    for bias_type in BIAS_TYPES:
+        for ex in _mapping(section.get("examples")).get(bias_type) or []:
+            if not isinstance(ex, dict):
+                continue
+            examples.append(
+                {
+                    "bias_type": bias_type,
+                    "item": str(ex.get("item", "")),
+                    "before": _side(ex.get("unbiased")),
+                    "after": _side(ex.get("biased")),
+                    "scores": [
+                        (
+                            str(j),
+                            _num(_mapping(s).get("unbiased"), 0),
+                            _num(_mapping(s).get("biased"), 0),
+                        )
+                        for j, s in sorted(_mapping(ex.get("scores")).items())
+                    ],
+                }
+            )
+    sim = section.get("simulated")
+    return {
+        "nav": [("judge-audit", "Judge audit")],
+        "rows": rows,
+        "categories": list(BIAS_CATEGORIES),
+        "types": list(BIAS_TYPES),
+        "examples": examples,
+        "items": str(section.get("items", "")),
+        "prompt": str(section.get("prompt", "")),
+        "note": str(section.get("note", "")),
+        "reference": str(section.get("reference_judge") or "the panel's best"),
+        "simulated": str(sim.get("note", "")) if isinstance(sim, dict) else None,
+        "errors": [(str(k), str(v)) for k, v in _mapping(section.get("errors")).items()],
+    }

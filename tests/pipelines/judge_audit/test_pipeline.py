@@ -1,0 +1,213 @@
+"""The audit end to end in the simulated world: outputs, resumability, outcomes that are not
+numbers, MM-JudgeBias rows, the CLI and the Arena's warning."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from memearena.cli import app
+from memearena.config import parse_config
+from memearena.runner_judge_audit import SCORES_FILE, run_judge_audit
+
+runner = CliRunner()
+
+
+def _raw(**audit: Any) -> dict[str, Any]:
+    return {
+        "run": "ja",
+        "models": {
+            "sim-aurora": {"provider": "sim", "skill": 0.9, "family": "aurora"},
+            "sim-ember": {"provider": "sim", "skill": 0.3, "family": "ember"},
+            "clean": {"provider": "sim", "noise": 0.1},
+            "blind": {"provider": "sim", "noise": 0.1, "ignores_image": 0.95},
+            "broken": {"provider": "sim", "format_error_rate": 1.0},
+        },
+        "data": [{"format": "demo", "limit": 8}],
+        "judge_audit": {
+            "judges": ["clean", "blind", "broken"],
+            "responders": ["sim-aurora", "sim-ember"],
+            "reference_judge": "clean",
+            "bootstrap": 200,
+            "max_reasks": 1,
+            **audit,
+        },
+    }
+
+
+def _row(section: dict[str, Any], judge: str) -> dict[str, Any]:
+    return next(r for r in section["leaderboard"] if r["judge"] == judge)
+
+
+@pytest.fixture(scope="module")
+def audit_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    run_dir = tmp_path_factory.mktemp("audit") / "ja"
+    cfg = parse_config(_raw())
+    return run_dir, run_judge_audit(cfg, run_dir, show_progress=False)
+
+
+def test_outputs_and_leaderboard(audit_run: tuple[Path, Any]) -> None:
+    run_dir, _ = audit_run
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    section = board["judge_audit"]
+    assert {r["judge"] for r in section["leaderboard"]} == {"clean", "blind", "broken"}
+    clean = _row(section, "clean")
+    for key in ("overall", "p_prefer_first", "position_consistency", "p_prefer_padded"):
+        est = clean[key]
+        assert est["ci_low"] <= est["value"] <= est["ci_high"], key
+    assert set(clean["types"]) == {
+        "text_dominance",
+        "image_dominance",
+        "response_dominance",
+        "instruction_misalignment",
+        "image_misalignment",
+        "detail_description",
+        "unnecessary_image",
+        "visual_transformation",
+        "texture_insertion",
+    }
+    assert all(clean["types"][t]["pairs"] > 0 for t in clean["types"])
+    assert clean["flags"] == []
+    blind = _row(section, "blind")
+    assert {"text_dominance", "image_misalignment"} <= set(blind["flags"])
+    assert "texture_insertion" not in blind["flags"]
+    assert section["items"] == 8
+    images = list((run_dir / "judge_audit" / "images").iterdir())
+    assert images and all(p.stem == p.name.split(".")[0] for p in images)
+    html = (run_dir / "report.html").read_text()
+    assert 'id="judge-audit"' in html and "data:image/jpeg;base64," in html
+
+
+def test_unparsed_scores_are_excluded_and_counted(audit_run: tuple[Path, Any]) -> None:
+    _, result = audit_run
+    broken = _row(result.section, "broken")
+    assert broken["parse_failure_rate"]["value"] == pytest.approx(1.0)
+    assert broken["overall"]["value"] is None and broken["overall"]["pairs"] == 0
+    assert broken["types"]["text_dominance"]["excluded"] > 0
+    assert all(
+        r.unbiased is None and r.unbiased_status == "unparsed"
+        for r in result.outcome.scores
+        if r.judge == "broken"
+    )
+
+
+def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
+    run_dir, first = audit_run
+    again = run_judge_audit(parse_config(_raw()), run_dir, show_progress=False)
+    assert again.new_calls == 0
+    assert _row(again.section, "clean")["overall"] == _row(first.section, "clean")["overall"]
+
+
+def test_scores_file_reanalyses_with_metrics(audit_run: tuple[Path, Any]) -> None:
+    run_dir, result = audit_run
+    path = run_dir / SCORES_FILE
+    res = runner.invoke(
+        app,
+        ["judge-audit", "metrics", str(path), "--judge", "clean", "--json", "--bootstrap", "200"],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["overall"]["value"] == pytest.approx(
+        _row(result.section, "clean")["overall"]["value"]
+    )
+
+
+def test_abstentions_are_an_outcome_not_a_number(tmp_path: Path) -> None:
+    raw = _raw(prompt="abstention", judges=["clean"], reference_judge=None, classic=[])
+    raw["data"] = [{"format": "demo", "limit": 4}]
+    result = run_judge_audit(parse_config(raw), tmp_path / "run", show_progress=False)
+    row = _row(result.section, "clean")
+    assert row["abstention_rate"]["value"] > 0
+    rd = row["types"]["response_dominance"]
+    assert rd["excluded"] > 0 and rd["value"] is None  # every biased triplet was an N/A
+    assert any(r.biased_status == "abstained" for r in result.outcome.scores)
+
+
+def _jpeg(colour: str) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (48, 32), colour).save(buf, format="JPEG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_mm_judgebias_rows_are_scored_and_bad_rows_recorded(tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": i,
+            "bias_type": t,
+            "response": f"The chart shows {i} bars.",
+            "unbiased_instruction": f"How many bars are in the chart {i}?",
+            "biased_instruction": "" if t == "image_dominance" else f"How many bars {i}?",
+            "unbiased_image": {"bytes": _jpeg("red"), "path": None},
+            "biased_image": None if t == "text_dominance" else {"bytes": _jpeg("blue")},
+        }
+        for i, t in enumerate(["text_dominance", "image_dominance", "not_a_bias"], start=1)
+    ]
+    data = tmp_path / "mmjb.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    raw = _raw(judges=["clean"], responders=[], reference_judge=None)
+    raw["data"] = [{"format": "mm-judgebias", "path": str(data)}]
+    result = run_judge_audit(parse_config(raw), tmp_path / "run", show_progress=False)
+    assert result.section["items"] == 2
+    scored = {(r.item, r.bias_type) for r in result.outcome.scores}
+    assert scored == {("mm-judgebias:1", "text_dominance"), ("mm-judgebias:2", "image_dominance")}
+    assert any(k.startswith("data: unknown bias type") for k in result.section["errors"])
+
+
+def test_cli_run_dry_run_and_nothing_usable(tmp_path: Path) -> None:
+    import yaml
+
+    raw = _raw(judges=["broken"], reference_judge=None, classic=[])
+    raw["data"] = [{"format": "demo", "limit": 2}]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    res = runner.invoke(app, ["judge-audit", str(cfg), "--dry-run"])
+    assert res.exit_code == 0 and "planned calls" in res.output
+    res = runner.invoke(
+        app, ["judge-audit", "run", str(cfg), "--out", str(tmp_path), "--no-progress"]
+    )
+    assert res.exit_code == 1, res.output  # every score unparsed: nothing usable
+    assert "nothing usable" in res.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**raw, "judge_audit": {"judges": ["ghost"]}}))
+    res = runner.invoke(app, ["judge-audit", str(bad)])
+    assert res.exit_code == 2 and "judge_audit.judges" in res.output
+
+
+def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
+    from memearena.runner import run_arena
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    audit = {"judge_audit": {"leaderboard": [{"judge": "j1", "flags": ["position"]}]}}
+    (run_dir / "leaderboard.json").write_text(json.dumps(audit))
+    raw = {
+        "models": {
+            "a": {"provider": "sim", "skill": 0.9},
+            "b": {"provider": "sim", "skill": 0.2},
+            "j1": {"provider": "sim"},
+            "j2": {"provider": "sim"},
+        },
+        "data": [{"format": "demo", "limit": 2}],
+        "arena": {
+            "targets": ["a", "b"],
+            "judges": ["j1", "j2"],
+            "context_model": "j1",
+            "fusion_rounds": 2,
+            "contexts": 1,
+            "bootstrap": 10,
+            "judge_audit": str(run_dir / "leaderboard.json"),
+        },
+    }
+    result = run_arena(parse_config(raw), run_dir, show_progress=False)
+    warnings = result.leaderboard["arena"]["judge_audit_warnings"]
+    assert any("'j1' is flagged by the judge audit: position" in w for w in warnings)
+    assert any("'j2' was not covered" in w for w in warnings)
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    assert board["judge_audit"] == audit["judge_audit"]  # the audit's section is kept
