@@ -110,3 +110,25 @@ def test_ndcg_is_against_the_leave_one_out_joint_vote_by_default() -> None:
     # Every meme says the same: the interval is the point.
     assert j1["ndcg_ci_low"] == pytest.approx(dcg / ideal)
     assert j1["ndcg_ci_high"] == pytest.approx(dcg / ideal)
+
+
+def test_a_refusal_counts_as_a_loss_against_every_answer_of_its_task() -> None:
+    # b beats a on every answered task, but refuses on half the tasks a answers.
+    cfg = _cfg({"a": "fa", "b": "fb", "c": "fc", "j1": "f1"}, ["j1"])
+    battles = []
+    answers: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for m in range(8):
+        for t in "abc":
+            refused = t == "b" and m % 2 == 1
+            answers[(f"m{m}", "high", t)] = (
+                {"refusal": True} if refused else {"text": "x" * 10, "format_ok": True}
+            )
+        pairs = [("a", "c")] if m % 2 == 1 else [("b", "a"), ("b", "c"), ("a", "c")]
+        battles += [_row(x, y, "model_a", "j1", f"m{m}") for x, y in pairs]
+    outcome = ArenaOutcome(setting="memearena", battles=battles, answers=answers)
+    section = setting_section(cfg, outcome, bootstrap=20)
+    assert [r["model"] for r in section["overall"]] == ["b", "a", "c"]
+    view = section["sensitivity"]["refusals_as_losses"]
+    # 4 refused tasks × 2 answers (a, c) × 1 judge × 1 criterion
+    assert view["added_battles"] == 4 * 2 * len(cfg.arena.criteria)  # type: ignore[union-attr]
+    assert view["order_differs"] and view["overall"][0]["model"] == "a"

@@ -205,6 +205,9 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
             f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
             f"recovered Kendall τ = {_fmt(sim['kendall_tau'])}"
         )
+    if result.stages:
+        kept = "; leaderboard unchanged, kept" if result.analysis_reused else ""
+        console.print(f"steps — {result.resume_line()}{kept}", highlight=False, markup=False)
     if result.stopped and result.status is None:  # else the run status says it, once
         console.print(f"[red]stopped:[/red] {console_safe(result.stopped)}. Re-run to resume.")
     console.print(

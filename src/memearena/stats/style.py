@@ -115,7 +115,7 @@ def _fit(
     design[:, m] = x
     p = np.zeros((rounds, m + 1))
     ridge = np.full(m + 1, RIDGE)
-    ridge[m] = 0.0
+    ridge[m] = 1e-9  # β is left free; this only keeps a resample without length spread solvable
     aw, nw = a * w, n * w
     for _ in range(100):
         s = expit(p @ design.T)
@@ -150,6 +150,8 @@ def length_controlled_bt(
     cl, i, j, x, a, n = data.arrays()
     if not len(n) or n.sum() <= 0:
         raise StatsError("no battles with known lengths to fit")
+    if not np.any(x):
+        raise StatsError("every compared pair of answers has the same length: no length effect")
     m = len(data.models)
     factor = scale / math.log(base)
     point = _fit(i, j, x, a, n, np.ones((1, len(n))), m)[0]
