@@ -248,9 +248,10 @@ class ArenaResult:
     def answers(self) -> pd.DataFrame:
         """Every stored answer (``run.db``): item, context level, model, text and whether it had
         the requested sections. Text is the model's untrusted output: escape before rendering."""
+        from memearena.pipelines.arena import stored_answers
+
         rows = []
-        for key, value in self._artifacts("answer"):
-            item, level, model = _split_key(key, 3)
+        for item, level, model, value in self._with_store(lambda s: list(stored_answers(s))):
             rows.append(
                 {
                     "item": item,
@@ -309,13 +310,6 @@ def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
         seen.update(dict.fromkeys(row))
     first = [c for c in _ROW_FIELDS if c in seen]
     return first + [c for c in seen if c not in first]
-
-
-def _split_key(key: str, n: int) -> list[str | None]:
-    parts: list[str | None] = list(key.split("|"))
-    if len(parts) != n:  # an unfamiliar key layout: keep it whole rather than guess
-        return [key, *([None] * (n - 1))]
-    return parts
 
 
 def open_run(run_dir: str | Path) -> ArenaResult:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,16 @@ from rich.console import Console
 
 from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, check_wall_time
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
-from memearena.errors import DataError
+from memearena.errors import DataError, IncompatibleRunError
 from memearena.models import ModelPool, ResponseCache
-from memearena.pipelines.arena import ArenaOutcome, ArenaPipeline
+from memearena.pipelines.arena import (
+    ANSWERS_VIEW,
+    STAGES,
+    ArenaOutcome,
+    ArenaPipeline,
+    StageCount,
+    judged_view,
+)
 from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
 from memearena.runstatus import RunStatus, arena_status
@@ -51,6 +59,24 @@ class ArenaRunResult:
     stopped: str | None
     status: RunStatus | None = None
     """What is missing, why, the spend and the exit code (``memearena.runstatus``)."""
+    stages: dict[str, StageCount] = field(default_factory=dict)
+    """Per stage: steps reused from the run directory, newly computed, and failed."""
+    analysis_reused: bool = False
+    """The battles and everything else the leaderboard reads were unchanged: the previous
+    leaderboard was kept rather than recomputed."""
+
+    def resume_line(self) -> str:
+        """``contexts: reused N, new M · answers: ...`` (failed steps too, when any)."""
+        parts = []
+        for stage in STAGES:
+            c = self.stages.get(stage)
+            if c is None:
+                continue
+            text = f"{stage}: reused {c.reused:,}, new {c.new:,}"
+            if c.failed:
+                text += f", failed {c.failed:,} (retried on re-run)"
+            parts.append(text)
+        return " · ".join(parts)
 
 
 def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
@@ -83,6 +109,86 @@ def open_pool(
     return ModelPool(
         cfg.models, store=store, cache=cache, max_cost=max_cost, responder=sim_world(cfg, memes)
     )
+
+
+def run_identity(config: dict[str, Any]) -> list[list[Any]]:
+    """What a run directory is bound to: its datasets' sources (format, path, image root, field
+    mapping). Everything else (models, prompts, parameters, seed, Arena options, which items of
+    those sources are kept) may change between runs: the steps it affects are recomputed."""
+    out: list[list[Any]] = []
+    for d in config.get("data") or []:
+        out.append([d.get("format"), d.get("path"), d.get("image_root"), d.get("fields") or None])
+    return sorted(out, key=lambda x: json.dumps(x, default=str))
+
+
+def check_compatible(cfg: RunConfig, store: RunStore, run_dir: Path) -> None:
+    """Refuse a run directory whose run read other datasets (``run_identity``)."""
+    prev = store.latest_snapshot()
+    if prev is None:
+        return
+    old = run_identity(prev["config"])
+    new = run_identity(json.loads(cfg.model_dump_json()))
+    if old != new:
+        raise IncompatibleRunError(
+            f"{run_dir}: holds a run over other datasets ({_sources(old)}; this config: "
+            f"{_sources(new)}); use another --out or run name"
+        )
+
+
+def _sources(identity: list[list[Any]]) -> str:
+    return ", ".join(f"{fmt}:{path}" if path else str(fmt) for fmt, path, *_ in identity)
+
+
+ANALYSIS_DIGEST = "arena.analysis_digest"
+"""Meta entry: digest of everything the written leaderboard was computed from."""
+
+
+def analysis_digest(
+    cfg: RunConfig, store: RunStore, settings: Sequence[str], bootstrap: int | None
+) -> str:
+    """Digest of everything an Arena leaderboard is computed from: the config and prompts,
+    the member views (which answers and verdicts make up each setting), the calls and errors on
+    record, and the analysis code. Equal digests, equal leaderboards."""
+    from memearena import __version__
+    from memearena.analysis import arena as analysis
+
+    h = hashlib.sha256()
+    for part in (
+        __version__,
+        Path(analysis.__file__).read_bytes().hex(),
+        cfg.model_dump_json(),
+        json.dumps(template_hashes(), sort_keys=True),
+        json.dumps([list(settings), bootstrap]),
+        str(store.last_call_id()),
+        store.errors_digest(),
+        store.view_digest(ANSWERS_VIEW),
+        *(store.view_digest(judged_view(s)) for s in settings),
+    ):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, Any] | None:
+    """The leaderboard written by an earlier run from exactly the same records, if intact."""
+    if store.get_meta(ANALYSIS_DIGEST) != digest:
+        return None
+    needed = [run_dir / n for n in ("leaderboard.json", "battles.jsonl", "report.html")]
+    if not all(p.exists() for p in needed):
+        return None
+    try:
+        board = json.loads(needed[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return board if isinstance(board, dict) else None
+
+
+def write_leaderboard(run_dir: Path, board: dict[str, Any]) -> None:
+    """Rewrite ``leaderboard.json`` alone (atomically: a kill never leaves half a file)."""
+    path = run_dir / "leaderboard.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(board, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def run_facts(cfg: RunConfig) -> dict[str, Any]:
@@ -155,11 +261,13 @@ def _run_arena_locked(
     audit_notes = _judge_audit_warnings(cfg, console)
     store = RunStore(run_dir / "run.db")
     try:
+        check_compatible(cfg, store, run_dir)
         started = time.time()
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
         check_wall_time(cfg, arena_call_estimate(cfg, len(memes), settings))  # before any call
         calls_before = store.last_call_id()
+        stages: dict[str, StageCount] = {}
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
         )
@@ -168,6 +276,7 @@ def _run_arena_locked(
             try:
                 with StageProgress(console, enabled=show_progress) as progress:
                     pipe = ArenaPipeline(cfg, memes, pool, store, progress)
+                    stages.update(pipe.counts)
                     return await pipe.run(settings)
             finally:
                 await pool.aclose()
@@ -185,16 +294,38 @@ def _run_arena_locked(
             dead=pool.dead_models(),
             stopped=stopped,
         )
-        board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap) if done else {}
+        board: dict[str, Any] = {}
+        reused = False
         if done:
+            # The leaderboard is recomputed only when something it reads changed; the run's
+            # facts and status (date, spend, problems) are this run's either way.
+            digest = analysis_digest(cfg, store, [o.setting for o in done], bootstrap)
+            previous = _previous_board(run_dir, store, digest)
+            if previous is not None:
+                board, reused = previous, True
+            else:
+                board = arena_leaderboard(cfg, done, store, bootstrap=bootstrap)
             board = _keep_other_methods(run_dir, board, audit_notes)
             board["run"] = run_facts(cfg)
             board["status"] = status.as_json()
-            write_arena_outputs(run_dir, board, done, cfg)
+            if reused:
+                write_leaderboard(run_dir, board)
+            else:
+                write_arena_outputs(run_dir, board, done, cfg)
             write_report(run_dir, board)
+            if not reused:
+                store.set_meta(ANALYSIS_DIGEST, digest)
         new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(
-            run_dir, outcomes, board, new_calls, store.total_cost(), stopped, status
+            run_dir,
+            outcomes,
+            board,
+            new_calls,
+            store.total_cost(),
+            stopped,
+            status,
+            stages,
+            reused,
         )
     finally:
         store.close()

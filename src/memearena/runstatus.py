@@ -181,12 +181,17 @@ def arena_status(
                 call_errors.get(acfg.context_model, {}),
             )
         )
+        # One pass over the answers (a stream from the store), counting per target.
+        answered: Counter[str] = Counter()
+        texts: Counter[str] = Counter()
+        for (_u, _l, tg), a in answers.items():
+            answered[tg] += 1
+            texts[tg] += "text" in a
         for t in acfg.targets:
-            mine = [a for (_u, _l, tg), a in answers.items() if tg == t]
-            done = sum(1 for a in mine if "text" in a)
+            done = texts[t]
             rows.append(
                 ModelStatus(
-                    t, "target", len(task_ids), done, len(mine) - done, call_errors.get(t, {})
+                    t, "target", len(task_ids), done, answered[t] - done, call_errors.get(t, {})
                 )
             )
         states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
@@ -201,7 +206,7 @@ def arena_status(
                     j, "judge", sum(c.values()), c["done"], c["refused"], call_errors.get(j, {})
                 )
             )
-        battles = len(main.battles)
+        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
     else:
         battles = 0
 

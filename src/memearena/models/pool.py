@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import math
 import os
@@ -130,6 +131,14 @@ class ModelPool:
         if max_cost is not None and not (math.isfinite(max_cost) and max_cost >= 0):
             raise ConfigError(f"--max-cost: must be a finite number >= 0, got {max_cost!r}")
         self._models = {name: _Model(name, cfg) for name, cfg in models.items()}
+        # A simulated model answers as its world does (the world's seed included): part of its
+        # identity, or a run with another world seed would be served this world's answers.
+        world = getattr(responder, "fingerprint", None)
+        if isinstance(world, str):
+            for m in self._models.values():
+                if m.cfg.provider == "sim":
+                    m.endpoint = json.dumps([m.endpoint, world], separators=(",", ":"))
+                    m.key_prefix = key_prefix(m.endpoint)
         for name, backend in (backends or {}).items():
             if name not in self._models:
                 raise ModelError(f"backend given for unknown model {name!r}")

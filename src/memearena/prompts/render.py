@@ -18,6 +18,7 @@ __all__ = [
     "RESERVED_KEYS",
     "ROLE_TEMPLATES",
     "build_messages",
+    "clear_template_cache",
     "defang",
     "reask_message",
     "render",
@@ -165,6 +166,7 @@ def _defang(value: object) -> object:
 
 @cache
 def _env() -> Environment:
+    # Templates ship with the package: loaded once, never re-checked on disk per render.
     return Environment(
         loader=PackageLoader("memearena.prompts", "templates"),
         undefined=StrictUndefined,
@@ -172,7 +174,20 @@ def _env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         finalize=_defang,
+        auto_reload=False,
     )
+
+
+@cache
+def _system_message(path: str) -> Message:
+    """The system message of a template: it takes no variables, so it is rendered once."""
+    return Message.text("system", render(_SYSTEM_TEMPLATES.get(path, _DEFAULT_SYSTEM)))
+
+
+def clear_template_cache() -> None:
+    """Forget loaded templates and rendered system prompts (after templates change on disk)."""
+    _system_message.cache_clear()
+    _env.cache_clear()
 
 
 def template_path(template: str) -> str:
@@ -193,10 +208,9 @@ def build_messages(
     """A role-appropriate system message and one user message: the image first (if any), then
     the rendered prompt."""
     path = template_path(template)
-    system = render(_SYSTEM_TEMPLATES.get(path, _DEFAULT_SYSTEM))
     text = TextPart(render(path, **vars))
     parts: tuple[ImagePart | TextPart, ...] = (image, text) if image is not None else (text,)
-    return [Message.text("system", system), Message("user", parts)]
+    return [_system_message(path), Message("user", parts)]
 
 
 def reask_message(reason: str) -> Message:

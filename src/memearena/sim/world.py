@@ -214,6 +214,8 @@ class SimWorld:
         seed: int = 0,
     ) -> None:
         self.seed = seed
+        self.fingerprint = f"simulated-world:{seed}"
+        """What a simulated model's identity adds: its answers depend on this world's seed."""
         self._profiles: dict[str, _Profile] = {}
         for key, cfg in models.items():
             prof = _Profile(key, cfg, cfg.family or key, family_signature(cfg.family or key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import json
 import os
 import sqlite3
@@ -250,6 +251,7 @@ class RunStore:
         # Group commit of step outcomes: queued rows, and the loop a flush is scheduled on.
         self._steps: list[_PendingStep] = []
         self._steps_loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
         try:
             # The run directory and database hold prompts, replies and spend: owner only.
             create_private(self.path)
@@ -297,6 +299,12 @@ class RunStore:
     def close(self) -> None:
         """Close the database (idempotent)."""
         self._db.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
 
     def __enter__(self) -> RunStore:
         return self
@@ -550,6 +558,25 @@ class RunStore:
             )
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def view_digest(self, view: str) -> str:
+        """sha256 of a view's members (coords, order and artifact refs): equal digests, equal
+        views."""
+        h = hashlib.sha256()
+        for row in self._stream(
+            "SELECT coord, seq, ref1, ref2, ref3 FROM members WHERE view=? ORDER BY seq", (view,)
+        ):
+            h.update(_dumps(row).encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()
+
+    def errors_digest(self) -> str:
+        """sha256 of the error records' (kind, key, reason): what a report shows of them."""
+        h = hashlib.sha256()
+        for row in self._stream("SELECT kind, key, reason FROM errors ORDER BY kind, key"):
+            h.update(_dumps(row).encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()
 
     def count_members(self, view: str) -> int:
         """Number of members of a view."""
