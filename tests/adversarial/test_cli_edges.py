@@ -213,3 +213,28 @@ def test_console_tables_fit_80_columns_and_keep_long_judge_names(tmp_path: Path)
     )
     assert long_judge in cells and "Qwen/Qwen2.5-VL-72B-Instruct-AWQ" in cells
     assert "…" not in "".join(ln for ln in lines if ln.startswith("│"))
+
+
+@pytest.mark.parametrize("n_cols", [1, 4, 9, 20])
+def test_wide_tables_split_rather_than_cut_names(n_cols: int) -> None:
+    import io
+
+    from rich.console import Console
+
+    from memearena.report.console import fitted_tables
+
+    names = ["a-judge-with-a-name-longer-than-the-cap-of-24", "j2", "m"]
+    headers = [f"figure {i}" for i in range(n_cols)]
+    cells = [[f"0.{i}0±0.01" for i in range(n_cols)] for _ in names]
+    buf = io.StringIO()
+    out = Console(file=buf, width=80, color_system=None)
+    tables = fitted_tables("T", "judge", names, headers, cells, 80, caption="c")
+    for t in tables:
+        out.print(t)
+    lines = buf.getvalue().splitlines()
+    assert max(len(ln) for ln in lines) <= 80 and "…" not in buf.getvalue()
+    assert sum(ln.count("figure") for ln in lines) == n_cols  # every column shown once
+    first = [m.group(1).strip() for ln in lines if (m := re.match(r"│ ([^│]*)│", ln))]
+    assert "".join(first).startswith(names[0])  # folded, never cut
+    # Name column 24 + 4, each figure column 10 + 3: four figure columns fit in 80.
+    assert len(tables) == -(-n_cols // 4)

@@ -142,16 +142,18 @@ def print_settings(console: Console, settings: dict[str, Any], comparison: dict[
             ("mean_p_prefer_longer", "P(longer)"),
             ("mean_self_preference", "self-pref."),
         ]
-        table = Table(
-            title="Guideline settings compared (panel means)",
+        names = [console_safe(n) for n in comparison]
+        figures = [[_fmt(row.get(k)) for k, _ in cols] for row in comparison.values()]
+        for t in fitted_tables(
+            "Guideline settings compared (panel means)",
+            "setting",
+            names,
+            [label for _, label in cols],
+            figures,
+            console.width,
             caption="τ and NDCG vs truth: simulated targets only; LOO: leave-one-out joint vote",
-        )
-        _name_column(table, "setting", [str(n) for n in comparison])
-        for _, label in cols:
-            _number_column(table, label)
-        for name, row in comparison.items():
-            table.add_row(console_safe(name), *(_fmt(row.get(k)) for k, _ in cols))
-        console.print(table)
+        ):
+            console.print(t)
     table = Table(title="NDCG per judge per setting (vs the leave-one-out joint vote)")
     judge_names = [j["judge"] for j in next(iter(settings.values())).get("judges", [])]
     _name_column(table, "judge", [str(n) for n in judge_names])
@@ -245,26 +247,53 @@ def judge_tables(
     one would not fit ``width`` columns (a judge's name is never cut)."""
     names = [console_safe(j["judge"]) for j in judges]
     cells = [[_judge_cell(j, key, digits) for _, key, digits in _JUDGE_COLUMNS] for j in judges]
-    headers = [h for h, _, _ in _JUDGE_COLUMNS]
+    caption = (
+        f"±: 95% interval over {unit}s; vs panel: P(longer) minus the other judges' on the "
+        "same presentations (* flagged)"
+    )
+    return fitted_tables(
+        "Judges vs the leave-one-out joint vote",
+        "judge",
+        names,
+        [h for h, _, _ in _JUDGE_COLUMNS],
+        cells,
+        width,
+        caption=caption,
+    )
 
-    def need(cols: range) -> int:
-        name_w = max((len(n) for n in names), default=5)
-        widths = [max([len(headers[c])] + [len(row[c]) for row in cells]) for c in cols]
-        return name_w + sum(widths) + 3 * (len(widths) + 1) + 1
 
-    title = "Judges vs the leave-one-out joint vote"
-    every = range(len(_JUDGE_COLUMNS))
-    groups = [every] if need(every) <= width else [range(0, 4), range(4, len(_JUDGE_COLUMNS))]
+_NAME_CAP = 24  # a longer name wraps inside its column
+
+
+def fitted_tables(
+    title: str,
+    name_header: str,
+    names: list[str],
+    headers: list[str],
+    cells: list[list[str]],
+    width: int = 80,
+    *,
+    caption: str | None = None,
+) -> list[Table]:
+    """A name column and number columns: one table, or several that repeat the name column,
+    each fitting ``width`` columns, so no name is ever cut to nothing (names are console-safe
+    already; a name longer than 24 characters wraps)."""
+    name_w = min(max([len(name_header), *(len(n) for n in names)]), _NAME_CAP)
+    col_w = [max([len(h), *(len(row[c]) for row in cells)]) for c, h in enumerate(headers)]
+    groups: list[list[int]] = [[]]
+    used = name_w + 4  # left border, padding, right border
+    for c, w in enumerate(col_w):
+        if groups[-1] and used + w + 3 > width:
+            groups.append([])
+            used = name_w + 4
+        groups[-1].append(c)
+        used += w + 3
     tables = []
     for i, cols in enumerate(groups):
         part = f" ({i + 1}/{len(groups)})" if len(groups) > 1 else ""
         last = i == len(groups) - 1
-        caption = (
-            f"±: 95% interval over {unit}s; vs panel: P(longer) minus the other judges' on the "
-            "same presentations (* flagged)"
-        )
         table = Table(title=title + part, caption=caption if last else None)
-        _name_column(table, "judge", names)
+        table.add_column(name_header, overflow="fold", min_width=name_w)
         for c in cols:
             _number_column(table, headers[c])
         for name, row in zip(names, cells, strict=True):
