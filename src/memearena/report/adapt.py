@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from memearena.config import RunConfig
 from memearena.pipelines.schedule import seeded_rng
+from memearena.report.console import fitted_tables
 from memearena.report.safe import console_safe, csv_safe
 
 __all__ = [
@@ -162,34 +161,34 @@ def _ci(v: Any, ci: Sequence[Any] | None, pct: bool = True) -> str:
 
 def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
     """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
-    table = Table(
-        title=Text(title),
-        caption=Text(
-            f"failure = score < {section['failure_threshold']:g}; 95% intervals: "
-            f"bootstrap over memes, {section['repeats']} repeated seed(s)"
-        ),
-    )
-    for col in (
-        "model",
-        "avg score",
-        "failure rate",
-        "refined (loop)",
-        "loop increase",
-        "control increase",
-        "refused",
-    ):
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for m in section["models"]:
-        table.add_row(
-            console_safe(m["model"]),
+    # Split into parts that repeat the model column rather than cut names at 80 columns.
+    headers = ["avg score", "failure rate", "refined (loop)", "loop increase", "control increase"]
+    cells = [
+        [
             _ci(m["avg_score"], m["avg_score_ci"], pct=False),
             _ci(m["failure_rate"], m["failure_rate_ci"]),
             _ci(m["refined_failure_rate"], m["refined_failure_rate_ci"]),
             _ci(m["refined_increase"], m["refined_increase_ci"]),
             _ci(m["control_increase"], m["control_increase_ci"]),
             str(m["refused"]),
-        )
-    console.print(table)
+        ]
+        for m in section["models"]
+    ]
+    caption = (
+        f"failure = score < {section['failure_threshold']:g}; 95% intervals: "
+        f"bootstrap over memes, {section['repeats']} repeated seed(s)"
+    )
+    names = [console_safe(m["model"]) for m in section["models"]]
+    for table in fitted_tables(
+        console_safe(title),
+        "model",
+        names,
+        [*headers, "refused"],
+        cells,
+        console.width,
+        caption=caption,
+    ):
+        console.print(table)
     mined = [t["name"] for t in section["taxonomy"] if t.get("origin") == "mined"]
     console.print(
         console_safe(
