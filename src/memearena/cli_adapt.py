@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -27,7 +28,7 @@ __all__ = ["adapt_app"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_console = Console() if sys.stdout.isatty() else Console(width=120)
+_console = Console() if sys.stdout.isatty() else Console(width=80)
 _err = Console(stderr=True)
 
 
@@ -242,16 +243,21 @@ def import_command(
 
 
 def print_import(console: Console, doc: dict[str, Any]) -> None:
-    """The ``adapt import`` tables (every name from the logs is shown as plain text)."""
+    """The ``adapt import`` tables (every name from the logs is shown inert)."""
+    from memearena.report.adapt import fmt_interval
+
     table = Table(
         title=console_safe(f"published AdamMeme logs — model {doc['model']}"),
         caption=Text(
-            "95% intervals: bootstrap over memes; score only from the scorer's own "
-            "'Rating: [[n]]' field"
+            "scored / refused / unparsed steps; (95% interval: bootstrap over memes); a score "
+            "only from the scorer's own 'Rating: [[n]]' field"
         ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
     )
-    for col in ("category", "steps", "scored", "refused", "unparsed", "avg score", "failure rate"):
-        table.add_column(col, justify="left" if col == "category" else "right")
+    for col in ("category", "steps", "scored", "ref.", "unp.", "avg score", "failure %"):
+        table.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
     rows = [*doc["categories"].items(), ("overall", doc["overall"])]
     for name, c in rows:
         table.add_row(
@@ -260,8 +266,8 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
             str(c["scored"]),
             str(c["refused"]),
             str(c["unparsed"]),
-            _ci(c["avg_score"], c["avg_score_ci"]),
-            _ci(c["failure_rate"], c["failure_rate_ci"], pct=True),
+            fmt_interval(c["avg_score"], c["avg_score_ci"], 1, 1.0),
+            fmt_interval(c["failure_rate"], c["failure_rate_ci"], 0, 100.0),
         )
     console.print(table)
     rvo = doc["refined_vs_original"]

@@ -87,9 +87,11 @@ def test_faults_are_retried_to_success_and_the_server_counts_every_attempt(tmp_p
         out = run(go())
         stats = srv.stats()
     assert [c.text for c in out] == [f"[target] sim-a: q{i}" for i in range(40)]
-    assert stats["completed"] == 40
+    # A loaded machine can let an answered request outlive the client's 0.3 s timeout: it is
+    # then retried, so the server may complete a few more than 40, never fewer.
+    assert stats["completed"] >= 40
     assert stats["requests"] > stats["completed"]
-    assert sum(stats["faults"].values()) == stats["requests"] - 40
+    assert sum(stats["faults"].values()) == stats["requests"] - stats["completed"]
     calls = store.calls()
     assert all(c.status == "ok" for c in calls)
     assert sum(c.attempts for c in calls) == stats["requests"]

@@ -201,7 +201,9 @@ def test_rpm_limit_spaces_requests():
 
     run(go())
     gaps = [b - a for a, b in zip(backend.times, backend.times[1:], strict=False)]
-    assert min(gaps) >= 0.09
+    # Slots are 0.1 s apart; on a loaded machine the hop from slot to backend varies by a few
+    # ms, so single gaps get a margin while the total span (4 slots) stays strict.
+    assert min(gaps) >= 0.07
     assert backend.times[-1] - backend.times[0] >= 0.38
 
 

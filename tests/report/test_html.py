@@ -330,3 +330,17 @@ def test_a_method_adds_its_section_as_a_partial(
     assert '<section id="adapt"><h2>Adapt</h2><p>2</p></section>' in html
     assert html.index('id="overall"') < html.index('id="adapt"')
     assert '<a href="#adapt">Adapt</a>' in html
+
+
+def test_every_partial_boxes_its_tables_for_sideways_scrolling() -> None:
+    """A method's partial keeps wide tables in a scroll box (names are never squeezed and the
+    page itself never scrolls sideways; the browser test measures the Arena's)."""
+    from importlib.resources import files
+
+    templates = files("memearena.report") / "templates"
+    names = [t.name for t in templates.iterdir() if t.name.endswith(".html.j2")]
+    assert {"report.html.j2", "_arena.html.j2"} <= set(names)
+    for name in names:
+        text = (templates / name).read_text(encoding="utf-8")
+        boxed = re.findall(r'<div class="scroll">\s*<table', text)
+        assert len(boxed) == text.count("<table"), f"{name}: a table outside a scroll box"

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from memearena.config import RunConfig
 from memearena.pipelines.schedule import seeded_rng
-from memearena.report.console import fitted_tables
 from memearena.report.safe import console_safe, csv_safe
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "HUMAN_LABELS_FILE",
     "adapt_view",
     "csv_cell",
+    "fmt_interval",
     "print_adapt_summary",
     "write_adapt_outputs",
 ]
@@ -159,36 +162,41 @@ def _ci(v: Any, ci: Sequence[Any] | None, pct: bool = True) -> str:
     return f"{v:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None else f"{v:.2f}"
 
 
+def fmt_interval(v: Any, ci: Sequence[Any] | None, digits: int, scale: float) -> str:
+    """``22 (10,35)``: a value and its interval, compact enough for 80 columns."""
+    if v is None:
+        return "—"
+    lo, hi = ci if ci else (None, None)
+    head = f"{v * scale:.{digits}f}"
+    if lo is None or hi is None:
+        return head
+    return f"{head} ({lo * scale:.{digits}f},{hi * scale:.{digits}f})"
+
+
 def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
     """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
-    # Split into parts that repeat the model column rather than cut names at 80 columns.
-    headers = ["avg score", "failure rate", "refined (loop)", "loop increase", "control increase"]
-    cells = [
-        [
-            _ci(m["avg_score"], m["avg_score_ci"], pct=False),
-            _ci(m["failure_rate"], m["failure_rate_ci"]),
-            _ci(m["refined_failure_rate"], m["refined_failure_rate_ci"]),
-            _ci(m["refined_increase"], m["refined_increase_ci"]),
-            _ci(m["control_increase"], m["control_increase_ci"]),
-            str(m["refused"]),
-        ]
-        for m in section["models"]
-    ]
-    caption = (
-        f"failure = score < {section['failure_threshold']:g}; 95% intervals: "
-        f"bootstrap over memes, {section['repeats']} repeated seed(s)"
+    table = Table(
+        title=Text(title),
+        caption=Text(
+            f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
+            f" increase (points); (95% interval: bootstrap over memes, {section['repeats']} seeds)"
+        ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
     )
-    names = [console_safe(m["model"]) for m in section["models"]]
-    for table in fitted_tables(
-        console_safe(title),
-        "model",
-        names,
-        [*headers, "refused"],
-        cells,
-        console.width,
-        caption=caption,
-    ):
-        console.print(table)
+    for col in ("model", "avg score", "failure %", "loop +", "control +", "refused"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for m in section["models"]:
+        table.add_row(
+            console_safe(m["model"]),
+            fmt_interval(m["avg_score"], m["avg_score_ci"], 1, 1.0),
+            fmt_interval(m["failure_rate"], m["failure_rate_ci"], 0, 100.0),
+            fmt_interval(m["refined_increase"], m["refined_increase_ci"], 0, 100.0),
+            fmt_interval(m["control_increase"], m["control_increase_ci"], 0, 100.0),
+            str(m["refused"]),
+        )
+    console.print(table)
     mined = [t["name"] for t in section["taxonomy"] if t.get("origin") == "mined"]
     console.print(
         console_safe(
