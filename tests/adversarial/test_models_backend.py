@@ -423,3 +423,35 @@ def test_refused_connections_and_unknown_hosts_are_told_from_retryable_failures(
     assert connection_failure_kind(flaky_dns) is None
     assert connection_failure_kind(reset) is None
     assert connection_failure_kind(TimeoutError()) is None
+
+
+def test_calls_waiting_for_a_slot_when_the_model_dies_are_not_sent_nor_recorded(
+    store: RunStore,
+) -> None:
+    gate = asyncio.Event()
+
+    async def slow_401(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(0.2)
+        return web.json_response({"error": {"message": "bad key"}}, status=401)
+
+    with CraftedServer(slow_401) as srv:
+        pool = ModelPool({"m": _cfg(srv.base_url, max_concurrency=1)}, store=store)
+
+        async def go() -> list[Any]:
+            gate.set()
+            try:
+                return await asyncio.gather(
+                    *(
+                        pool.complete("m", [Message.text("user", f"q{i}")], role="t")
+                        for i in range(4)
+                    ),
+                    return_exceptions=True,
+                )
+            finally:
+                await pool.aclose()
+
+        results = asyncio.run(go())
+        assert srv.requests == 1
+    assert all(isinstance(r, EndpointError) for r in results)
+    assert [(c.status, c.error_kind) for c in store.calls()] == [("error", "auth")]
