@@ -38,10 +38,15 @@ _LAZY = {
     "arun_adapt": "memearena.api",
     "plan_adapt": "memearena.api",
     "aplan_adapt": "memearena.api",
+    "run_judge_audit": "memearena.api",
+    "arun_judge_audit": "memearena.api",
+    "plan_judge_audit": "memearena.api",
+    "aplan_judge_audit": "memearena.api",
     # results
     "open_run": "memearena.api",
     "ArenaResult": "memearena.api",
     "AdaptResult": "memearena.api",
+    "JudgeAuditResult": "memearena.api",
     "ArenaRunResult": "memearena.runner",
     # errors
     "MemearenaError": "memearena.errors",

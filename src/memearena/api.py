@@ -35,16 +35,21 @@ if TYPE_CHECKING:  # pandas is an optional extra: imported only when a DataFrame
 __all__ = [
     "AdaptResult",
     "ArenaResult",
+    "JudgeAuditResult",
     "MissingExtraError",
     "aplan_adapt",
     "aplan_arena",
+    "aplan_judge_audit",
     "arun_adapt",
     "arun_arena",
+    "arun_judge_audit",
     "open_run",
     "plan_adapt",
     "plan_arena",
+    "plan_judge_audit",
     "run_adapt",
     "run_arena",
+    "run_judge_audit",
     "twins",
 ]
 
@@ -468,3 +473,111 @@ def _plan_adapt(cfg: RunConfig | str | Path) -> PlannedCalls:
 
 run_adapt, arun_adapt = twins(_run_adapt, "run_adapt")
 plan_adapt, aplan_adapt = twins(_plan_adapt, "plan_adapt")
+
+
+class JudgeAuditResult:
+    """The results of a Judge audit, read from its run directory (``leaderboard.json``'s
+    ``judge_audit`` section and ``judge_audit_scores.jsonl``)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        new_calls: int | None = None,
+        cost_usd: float | None = None,
+        stopped: str | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.new_calls = new_calls
+        self.cost_usd = cost_usd
+        self.stopped = stopped
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """The ``judge_audit`` section of ``leaderboard.json``."""
+        board = _read_json(self.run_dir / "leaderboard.json")
+        sec = board.get("judge_audit")
+        if not isinstance(sec, dict):
+            raise MemearenaError(f"{self.run_dir}: leaderboard.json has no judge_audit section")
+        return sec
+
+    def leaderboard(self) -> pd.DataFrame:
+        """The evaluator leaderboard: one row per judge, each figure as value / ci_low / ci_high
+        columns (``overall_value``, ``p_prefer_first_ci_low``, ...) plus its flags."""
+        rows = []
+        for r in self.section.get("leaderboard") or []:
+            row: dict[str, Any] = {"judge": r.get("judge"), "rank": r.get("rank")}
+            for key in (
+                "overall",
+                "p_prefer_first",
+                "position_consistency",
+                "p_prefer_padded",
+                "self_enhancement",
+                "abstention_rate",
+                "parse_failure_rate",
+            ):
+                est = r.get(key) or {}
+                for part in ("value", "ci_low", "ci_high"):
+                    row[f"{key}_{part}"] = est.get(part)
+            for cat, est in (r.get("categories") or {}).items():
+                row[f"{cat}_value"] = est.get("value")
+            row["flags"] = ", ".join(r.get("flags") or [])
+            rows.append(row)
+        return _pandas().DataFrame(rows)
+
+    def bias_types(self) -> pd.DataFrame:
+        """One row per (judge, bias type): metric, value, interval, pairs and excluded pairs."""
+        rows = [
+            {"judge": r.get("judge"), "bias_type": t, **fig}
+            for r in self.section.get("leaderboard") or []
+            for t, fig in (r.get("types") or {}).items()
+        ]
+        return _pandas().DataFrame(rows)
+
+    def scores(self) -> pd.DataFrame:
+        """Every scored pair (``judge-audit metrics`` format, with judge and status)."""
+        import json
+
+        path = self.run_dir / "judge_audit_scores.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
+        return _pandas().DataFrame([json.loads(line) for line in lines if line.strip()])
+
+    def __repr__(self) -> str:
+        return f"JudgeAuditResult({str(self.run_dir)!r})"
+
+
+def _run_judge_audit(
+    cfg: RunConfig | str | Path,
+    run_dir: str | Path,
+    *,
+    max_cost: float | None = None,
+    show_progress: bool = True,
+    bootstrap: int | None = None,
+) -> JudgeAuditResult:
+    """Run (or resume) the Judge audit in ``run_dir``; returns its results."""
+    from memearena.config import load_config
+    from memearena.runner_judge_audit import run_judge_audit as run
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    done = run(cfg, run_dir, max_cost=max_cost, show_progress=show_progress, bootstrap=bootstrap)
+    return JudgeAuditResult(
+        done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
+    )
+
+
+def _plan_judge_audit(cfg: RunConfig | str | Path) -> PlannedCalls:
+    """Dry run of the Judge audit: the calls, tokens and cost a run would make."""
+    from memearena.config import load_config
+    from memearena.runner_judge_audit import plan_judge_audit as plan
+
+    if isinstance(cfg, str | Path):
+        cfg = load_config(cfg)
+    return plan(cfg)
+
+
+run_judge_audit, arun_judge_audit = twins(_run_judge_audit, "run_judge_audit")
+plan_judge_audit, aplan_judge_audit = twins(_plan_judge_audit, "plan_judge_audit")
