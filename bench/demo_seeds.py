@@ -17,6 +17,7 @@ joint vote, and the panel's measured biases.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +38,8 @@ def seeds(n: int, bootstrap: int) -> bool:
     print(f"Part 1: the demo over {n} seeds (bootstrap {bootstrap}, intervals over memes)")
     print(f"{'seed':>4} {'τ (exclude)':>12} {'τ (include)':>12}  flagged for verbosity")
     ok = True
+    ratings: dict[str, list[float]] = {}
+    halves: dict[str, list[float]] = {}
     for seed in range(n):
         cfg = demo_config(seed=seed, bootstrap=bootstrap)
         with tempfile.TemporaryDirectory() as tmp:
@@ -45,6 +48,9 @@ def seeds(n: int, bootstrap: int) -> bool:
         tau = board["simulated"]["kendall_tau"]
         alt = arena["sensitivity"].get("self_judging_include", {}).get("overall")
         tau_inc = kendall_tau([r["model"] for r in alt], truth) if alt else tau
+        for r in arena["overall"]:
+            ratings.setdefault(r["model"], []).append(r["bt"])
+            halves.setdefault(r["model"], []).append((r["ci_high"] - r["ci_low"]) / 2)
         flagged = [j["judge"] for j in arena["judges"] if j["verbosity_flagged"]]
         wrong = sorted(set(flagged) & clean)
         ok &= tau == 1.0 and not wrong
@@ -54,6 +60,14 @@ def seeds(n: int, bootstrap: int) -> bool:
         "all seeds τ = 1.0 and no clean judge flagged: " + ("yes" if ok else "NO"),
         flush=True,
     )
+    # The seeds redraw the world (answers, judge noise) on the same 24 memes: a meme-level
+    # interval must be at least as wide as this spread, which leaves meme sampling out.
+    print("spread of BT across seeds (1.96 sd) vs the median reported 95% half-width:")
+    for model, values in ratings.items():
+        spread = 1.96 * statistics.stdev(values) if len(values) > 1 else float("nan")
+        half = statistics.median(halves[model])
+        ratio = spread / half
+        print(f"  {model:<14} spread ±{spread:5.1f}   reported ±{half:5.1f}   ratio {ratio:.2f}")
     return ok
 
 

@@ -263,12 +263,21 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
             ours_out,
             args.repeats,
         )
+        rows = json.loads(ours_out.read_text())["models"]
+        if args.no_baseline:
+            flags = sum(not r["mle"] for r in rows)
+            print(
+                f"{m:>6} × {n:>9,} {met:>4.0%} | {ours['wall']:>12.2f} s {ours['cpu']:>5.1f}s "
+                f"{ours['rss']:>5.0f}MB | rows flagged mle=false: {flags}",
+                flush=True,
+            )
+            path.unlink()
+            continue
         theirs = median_run(
             [sys.executable, __file__, "--fastchat-run", str(path), "--rounds", str(args.rounds)],
             theirs_out,
             args.baseline_repeats or args.repeats,
         )
-        rows = json.loads(ours_out.read_text())["models"]
         a = {r["model"]: r["bt"] for r in rows}
         prior = "" if all(r["mle"] for r in rows) else " (no MLE: memearena used the weak prior)"
         b = {r["model"]: r["bt"] for r in json.loads(theirs_out.read_text())["models"]}
@@ -386,6 +395,7 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=2.0, help="log-normal popularity spread")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--readers", action="store_true", help="compare battle-file readers")
+    parser.add_argument("--no-baseline", action="store_true", help="time memearena only")
     parser.add_argument("--blas", action="store_true", help="BLAS threads pinned vs not")
     parser.add_argument("--fastchat-run", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

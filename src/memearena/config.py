@@ -157,6 +157,14 @@ class OpenAIModelConfig(_ModelCommon):
     """Name of the environment variable holding the API key (never the key itself)."""
     family: str | None = None
     """Model family (e.g. ``gpt``), used to measure self-preference of judges."""
+    batch: bool = False
+    """Send this model's calls through the OpenAI-compatible Batch API (``/v1/files`` +
+    ``/v1/batches``): cheaper, slower (up to the provider's 24 h window), resumable."""
+    batch_discount: float = Field(0.5, gt=0, le=1)
+    """Share of ``price`` a batched call costs (0.5 at most providers); used for spend and
+    ``--dry-run``."""
+    batch_poll_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds between two polls of a pending batch."""
 
     @field_validator("base_url")
     @classmethod

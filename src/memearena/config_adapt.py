@@ -84,9 +84,10 @@ class AdaptConfig(_Strict):
     seed_rule: Literal["random", "lowest"] = "random"
     """How seed samples are chosen: seeded random draw, or the lowest scores (ties by id)."""
     retrieval: Literal["bm25", "embeddings"] = "bm25"
-    """How similar misbeliefs are retrieved: BM25 over the misbelief text, or embeddings."""
+    """How similar misbeliefs are retrieved: BM25 over the misbelief text (``embeddings`` is
+    reserved: not available in this version)."""
     embedding_model: str | None = None
-    """With ``retrieval: embeddings``: model whose endpoint serves ``/v1/embeddings``."""
+    """Reserved for ``retrieval: embeddings`` (a model serving ``/v1/embeddings``)."""
     examples: int = Field(3, ge=0)
     """Retrieved scored samples shown to the refiner as examples."""
     max_rewrites: int = Field(3, ge=1)
@@ -130,8 +131,12 @@ class AdaptConfig(_Strict):
             raise ValueError(
                 "checker: must differ from the refiner (set allow_same_checker: true to allow)"
             )
-        if self.retrieval == "embeddings" and self.embedding_model is None:
-            raise ValueError("retrieval 'embeddings' needs 'embedding_model'")
+        if self.retrieval == "embeddings":
+            # Named in the config so configs can say it; refused here, before any call is made.
+            raise ValueError(
+                "retrieval 'embeddings' is not available in this version (the model layer has no "
+                "/v1/embeddings support yet); use 'bm25'"
+            )
         if len(set(self.targets)) != len(self.targets):
             raise ValueError("targets must be distinct")
         if len(set(self.scorers)) != len(self.scorers):

@@ -423,9 +423,18 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
             for name, row in per_model.items():
                 price = cfg.models[name].price if name in cfg.models else None
                 if price is not None:
+                    model_cfg = cfg.models[name]
+                    # A batched model is billed at its batch discount.
+                    share = (
+                        getattr(model_cfg, "batch_discount", 1)
+                        if getattr(model_cfg, "batch", False)
+                        else 1
+                    )
                     row["cost_usd"] = (
-                        row["input_tokens"] * price.input + row["output_tokens"] * price.output
-                    ) / 1e6
+                        share
+                        * (row["input_tokens"] * price.input + row["output_tokens"] * price.output)
+                        / 1e6
+                    )
             return PlannedCalls(per_model)
         finally:
             store.close()

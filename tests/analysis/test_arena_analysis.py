@@ -132,3 +132,25 @@ def test_a_refusal_counts_as_a_loss_against_every_answer_of_its_task() -> None:
     # 4 refused tasks × 2 answers (a, c) × 1 judge × 1 criterion
     assert view["added_battles"] == 4 * 2 * len(cfg.arena.criteria)  # type: ignore[union-attr]
     assert view["order_differs"] and view["overall"][0]["model"] == "a"
+
+
+def test_the_bootstrap_unit_is_recorded_and_meme_intervals_are_the_widest() -> None:
+    # Memes disagree: on half of them every judge prefers a, on the other half b.
+    families = {"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "j2": "f2"}
+    battles = []
+    for m in range(12):
+        order = "abc" if m % 2 else "bac"
+        for judge in ("j1", "j2"):
+            battles += _ranked(order, judge, 1, per_pair=5)
+            for row in battles[-15:]:
+                row["item"] = f"m{m}"
+                row["context"] = "high" if judge == "j1" else "moderate"
+    widths = {}
+    for unit in ("battle", "task", "meme"):
+        cfg = _cfg(families, ["j1", "j2"], bootstrap_unit=unit)
+        outcome = ArenaOutcome(setting="memearena", battles=battles)
+        section = setting_section(cfg, outcome, bootstrap=300)
+        assert section["bootstrap_unit"] == unit
+        top = section["overall"][0]
+        widths[unit] = top["ci_high"] - top["ci_low"]
+    assert widths["meme"] > 1.5 * widths["battle"]

@@ -102,6 +102,9 @@ class _Model:
         self.limiter = RateLimiter(cfg.rpm) if cfg.rpm else None
         self.price_in = cfg.price.input / 1_000_000
         self.price_out = cfg.price.output / 1_000_000
+        if getattr(cfg, "batch", False):  # batched calls are billed at the batch discount
+            self.price_in *= cfg.batch_discount  # type: ignore[union-attr]
+            self.price_out *= cfg.batch_discount  # type: ignore[union-attr]
         self.backend: ChatBackend | None = None
         self.usage: dict[str, float] = dict.fromkeys(USAGE_FIELDS, 0)
         # Why no further call to this model is sent (refused connection, bad key, ...).
@@ -213,7 +216,13 @@ class ModelPool:
         if m.backend is None:
             if m.cfg.provider == "openai":
                 try:
-                    m.backend = OpenAIBackend(m.name, m.cfg)
+                    if m.cfg.batch:
+                        from memearena.models.batch import BatchBackend, BatchLedger
+
+                        ledger = BatchLedger.of(self._store)
+                        m.backend = BatchBackend(m.name, m.cfg, ledger)
+                    else:
+                        m.backend = OpenAIBackend(m.name, m.cfg)
                 except EndpointError as e:  # a missing key: nothing can be sent to this model
                     m.dead = e
                     raise
@@ -504,7 +513,9 @@ class ModelPool:
                         if m.tracked and call_id is None:
                             call_id = self._record_sent(m, key, role, estimate)
                             await self._committed()  # on record before it is sent
-                        async with asyncio.timeout(cfg.timeout):
+                        # A batched call waits for its batch (hours at most providers).
+                        wait = None if getattr(backend, "batch", False) else cfg.timeout
+                        async with asyncio.timeout(wait):
                             raw = await backend.chat(messages, p, role)
                     finally:
                         if self._max_cost is not None:

@@ -197,6 +197,14 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             str(m["refused"]),
         )
     console.print(table)
+    selfish = [m["model"] for m in section["models"] if m.get("scored_by_itself")]
+    if selfish:
+        console.print(
+            console_safe(
+                "flagged: scored by its own model or family (left out of its score when another "
+                "scorer exists): " + ", ".join(selfish)
+            )
+        )
     mined = [t["name"] for t in section["taxonomy"] if t.get("origin") == "mined"]
     console.print(
         console_safe(

@@ -187,6 +187,7 @@ def make_app(
     hang_s: float = 30.0,
     retry_after_s: float = 0.1,
     models: Sequence[str] = (),
+    batch_delay_s: float = 0.5,
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
@@ -305,6 +306,9 @@ def make_app(
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/stats", get_stats)
+    from memearena.sim.batch import add_batch_routes  # the Batch API (/v1/files, /v1/batches)
+
+    add_batch_routes(app, responder, delay_s=batch_delay_s, known_models=known_models)
     return app
 
 

@@ -130,6 +130,12 @@ class ClusteredCounts:
         met here are drawn (a group's interval is conditional on its own clusters)."""
         rng = np.random.default_rng(seed)
         met = np.unique(self.cluster)
+        if len(met) == len(self.cluster) and bool(np.all(self.count == 1)):
+            # Every cluster is one battle: drawing clusters is drawing battles, which is the
+            # multinomial over the cells (same distribution, cost independent of the battles).
+            *_, cell = self.total.cells()
+            total = round(float(cell.sum()))
+            return rng.multinomial(total, cell / cell.sum(), size=rounds).astype(np.float64)
         parts = []
         for w in cluster_weights(len(met), rounds, rng):
             full = np.zeros((len(w), max(self.n_clusters, 1)))

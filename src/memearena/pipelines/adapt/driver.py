@@ -89,10 +89,6 @@ class AdaptPipeline:
     ) -> None:
         if cfg.adapt is None:
             raise ConfigError("config: 'adapt' section is missing")
-        if cfg.adapt.retrieval == "embeddings":
-            raise ConfigError(
-                "adapt.retrieval: 'embeddings' is not available in this version; use 'bm25'"
-            )
         self.ctx = AdaptContext(
             cfg, pool, store, progress or StageProgress(enabled=False), on_image
         )
