@@ -184,3 +184,13 @@ def test_data_check_cli_gives_one_line_and_exit_two_for_an_edge(tmp_path: Path) 
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "duplicated column(s) 'image'" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_id_filters_that_leave_nothing_name_the_filter(tmp_path: Path) -> None:
+    _image(tmp_path)
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"left after filters \(exclude; 1 well-formed items"):
+        load_dataset(DatasetConfig(format="fhm", path=path, exclude=[1]))
+    with pytest.raises(DataError, match=r"no items left after filters \(ids;"):
+        load_dataset(DatasetConfig(format="fhm", path=path, ids=[]))

@@ -600,3 +600,11 @@ def test_fields_is_refused_for_published_formats_and_ambiguous_maps() -> None:
         DatasetConfig(format="jsonl", path=Path("x"), fields={"image": "a", "text": "a"})
     with pytest.raises(ValidationError):
         DatasetConfig(format="jsonl", path=Path("x"), fields={"picture": "img"})
+
+
+def test_a_file_whose_only_id_conflicts_reports_it_instead_of_an_empty_filter(
+    tmp_path: Path,
+) -> None:
+    path = _fhm(tmp_path, [FHM_ROWS[0], dict(FHM_ROWS[0], text="changed")])
+    result = load_dataset(DatasetConfig(format="fhm", path=path))
+    assert result.memes == [] and [e.kind for e in result.errors] == ["conflicting duplicate"]

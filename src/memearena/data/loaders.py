@@ -720,7 +720,8 @@ def load_dataset(
     if ctx.rows == 0:
         what = "no images" if cfg.format == "folder" else "no rows"
         raise DataError(f"{file}: empty dataset ({what})")
-    items, duplicates = _merge_items(ctx, parsed, cfg.format)
+    merged, duplicates = _merge_items(ctx, parsed, cfg.format)
+    items = merged
     if cfg.ids is not None:
         wanted = {_canonical_id(cfg, i): None for i in cfg.ids}
         present = {it.id for it in items}
@@ -737,8 +738,20 @@ def load_dataset(
         sample_seed=cfg.sample_seed,
         limit=cfg.limit,
     )
-    if items and not selected:
-        raise DataError(f"{file}: no items left after filters (of {len(items)}: harmful_only)")
+    if merged and not selected:
+        active = [
+            name
+            for name, on in (
+                ("ids", cfg.ids is not None),
+                ("exclude", bool(cfg.exclude)),
+                ("harmful_only", cfg.harmful_only),
+            )
+            if on
+        ]
+        raise DataError(
+            f"{file}: no items left after filters ({', '.join(active) or 'none'}; "
+            f"{len(merged)} well-formed items)"
+        )
     split = cfg.split or ("demo" if cfg.format == "demo" and cfg.path is None else file.stem)
     if cfg.format == "folder":
         split = cfg.split or file.name

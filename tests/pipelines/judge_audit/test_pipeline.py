@@ -211,3 +211,18 @@ def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
     assert any("'j2' was not covered" in w for w in warnings)
     board = json.loads((run_dir / "leaderboard.json").read_text())
     assert board["judge_audit"] == audit["judge_audit"]  # the audit's section is kept
+
+
+def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
+    raw = _raw(judges=["clean"], reference_judge=None, classic=[])
+    raw["models"]["clean"]["price"] = {"input": 1000.0, "output": 1000.0}
+    raw["data"] = [{"format": "demo", "limit": 3}]
+    cfg = parse_config(raw)
+    stopped = run_judge_audit(cfg, tmp_path / "run", max_cost=0.5, show_progress=False)
+    assert stopped.stopped is not None and stopped.section["stopped"]
+    assert stopped.cost_usd <= 0.5 + 1e-9
+    done_before = len(stopped.outcome.scores)
+    resumed = run_judge_audit(cfg, tmp_path / "run", show_progress=False)
+    assert resumed.stopped is None
+    assert len(resumed.outcome.scores) >= done_before
+    assert resumed.usable
