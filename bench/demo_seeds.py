@@ -1,6 +1,6 @@
 """Bench: the demo world over several seeds, and its guideline settings against the truth.
 
-Run: python bench/demo_seeds.py [--seeds 10] [--bootstrap 200] [--compare-seed 0]
+Run: python bench/demo_seeds.py [--seeds 10] [--bootstrap 200] [--compare-seed 0] [--no-compare]
 
 Part 1 runs `memearena demo --seed S` for S = 0 … seeds−1 (default policies: self-judging
 excluded, intervals over memes) and prints, per seed, the Kendall τ of the leaderboard against
@@ -106,10 +106,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--compare-seed", type=int, default=0)
+    ap.add_argument("--no-compare", action="store_true", help="Part 1 only.")
     args = ap.parse_args()
     start = time.perf_counter()
     seeds(args.seeds, args.bootstrap)
-    compare(args.compare_seed, args.bootstrap)
+    if not args.no_compare:
+        compare(args.compare_seed, args.bootstrap)
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

@@ -225,14 +225,13 @@ class _Pass:
                 if not own:
                     self.other.add(a, b, w, cl)
             if judge is not None:
-                shared = cluster_of(unit, item, context, n)
                 self.judge_all.setdefault(
                     judge, ClusteredCountsBuilder(sorted(targets), self.index)
-                ).add(a, b, w, shared)
+                ).add(a, b, w, cl)
                 if keep:
                     self.judge_kept.setdefault(
                         judge, ClusteredCountsBuilder(sorted(targets), self.index)
-                    ).add(a, b, w, shared)
+                    ).add(a, b, w, cl)
             if not keep:
                 continue
             if with_groups:
@@ -712,6 +711,17 @@ def arena_leaderboard(
     return doc
 
 
+def _strict_json(obj: Any) -> Any:
+    """The document with every non-finite number as null (strict JSON readers reject NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict_json(v) for v in obj]
+    return obj
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -728,7 +738,7 @@ def write_arena_outputs(
     assert cfg.arena is not None
     families = _families(cfg)
     exclude = cfg.arena.self_judging == "exclude"
-    _atomic_write(run_dir / "leaderboard.json", json.dumps(board, indent=2))
+    _atomic_write(run_dir / "leaderboard.json", json.dumps(_strict_json(board), indent=2))
     for i, o in enumerate(outcomes):
         stem = "battles" if i == 0 else f"battles.{o.setting}"
         kept, left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"

@@ -27,6 +27,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 __all__ = ["SECTIONS", "Section", "render_report", "write_report"]
 
+SENSITIVITY_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("self_judging_include", "Self-judged battles included"),
+    ("self_judging_exclude", "Self-judged battles excluded"),
+    ("refusals_as_losses", "A refusal counted as a loss"),
+    ("length_controlled", "Length-controlled"),
+)
+"""The Arena's alternative leaderboards (``arena.sensitivity``), shown among the breakdowns."""
+
 GROUP_SECTIONS: tuple[tuple[str, str], ...] = (
     ("by_criterion", "By criterion"),
     ("by_context", "By context"),
@@ -433,6 +441,17 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
         ]
         if tables:
             groups.append({"id": key.replace("_", "-"), "title": label, "tables": tables})
+    sensitivity = _dict(arena.get("sensitivity"))
+    views = [
+        {
+            "name": f"{label} ({'order differs' if view.get('order_differs') else 'same order'})",
+            "rows": _leaderboard(view.get("overall")),
+        }
+        for key, label in SENSITIVITY_SECTIONS
+        if (view := _dict(sensitivity.get(key)))
+    ]
+    if views:
+        groups.insert(0, {"id": "sensitivity", "title": "Sensitivity", "tables": views})
     errors = [(str(k), fmt_num(v)) for k, v in _dict(arena.get("errors")).items()]
     judges = _judges(arena.get("judges"))
     settings = _settings(arena.get("settings"))
