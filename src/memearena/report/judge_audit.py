@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from memearena.report.console import fitted_tables
+from memearena.report.safe import console_safe, strip_control
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
 
 if TYPE_CHECKING:
@@ -133,26 +135,72 @@ def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
 
 
 def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> None:
-    """The leaderboard, what was run and where the outputs are."""
+    """The leaderboard, what was run and where the outputs are. Tables fit the console's width
+    (split into parts that repeat the judge column: a judge's name is never cut)."""
     section = result.section
-    console.print(judge_audit_table(section))
-    console.print(classic_table(section))
+    rows = _rows(section)
+    names = [console_safe(r.get("judge", "")) for r in rows]
+    lead_headers = ["#", "overall", *BIAS_CATEGORIES]
+    lead_cells = [
+        [
+            str(r.get("rank", "")),
+            _short(r.get("overall")),
+            *(_short((r.get("categories") or {}).get(c)) for c in BIAS_CATEGORIES),
+        ]
+        for r in rows
+    ]
+    for table in fitted_tables(
+        "Judge audit — evaluator leaderboard (BD/BC, higher is better)",
+        "judge",
+        names,
+        lead_headers,
+        lead_cells,
+        console.width,
+        caption="± half-width of the 95% bootstrap interval over items",
+    ):
+        console.print(table)
+    for name, r in zip(names, rows, strict=True):
+        flags = ", ".join(str(f) for f in r.get("flags") or []) or "none"
+        console.print(f"flags of {name}: {console_safe(flags)}", highlight=False)
+    classic = [
+        ("P(first)", "p_prefer_first"),
+        ("consistency", "position_consistency"),
+        ("P(padded)", "p_prefer_padded"),
+        ("self-enh.", "self_enhancement"),
+        ("abstain", "abstention_rate"),
+        ("unparsed", "parse_failure_rate"),
+    ]
+    for table in fitted_tables(
+        "Judge audit — classic biases and outcomes",
+        "judge",
+        names,
+        [h for h, _ in classic],
+        [[_short(r.get(k)) for _, k in classic] for r in rows],
+        console.width,
+    ):
+        console.print(table)
     console.print(
-        f"{section.get('items', 0)} items, prompt {section.get('prompt')!s}; "
-        f"{result.new_calls:,} new calls, ${result.cost_usd:.2f} spent in total",
+        strip_control(
+            f"{section.get('items', 0)} items, prompt {section.get('prompt')!s}; "
+            f"{result.new_calls:,} new calls, ${result.cost_usd:.2f} spent in total"
+        ),
         markup=False,
     )
     errors = section.get("errors") or {}
     if errors:
         console.print(
-            "recorded problems: " + ", ".join(f"{k} ×{v}" for k, v in errors.items()),
+            strip_control(
+                "recorded problems: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
+            ),
             markup=False,
         )
     if result.stopped:
-        console.print(f"stopped early: {result.stopped}", markup=False, style="yellow")
+        console.print(
+            strip_control(f"stopped early: {result.stopped}"), markup=False, style="yellow"
+        )
     if not result.usable:
         console.print("the audit produced nothing usable: no pair received two scores", style="red")
-    console.print(f"outputs in {result.run_dir}", markup=False)
+    console.print(strip_control(f"outputs in {result.run_dir}"), markup=False)
 
 
 # ---- HTML view ---------------------------------------------------------------------------------
