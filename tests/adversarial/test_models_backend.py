@@ -4,6 +4,7 @@ record is never lower than spend, and no key reaches a stored file."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -401,3 +402,56 @@ def test_a_cap_that_is_not_a_finite_non_negative_number_is_refused(bad: float) -
 
     with pytest.raises(ConfigError, match="--max-cost"):
         ModelPool({"m": _cfg("http://127.0.0.1:9/v1")}, max_cost=bad)
+
+
+def _chained(*excs: BaseException) -> BaseException:
+    """``excs[0]`` raised from ``excs[1]`` raised from ... (as the SDK wraps transport errors)."""
+    for outer, inner in itertools.pairwise(excs):
+        outer.__cause__ = inner
+    return excs[0]
+
+
+def test_refused_connections_and_unknown_hosts_are_told_from_retryable_failures() -> None:
+    from memearena.models.backends import connection_failure_kind
+
+    refused = _chained(TimeoutError("timed out"), OSError("connect"), ConnectionRefusedError())
+    unknown = _chained(OSError("connect"), socket.gaierror(socket.EAI_NONAME, "unknown"))
+    flaky_dns = _chained(OSError("connect"), socket.gaierror(socket.EAI_AGAIN, "try again"))
+    reset = _chained(OSError("read"), ConnectionResetError())
+    assert connection_failure_kind(refused) == "connection_refused"
+    assert connection_failure_kind(unknown) == "dns"
+    assert connection_failure_kind(flaky_dns) is None
+    assert connection_failure_kind(reset) is None
+    assert connection_failure_kind(TimeoutError()) is None
+
+
+def test_calls_waiting_for_a_slot_when_the_model_dies_are_not_sent_nor_recorded(
+    store: RunStore,
+) -> None:
+    gate = asyncio.Event()
+
+    async def slow_401(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(0.2)
+        return web.json_response({"error": {"message": "bad key"}}, status=401)
+
+    with CraftedServer(slow_401) as srv:
+        pool = ModelPool({"m": _cfg(srv.base_url, max_concurrency=1)}, store=store)
+
+        async def go() -> list[Any]:
+            gate.set()
+            try:
+                return await asyncio.gather(
+                    *(
+                        pool.complete("m", [Message.text("user", f"q{i}")], role="t")
+                        for i in range(4)
+                    ),
+                    return_exceptions=True,
+                )
+            finally:
+                await pool.aclose()
+
+        results = asyncio.run(go())
+        assert srv.requests == 1
+    assert all(isinstance(r, EndpointError) for r in results)
+    assert [(c.status, c.error_kind) for c in store.calls()] == [("error", "auth")]

@@ -264,3 +264,20 @@ def test_a_directory_of_another_dataset_is_refused_in_one_line(tmp_path: Path) -
     # a changed selection of the same dataset is a change, not another run
     more = _run(config(data=[DatasetConfig(format="demo", limit=4)]), tmp_path / "run")
     assert more.stages["contexts"].reused == 3 and more.stages["contexts"].new == 1
+
+
+def test_a_changed_selection_reuses_its_memes_in_their_new_order(tmp_path: Path) -> None:
+    # The first meme left out: every meme of the new selection moves up one place.
+    first = config(data=[DatasetConfig(format="demo", limit=4)])
+    later = config(data=[DatasetConfig(format="demo", limit=3, exclude=["m01"])])
+    _run(first, tmp_path / "run")
+    with RunStore(tmp_path / "run" / "run.db") as store:
+        assert [c for c, _r, _v in store.iter_members("arena.answers") if "m01" in c]
+    resumed = _run(later, tmp_path / "run")
+    fresh = _run(later, tmp_path / "fresh")
+    assert resumed.new_calls == 0
+    assert {s: c.new for s, c in resumed.stages.items()} == dict.fromkeys(resumed.stages, 0)
+    assert _battles(tmp_path / "run") == _battles(tmp_path / "fresh")
+    assert resumed.leaderboard["arena"]["overall"] == fresh.leaderboard["arena"]["overall"]
+    with RunStore(tmp_path / "run" / "run.db") as store:  # the meme left out is forgotten
+        assert not [c for c, _r, _v in store.iter_members("arena.answers") if "m01" in c]

@@ -56,10 +56,9 @@ def test_member_views_stream_in_seq_order_with_their_artifacts(tmp_path: Path) -
     with RunStore(tmp_path / "run.db") as store:
         store.put_artifact("v", "k1", {"w": "A"})
         store.put_artifact("v", "k2", {"w": "B"})
-        store.add_members(
-            "view", [("m2\x1fx", 2, "k2", "k1", None), ("m1\x1fx", 1, "k1", "gone", None)]
-        )
-        store.add_members("view", [("m1\x1fy", 3, None, None, "r")])
+        store.add_members("view", "m2", [("m2\x1fx", 2, "k2", "k1", None)])
+        store.add_members("view", "m1", [("m1\x1fx", 1, "k1", "gone", None)])
+        store.add_members("view", "m1", [("m1\x1fy", 3, None, None, "r")])
         rows = list(store.iter_members("view", ("v", "v", None)))
         assert [r[0] for r in rows] == ["m1\x1fx", "m2\x1fx", "m1\x1fy"]
         assert rows[0][2] == ({"w": "A"}, None, None)  # a missing artifact is None
@@ -70,6 +69,27 @@ def test_member_views_stream_in_seq_order_with_their_artifacts(tmp_path: Path) -
         assert store.count_members("view") == 3
         store.clear_view("view")
         assert list(store.iter_members("view")) == []
+
+
+def test_items_are_dropped_moved_and_retained_with_their_completion_records(
+    tmp_path: Path,
+) -> None:
+    with RunStore(tmp_path / "run.db") as store:
+        for n, item in enumerate(["a", "b", "c"]):
+            store.add_members("v", item, [(f"{item}\x1f1", (n << 32) | 1, None, None, None)])
+            store.add_members("w", item, [(f"{item}\x1f1", (n << 32) | 1, None, None, None)])
+            store.mark_item_done(item, f"d-{item}", n, {"judgments": 2})
+        assert store.item_done("b") == ("d-b", 1, {"judgments": 2})
+        store.drop_item("b")  # every view, and its completion record
+        assert store.item_done("b") is None
+        assert [r[0] for r in store.iter_members("w")] == ["a\x1f1", "c\x1f1"]
+        store.move_item("c", 2, 0, 32)  # c now comes first, keeping its position within
+        store.move_item("a", 0, 1, 32)
+        assert [r[0] for r in store.iter_members("v")] == ["c\x1f1", "a\x1f1"]
+        assert store.item_done("c") == ("d-c", 0, {"judgments": 2})
+        store.retain_items(["c"])
+        assert [r[0] for r in store.iter_members("v")] == ["c\x1f1"]
+        assert store.item_done("a") is None and store.item_done("c") is not None
 
 
 def test_image_hash_is_recalled_only_for_the_same_file_state(tmp_path: Path) -> None:

@@ -466,9 +466,9 @@ class ModelPool:
     def _reserve(self, m: _Model, estimate: float) -> None:
         """Hold ``estimate`` against the cap (the caller holds a concurrency slot, so what is
         reserved never exceeds what can be in flight); reaching the cap stops the pool."""
+        self._check_open(m)  # the cap or a dead endpoint may have stopped it while it waited
         if self._max_cost is None:
             return
-        self._check_open(m)
         total = self.run_spent_usd
         if total + self._reserved + estimate > self._max_cost:
             self._stopped = (
@@ -493,6 +493,7 @@ class ModelPool:
         cfg = m.cfg
         estimate = self._estimate(m, messages, p)
         call_id: str | None = None
+        not_sent = False  # stopped before this attempt was sent: its outcome is already settled
         attempt = 0
         while True:
             attempt += 1
@@ -503,6 +504,7 @@ class ModelPool:
                     try:
                         self._reserve(m, estimate)
                     except (BudgetExceeded, EndpointError) as stop:
+                        not_sent = True
                         if call_id is not None:  # a retry not sent: settle what was sent
                             kind = "budget" if isinstance(stop, BudgetExceeded) else stop.kind
                             self._fail(m, key, role, t0, attempt - 1, str(stop), kind, call_id)
@@ -526,6 +528,8 @@ class ModelPool:
             except TransientModelError as e:
                 err = e
             except EndpointError as e:
+                if not_sent:  # the model died while this call waited: nothing was sent
+                    raise
                 m.dead = m.dead or e  # no further call to this model is sent
                 raise self._fail(m, key, role, t0, attempt, str(e), e.kind, call_id) from None
             except ModelError as e:

@@ -20,6 +20,7 @@ from there, so memory does not grow with the number of memes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,7 +285,7 @@ class _MemeJob:
     """One meme in flight: the image's hash (all a step's key needs) and, only while a call
     needs it, the prepared image."""
 
-    __slots__ = ("done", "idx", "meme", "part", "pipe", "sha")
+    __slots__ = ("done", "idx", "meme", "part", "pipe", "sha", "tally")
 
     def __init__(self, pipe: ArenaPipeline, idx: int, meme: Meme) -> None:
         self.pipe = pipe
@@ -293,6 +294,7 @@ class _MemeJob:
         self.sha: str | None = None
         self.part: ImagePart | None = None
         self.done: dict[str, int] = dict.fromkeys(STAGES, 0)
+        self.tally: dict[str, StageCount] = {st: StageCount() for st in STAGES}
 
     def key_image(self) -> ImagePart | None:
         """The image as a request key sees it: its hash (no data)."""
@@ -359,6 +361,7 @@ class ArenaPipeline:
         self._ref = _StoreRef(store)
         self.stopped: str | None = None
         """Why the run stopped (the spend cap), once it has: no further step is started."""
+        self._run_fp = ""
 
     # ---------------------------------------------------------------- images
     def _image_state(self, meme: Meme) -> tuple[str, int, int] | None:
@@ -405,7 +408,7 @@ class ArenaPipeline:
         """Steps ``(key, call, encode)`` of one kind: one batched look-up, then the missing
         ones called (at most ``window`` at a time). Results in the order of ``plans``."""
         found = self.store.get_artifacts(kind, [p[0] for p in plans])
-        count = self.counts[stage]
+        count = job.tally[stage]
         out: list[dict[str, Any] | None] = [None] * len(plans)
         todo: list[int] = []
         for i, (key, _call, _enc) in enumerate(plans):
@@ -707,7 +710,7 @@ class ArenaPipeline:
             coord = SEP.join((meme.uid, t.level, x, y, j))
             seq = (job.idx << _SEQ_SHIFT) | pos
             rows.append((coord, seq, plans[2 * n][0], plans[2 * n + 1][0], ctx_key))
-        self.store.add_members(judged_view(setting), rows)
+        self.store.add_members(judged_view(setting), meme.uid, rows)
         return out
 
     def _verdict_params(self, judge: str) -> GenParams | None:
@@ -785,10 +788,66 @@ class ArenaPipeline:
             for n, ((level, target), (key, _a)) in enumerate(answered.items())
         ]
         if rows:
-            self.store.add_members(ANSWERS_VIEW, rows)
+            self.store.add_members(ANSWERS_VIEW, job.meme.uid, rows)
         answers = {c: a for c, (_k, a) in answered.items()}
         guides = {s: await self.guidelines(job, s, answers) for s in settings}
         return ctx_key, tasks, answers, guides
+
+    def _fingerprint(self, settings: Sequence[str]) -> str:
+        """Digest of everything besides the meme that shapes a meme's steps: models, Arena
+        options, seed, image preparation, prompt templates, settings (and the human guidelines
+        file), this code's version. Over-inclusive on purpose: a false match would reuse stale
+        steps, a false mismatch only looks the steps up again (their keys decide)."""
+        from memearena import __version__
+        from memearena.models.cache import CACHE_KEY_VERSION
+        from memearena.prompts.render import rendered_template_hashes
+
+        h = hashlib.sha256()
+        models = {n: m.model_dump(mode="json") for n, m in self.cfg.models.items()}
+        for part in (
+            __version__,
+            str(CACHE_KEY_VERSION),
+            hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+            json.dumps(models, sort_keys=True, default=str),
+            self.acfg.model_dump_json(),
+            str(self.cfg.seed),
+            self._recipe,
+            json.dumps(rendered_template_hashes(), sort_keys=True),
+            json.dumps(list(settings)),
+            json.dumps(sorted((self._human or {}).items())),
+        ):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _meme_digest(self, job: _MemeJob) -> str:
+        meme = job.meme
+        h = hashlib.sha256()
+        for part in (
+            self._run_fp,
+            meme.uid,
+            meme.source,
+            meme.text,
+            job.sha or "",
+            json.dumps(meme.annotations, sort_keys=True, default=str),
+        ):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _reuse_meme(self, job: _MemeJob, digest: str) -> bool:
+        """Whether the meme's every step ended final under the same digest on an earlier run
+        (its member rows stand): then none of its steps is looked at again."""
+        done = self.store.item_done(job.meme.uid)
+        if done is None or done[0] != digest:
+            return False
+        _digest, old_idx, counts = done
+        if old_idx != job.idx:  # the selection changed: the meme keeps its place in run order
+            self.store.move_item(job.meme.uid, old_idx, job.idx, _SEQ_SHIFT)
+        for stage, n in counts.items():
+            if stage in job.tally:
+                job.tally[stage].reused += int(n)
+        return True
 
     async def _meme(self, idx: int, meme: Meme, settings: Sequence[str]) -> None:
         """Every stage of one meme; a bad image is recorded for this meme and the run goes on."""
@@ -796,10 +855,17 @@ class ArenaPipeline:
         job: _MemeJob | None = None
         try:
             job = self._start(idx, meme)
+            digest = self._meme_digest(job)
+            if self._reuse_meme(job, digest):
+                return
+            self.store.drop_item(meme.uid)  # its members are listed again below
             ctx_key, tasks, answers, guides = await self._prepare_meme(job, settings)
             for s in settings:
                 jobs = self.candidates(job, s, tasks, answers, guides[s])
                 await self.judge(job, s, jobs, answers, ctx_key)
+            if not any(c.failed for c in job.tally.values()):
+                counts = {st: c.reused + c.new for st, c in job.tally.items()}
+                self.store.mark_item_done(meme.uid, digest, idx, counts)
         except DataError as e:
             self.store.record_error("meme", meme.uid, str(e))
         except BudgetExceeded as e:  # recorded; the other memes in flight finish their steps
@@ -811,15 +877,25 @@ class ArenaPipeline:
                     self.progress.advance(stage, total - done[stage])
             if job is not None:
                 job.part = None  # the prepared image leaves memory with its meme
+                self._merge_tally(job)
+
+    def _merge_tally(self, job: _MemeJob) -> None:
+        """Add a job's step counts to the run's (and start the job's afresh)."""
+        for stage, c in job.tally.items():
+            mine = self.counts[stage]
+            mine.reused += c.reused
+            mine.new += c.new
+            mine.failed += c.failed
+        job.tally = {st: StageCount() for st in STAGES}
 
     def _begin(self, settings: Sequence[str]) -> None:
-        """Forget the previous run's member views (this run lists its own) and declare the
-        progress stages."""
+        """Load what every meme shares and declare the progress stages. Member views are kept:
+        a meme recomputed lists its members again, a meme left out is forgotten at the end."""
         if "human" in settings and self._human is None:  # a bad file fails before any call
             self._human = load_human_guidelines(self.acfg.human_guidelines)
-        self.store.clear_view(ANSWERS_VIEW)
-        for s in settings:
-            self.store.clear_view(judged_view(s))
+        self._run_fp = self._fingerprint(settings)
+        if self.acfg.pairs == "active":  # choices depend on every meme: listed afresh
+            self.store.retain_items(())
         n = len(self.memes)
         for stage, per_meme in self._expected(settings).items():
             if per_meme or stage != "judgments":
@@ -857,6 +933,7 @@ class ArenaPipeline:
             self.stopped = self.stopped or str(e)
         if self.stopped is not None:
             return [ArenaOutcome(setting=settings[0], stopped=self.stopped)]
+        self.store.retain_items(m.uid for m in self.memes)  # memes a changed selection left out
         return [self.outcome(s) for s in settings]
 
     async def _run_active(self, settings: Sequence[str]) -> None:
@@ -877,6 +954,7 @@ class ArenaPipeline:
                 job = self._start(idx, meme)
                 ctx_key, tasks, answers, guides = await self._prepare_meme(job, settings)
                 job.part = None
+                self._merge_tally(job)
                 prepared[idx] = (job, ctx_key, tasks, answers, guides)
             except DataError as e:
                 self.store.record_error("meme", meme.uid, str(e))
@@ -946,6 +1024,7 @@ class ArenaPipeline:
                             )
                 for i in per_meme:
                     prepared[i][0].part = None
+                    self._merge_tally(prepared[i][0])
 
 
 def meme_window(cfg: RunConfig) -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "defang",
     "reask_message",
     "render",
+    "rendered_template_hashes",
     "template_hashes",
     "template_path",
 ]
@@ -182,6 +183,17 @@ def _env() -> Environment:
 def _system_message(path: str) -> Message:
     """The system message of a template: it takes no variables, so it is rendered once."""
     return Message.text("system", render(_SYSTEM_TEMPLATES.get(path, _DEFAULT_SYSTEM)))
+
+
+def rendered_template_hashes() -> dict[str, str]:
+    """sha256 of every template as the renderer loads it (what a prompt is made from)."""
+    env = _env()
+    assert env.loader is not None
+    out: dict[str, str] = {}
+    for name in sorted(env.list_templates()):
+        source = env.loader.get_source(env, name)[0]
+        out[name] = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return out
 
 
 def clear_template_cache() -> None:

@@ -73,7 +73,7 @@ them to the Arena's four judges (``sim-judge-falcon`` is clean and is the refere
 DEMO_AUDIT_REFERENCE = "sim-judge-falcon"
 """The clean judge of the demo panel (nothing injected)."""
 
-DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-drizzle", "sim-ember")
+DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-drizzle")
 """Demo targets whose answers the audit panel judges (``sim-drizzle`` is the self-preferring
 judge's own family)."""
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+import msgspec
+
 from memearena.errors import StoreError
 from memearena.report.safe import csv_safe
 from memearena.store.sqlite_util import insert_many
@@ -45,7 +47,7 @@ USAGE_FIELDS: tuple[str, ...] = (
 (``unsettled``: calls sent but never settled, e.g. in flight at a kill; ``unsettled_usd``: the
 most they can have cost)."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped on any schema change; an older database is upgraded in place (additive changes only),
 a newer one is refused, never rewritten."""
 
@@ -95,6 +97,7 @@ CREATE TABLE IF NOT EXISTS snapshots (
 CREATE TABLE IF NOT EXISTS members (
     view TEXT NOT NULL,
     coord TEXT NOT NULL,
+    meme TEXT NOT NULL,
     seq INTEGER NOT NULL,
     ref1 TEXT,
     ref2 TEXT,
@@ -102,6 +105,13 @@ CREATE TABLE IF NOT EXISTS members (
     PRIMARY KEY (view, coord)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS members_seq ON members(view, seq);
+CREATE INDEX IF NOT EXISTS members_meme ON members(meme);
+CREATE TABLE IF NOT EXISTS items_done (
+    item TEXT PRIMARY KEY,
+    digest TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    counts TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS image_hashes (
     path TEXT NOT NULL,
     size INTEGER NOT NULL,
@@ -234,6 +244,18 @@ def artifact_key(*parts: object) -> str:
     return "|".join(str(p) for p in parts)
 
 
+_decode = msgspec.json.Decoder().decode
+
+
+def _loads(text: str) -> Any:
+    """A stored value back (msgspec: several times faster than ``json``; values ``json`` wrote
+    that are not strict JSON, e.g. NaN, fall back to ``json``)."""
+    try:
+        return _decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
+
+
 def _dumps(value: Any, default: Any = None) -> str:
     # Key order is kept as written: readers may rely on it (e.g. contexts in level order).
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
@@ -279,9 +301,15 @@ class RunStore:
                 f"supports ({SCHEMA_VERSION}); upgrade memearena"
             )
         if version < SCHEMA_VERSION:
+            # Version 2's member views lacked the item column: they are derived data (rebuilt
+            # by the next run from the artifacts), so they are dropped rather than migrated.
+            upgrade = "DROP TABLE IF EXISTS members;" if version == 2 else ""
             try:
                 db.executescript(
-                    "BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                    "BEGIN IMMEDIATE;"
+                    + upgrade
+                    + _SCHEMA
+                    + f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
                 )
             except BaseException:
                 if db.in_transaction:
@@ -425,7 +453,7 @@ class RunStore:
     def get_artifact(self, kind: str, key: str) -> dict[str, Any] | None:
         """The stored value, or None."""
         rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", (kind, key))
-        return json.loads(rows[0][0]) if rows else None
+        return _loads(rows[0][0]) if rows else None
 
     def get_artifacts(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored values of those ``keys`` that exist (batched look-ups, one query per
@@ -440,7 +468,7 @@ class RunStore:
                 (kind, *chunk),
             )
             for k, v in rows:
-                out[k] = json.loads(v)
+                out[k] = _loads(v)
         return out
 
     def has_artifact(self, kind: str, key: str) -> bool:
@@ -450,7 +478,7 @@ class RunStore:
     def artifacts(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
         """Every (key, value) of one kind, ordered by key."""
         rows = self._read("SELECT key, value FROM artifacts WHERE kind=? ORDER BY key", (kind,))
-        return [(k, json.loads(v)) for k, v in rows]
+        return [(k, _loads(v)) for k, v in rows]
 
     def count_artifacts(self, kind: str | None = None) -> int:
         """Number of artifacts, of one kind or of all."""
@@ -541,21 +569,100 @@ class RunStore:
     # members: which artifacts make up a run's current outcome ------------------------------
 
     def clear_view(self, view: str) -> None:
-        """Forget a view's members (a stage about to list them again for the current config)."""
+        """Forget a view's members."""
         self._write("DELETE FROM members WHERE view=?", (view,))
 
     def add_members(
-        self, view: str, rows: Sequence[tuple[str, int, str | None, str | None, str | None]]
+        self,
+        view: str,
+        item: str,
+        rows: Sequence[tuple[str, int, str | None, str | None, str | None]],
     ) -> None:
-        """Add ``(coord, seq, ref1, ref2, ref3)`` rows to a view in one transaction (a row with
-        the same coord is replaced). Refs are artifact keys; ``seq`` orders the view."""
+        """Add one item's ``(coord, seq, ref1, ref2, ref3)`` rows to a view in one transaction
+        (a row with the same coord is replaced). Refs are artifact keys; ``seq`` orders the
+        view."""
         try:
             insert_many(
                 self._db,
-                "INSERT OR REPLACE INTO members (view, coord, seq, ref1, ref2, ref3)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(view, *r) for r in rows],
+                "INSERT OR REPLACE INTO members (view, coord, meme, seq, ref1, ref2, ref3)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(view, r[0], item, *r[1:]) for r in rows],
             )
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def drop_item(self, item: str) -> None:
+        """Forget an item's members in every view and its completion record (it is about to
+        be listed again)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM items_done WHERE item=?", (item,))
+                self._db.execute("DELETE FROM members WHERE meme=?", (item,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def item_done(self, item: str) -> tuple[str, int, dict[str, Any]] | None:
+        """``(digest, index, counts)`` recorded when every step of an item ended final."""
+        rows = self._read("SELECT digest, idx, counts FROM items_done WHERE item=?", (item,))
+        if not rows:
+            return None
+        digest, idx, counts = rows[0]
+        return str(digest), int(idx), json.loads(counts)
+
+    def mark_item_done(self, item: str, digest: str, idx: int, counts: dict[str, Any]) -> None:
+        """Record that every step of an item, as ``digest`` describes them, ended final and its
+        members are listed: a re-run with the same digest need not look at its steps again."""
+        self._write(
+            "INSERT OR REPLACE INTO items_done (item, digest, idx, counts) VALUES (?, ?, ?, ?)",
+            (item, digest, idx, _dumps(counts)),
+        )
+
+    def move_item(self, item: str, old_idx: int, idx: int, shift: int) -> None:
+        """Give an item's members the order of its new position ``idx`` (``seq`` holds the
+        item's index above ``shift`` bits)."""
+        mask = (1 << shift) - 1
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "UPDATE members SET seq = (? << ?) | (seq & ?) WHERE meme=?",
+                    (idx, shift, mask, item),
+                )
+                self._db.execute("UPDATE items_done SET idx=? WHERE item=?", (idx, item))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def retain_items(self, items: Iterable[str]) -> None:
+        """Forget the members and completion records of every item not in ``items`` (those a
+        changed selection left out)."""
+        try:
+            db = self._db
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS keep_items (item TEXT PRIMARY KEY)")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM keep_items")
+                db.executemany(
+                    "INSERT OR IGNORE INTO keep_items (item) VALUES (?)", ((i,) for i in items)
+                )
+                db.execute("DELETE FROM members WHERE meme NOT IN (SELECT item FROM keep_items)")
+                db.execute("DELETE FROM items_done WHERE item NOT IN (SELECT item FROM keep_items)")
+                db.execute("DELETE FROM keep_items")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
@@ -614,7 +721,7 @@ class RunStore:
             params += [coord_prefix, coord_prefix + "\U0010ffff"]
         sql += " ORDER BY m.seq"
         for row in self._stream(sql, tuple(params)):
-            values = tuple(None if v is None else json.loads(v) for v in row[4:])
+            values = tuple(None if v is None else _loads(v) for v in row[4:])
             yield row[0], (row[1], row[2], row[3]), values
 
     def _stream(self, sql: str, params: tuple[Any, ...] = (), chunk: int = 1000) -> Iterator[Any]:
