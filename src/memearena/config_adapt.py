@@ -84,10 +84,11 @@ class AdaptConfig(_Strict):
     seed_rule: Literal["random", "lowest"] = "random"
     """How seed samples are chosen: seeded random draw, or the lowest scores (ties by id)."""
     retrieval: Literal["bm25", "embeddings"] = "bm25"
-    """How similar misbeliefs are retrieved: BM25 over the misbelief text (``embeddings`` is
-    reserved: not available in this version)."""
+    """How similar misbeliefs are retrieved: ``bm25`` over the misbelief text, or ``embeddings``
+    (cosine similarity of the misbeliefs' vectors from ``embedding_model``)."""
     embedding_model: str | None = None
-    """Reserved for ``retrieval: embeddings`` (a model serving ``/v1/embeddings``)."""
+    """Model whose ``/v1/embeddings`` embeds the misbeliefs (required by, and only allowed
+    with, ``retrieval: embeddings``); its calls are billed at the model's input price."""
     examples: int = Field(3, ge=0)
     """Retrieved scored samples shown to the refiner as examples."""
     max_rewrites: int = Field(3, ge=1)
@@ -131,11 +132,14 @@ class AdaptConfig(_Strict):
             raise ValueError(
                 "checker: must differ from the refiner (set allow_same_checker: true to allow)"
             )
-        if self.retrieval == "embeddings":
-            # Named in the config so configs can say it; refused here, before any call is made.
+        if self.retrieval == "embeddings" and self.embedding_model is None:
             raise ValueError(
-                "retrieval 'embeddings' is not available in this version (the model layer has no "
-                "/v1/embeddings support yet); use 'bm25'"
+                "retrieval 'embeddings' needs embedding_model (a model serving /v1/embeddings)"
+            )
+        if self.retrieval != "embeddings" and self.embedding_model is not None:
+            raise ValueError(
+                f"embedding_model is set but retrieval is {self.retrieval!r} (it would be "
+                "unused); set retrieval: embeddings or remove embedding_model"
             )
         if len(set(self.targets)) != len(self.targets):
             raise ValueError("targets must be distinct")

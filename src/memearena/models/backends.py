@@ -368,6 +368,47 @@ class OpenAIBackend:
             raise BadResponse(f"reply is not valid JSON ({str(e)[:120]})") from None
         return parse_completion(data, messages)
 
+    async def embed(self, texts: Sequence[str], role: str) -> Any:
+        """One ``/v1/embeddings`` request through the SDK's ``embeddings.create`` (floats),
+        validated into an EmbedReply; failures mapped as ``chat`` maps them."""
+        from memearena.models.embeddings import validate_embedding_reply
+
+        oa = self._openai
+        i = self._pick()
+        self._busy[i] += 1
+        try:
+            resp = await self._clients[i].embeddings.create(
+                model=self._cfg.model,
+                input=list(texts),
+                encoding_format="float",
+                extra_headers={ROLE_HEADER: role},
+            )
+        except oa.APIStatusError as e:
+            status = e.status_code
+            msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
+            if status in _RETRYABLE_STATUS or status >= 500:
+                kind = "rate_limit" if status == 429 else f"http_{status}"
+                retry_after = parse_retry_after(e.response.headers)
+                raise TransientModelError(msg, retry_after, kind=kind) from None
+            if status in _ENDPOINT_STATUS:
+                raise EndpointError(msg, kind=_ENDPOINT_STATUS[status]) from None
+            raise ModelError(msg, kind=f"http_{status}") from None
+        except (oa.APITimeoutError, oa.APIConnectionError) as e:
+            dead = connection_failure_kind(e)
+            if dead is not None:
+                what = "connection refused" if dead == "connection_refused" else "unknown host"
+                raise EndpointError(f"{self._where}: {what}", kind=dead) from None
+            if isinstance(e, oa.APITimeoutError):
+                raise TransientModelError("request timed out", kind="timeout") from None
+            msg = self._scrub(f"{self._where}: connection error: {e}")
+            raise TransientModelError(msg, kind="connection") from None
+        except ValueError as e:  # a 200 whose body is not JSON
+            raise BadResponse(f"embeddings reply is not valid JSON ({str(e)[:120]})") from None
+        finally:
+            self._busy[i] -= 1
+        estimate = sum(estimate_text_tokens(t) for t in texts)
+        return validate_embedding_reply(resp, len(texts), estimate)
+
     async def aclose(self) -> None:
         """Close every replica's HTTP client."""
         for c in self._clients:

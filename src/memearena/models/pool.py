@@ -49,6 +49,15 @@ from memearena.models.cache import (
     key_prefix,
     params_json,
 )
+from memearena.models.embeddings import (
+    EMBED_KEY_TAG,
+    EMBED_PARAMS,
+    EmbedAsChat,
+    EmbeddingBackend,
+    SimEmbedder,
+    decode_vectors,
+    embed_messages,
+)
 from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
 from memearena.models.types import Completion, GenParams, Message
@@ -181,6 +190,7 @@ class ModelPool:
         self._pending_cache: dict[str, Completion] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
+        self._embedders: dict[str, EmbeddingBackend] = {}  # per model, opened on first embed
 
     @property
     def spent_usd(self) -> float:
@@ -488,10 +498,15 @@ class ModelPool:
         p: GenParams,
         role: str,
         t0: float,
+        *,
+        via: ChatBackend | None = None,
+        estimate: float | None = None,
     ) -> Completion:
-        backend = self._backend(m)
+        # ``via``: another request kind (embeddings) sent through this same path.
+        backend = self._backend(m) if via is None else via
         cfg = m.cfg
-        estimate = self._estimate(m, messages, p)
+        if estimate is None:
+            estimate = self._estimate(m, messages, p)
         call_id: str | None = None
         not_sent = False  # stopped before this attempt was sent: its outcome is already settled
         attempt = 0
@@ -591,6 +606,79 @@ class ModelPool:
         await self._committed()
         return completion
 
+    def _embedder(self, m: _Model) -> EmbeddingBackend:
+        """The model's embeddings endpoint: its own backend when that can embed (the OpenAI
+        one, an injected one), else an OpenAI client opened for it, or the simulated one."""
+        e = self._embedders.get(m.name)
+        if e is None:
+            if isinstance(m.backend, EmbeddingBackend):
+                e = m.backend
+            elif m.cfg.provider == "openai":
+                try:
+                    e = OpenAIBackend(m.name, m.cfg)
+                except EndpointError as err:  # a missing key: nothing can be sent to this model
+                    m.dead = err
+                    raise
+            else:
+                e = SimEmbedder(m.name)
+            self._embedders[m.name] = e
+        return e
+
+    def embed_key(self, model: str, texts: Sequence[str]) -> str:
+        """The content hash of the embeddings request ``embed`` would send (endpoint identity,
+        model id, texts): a step's artifact key carries it."""
+        m = self._models.get(model)
+        if m is None:
+            raise ModelError(f"unknown model {model!r}; define it under 'models'")
+        endpoint = json.dumps([m.endpoint, EMBED_KEY_TAG], separators=(",", ":"))
+        return key_from_parts(key_prefix(endpoint), endpoint, embed_messages(texts), EMBED_PARAMS)
+
+    async def embed(self, model: str, texts: Sequence[str], *, role: str) -> list[list[float]]:
+        """One vector per text through the whole stack (cache keyed by content, limits, budget,
+        retries, accounting at the model's input price, call record). Raises as ``complete``
+        does; a malformed reply (wrong count, non-finite value, ragged sizes) is a recorded
+        ``bad_response``, retried and never cached."""
+        texts = list(texts)
+        if not texts:
+            return []
+        m = self._models.get(model)
+        if m is None:
+            raise ModelError(f"unknown model {model!r}; define it under 'models'")
+        key = self.embed_key(model, texts)
+        messages = embed_messages(texts)
+        t0 = time.perf_counter()
+        if self._cache is not None:
+            hit = self._pending_cache.get(key) or self._cache.get(key)
+            vectors = decode_vectors(hit.text, len(texts)) if hit is not None else None
+            if hit is not None and vectors is not None:
+                latency = time.perf_counter() - t0
+                self._record(m, key, role, "cached", latency=latency, response=hit.text)
+                await self._committed()
+                return vectors
+        self._check_open(m)
+        embedder = self._embedder(m)
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            done = await self._call(
+                m,
+                key,
+                messages,
+                EMBED_PARAMS,
+                role,
+                t0,
+                via=EmbedAsChat(embedder, texts),
+                estimate=estimate_tokens(messages) * m.price_in,
+            )
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+        vectors = decode_vectors(done.text, len(texts))
+        if vectors is None:  # only if scrubbing a key value garbled it: never use that reply
+            raise ModelError(f"{model}: embeddings reply unusable after scrubbing", kind="bug")
+        return vectors
+
     def _fail(
         self,
         m: _Model,
@@ -646,6 +734,9 @@ class ModelPool:
             for m in self._models.values():
                 close = getattr(m.backend, "aclose", None)
                 if close is not None:
+                    await close()
+            for name, e in self._embedders.items():
+                if e is not self._models[name].backend and (close := getattr(e, "aclose", None)):
                     await close()
 
     async def __aenter__(self) -> ModelPool:

@@ -1,8 +1,8 @@
 """An OpenAI-compatible HTTP server in front of a simulated responder, with fault injection.
 
-``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models`` and ``GET /v1/stats``. The
-official ``openai`` client talks to it; the agent role comes from the ``X-Memearena-Role``
-header. Every answer is simulated, never a real model's.
+``POST /v1/chat/completions`` (non-streaming), ``POST /v1/embeddings``, ``GET /v1/models`` and
+``GET /v1/stats``. The official ``openai`` client talks to it; the agent role comes from the
+``X-Memearena-Role`` header. Every answer is simulated, never a real model's.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import hashlib
 import json
 import pickle
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -303,7 +304,67 @@ def make_app(
     async def get_stats(request: web.Request) -> web.StreamResponse:
         return web.json_response(stats.as_dict())
 
+    async def embeddings(request: web.Request) -> web.StreamResponse:
+        # ``/v1/embeddings``: the simulated model's deterministic vectors, OpenAI's reply shape
+        # (floats, or base64 float32 as the SDK asks by default); faults are not injected here.
+        from memearena.models.embeddings import sim_embedding
+
+        seq = stats.requests
+        stats.requests += 1
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise _BadRequest("the request body must be a JSON object")
+            model = body.get("model")
+            if not isinstance(model, str) or not model:
+                raise _BadRequest("'model' must be a non-empty string")
+            raw = body.get("input")
+            inputs = [raw] if isinstance(raw, str) else raw
+            if not isinstance(inputs, list) or not inputs:
+                raise _BadRequest("'input' must be a string or a non-empty list of strings")
+            if not all(isinstance(t, str) for t in inputs):
+                raise _BadRequest("'input' must hold strings (token ids are not supported)")
+            fmt = body.get("encoding_format", "float")
+            if fmt not in ("float", "base64"):
+                raise _BadRequest("'encoding_format' must be 'float' or 'base64'")
+        except (_BadRequest, ValueError) as e:
+            stats.bad_requests += 1
+            msg = str(e) if isinstance(e, _BadRequest) else "the request body is not JSON"
+            return _error(400, msg, "invalid_request_error")
+        if model not in known_models:
+            if strict:
+                stats.bad_requests += 1
+                return _error(
+                    404,
+                    f"The model `{model}` does not exist or you do not have access to it.",
+                    "invalid_request_error",
+                    code="model_not_found",
+                )
+            known_models.append(model)
+        role = request.headers.get(ROLE_HEADER, "embeddings")
+        stats.roles[role] = stats.roles.get(role, 0) + 1
+        if delay > 0:
+            await asyncio.sleep(delay)
+        data: list[dict[str, Any]] = []
+        for i, text in enumerate(inputs):
+            vec = sim_embedding(text)
+            emb: Any = vec
+            if fmt == "base64":
+                emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(estimate_text_tokens(t) for t in inputs)
+        stats.completed += 1
+        reply = {
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "id": f"emb-sim-{seq}",
+        }
+        return web.Response(text=json.dumps(reply), content_type="application/json")
+
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/stats", get_stats)
     from memearena.sim.batch import add_batch_routes  # the Batch API (/v1/files, /v1/batches)

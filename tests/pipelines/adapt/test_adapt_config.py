@@ -63,7 +63,11 @@ def test_errors_name_the_field() -> None:
     assert "checker: must differ from the refiner" in err(cfg(checker="refiner"))
     assert "vote_min (4) must be <= votes (3)" in err(cfg(vote_min=4))
     assert "adapt.reference_temperature" in err(cfg(reference_temperature=0))
-    assert "'embeddings' is not available in this version" in err(cfg(retrieval="embeddings"))
+    assert "needs embedding_model" in err(cfg(retrieval="embeddings"))
+    assert "embedding_model is set but retrieval is 'bm25'" in err(cfg(embedding_model="judge"))
+    assert "adapt.embedding_model: model 'nobody'" in err(
+        cfg(retrieval="embeddings", embedding_model="nobody")
+    )
     assert "adapt.unknown" in err(cfg(unknown=1))
     ok = parse_config(cfg(checker="refiner", allow_same_checker=True)).adapt
     assert ok is not None and ok.checker == ok.refiner

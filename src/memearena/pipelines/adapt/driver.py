@@ -25,7 +25,15 @@ from memearena.pipelines.adapt.common import AdaptContext, Category
 from memearena.pipelines.adapt.mining import mine
 from memearena.pipelines.adapt.misbelief import misbelief
 from memearena.pipelines.adapt.reference import reference
-from memearena.pipelines.adapt.refine import MODES, Retriever, Sample, choose_seeds, refine_chain
+from memearena.pipelines.adapt.refine import (
+    MODES,
+    EmbeddingRetriever,
+    Retriever,
+    Sample,
+    choose_seeds,
+    misbelief_vectors,
+    refine_chain,
+)
 from memearena.pipelines.adapt.scoring import answer_and_score
 from memearena.pipelines.progress import StageProgress
 from memearena.pipelines.steps import bounded_map
@@ -175,9 +183,22 @@ class AdaptPipeline:
         self._mark(out, "scoring")
 
         modes = MODES if acfg.control else MODES[:1]
+        vectors: dict[str, list[float]] | None = None
+        if acfg.retrieval == "embeddings":
+            texts = [s.misbelief for group in samples.values() for s in group]
+            vectors, _ = await misbelief_vectors(ctx, texts)
+            self._mark(out, "embeddings")
         chain_jobs: list[tuple[str, int, str, Sample, Retriever]] = []
         for (t, cname, r), pool in sorted(samples.items()):
-            retriever = Retriever(pool)
+            retriever: Retriever
+            if vectors is None:
+                retriever = Retriever(pool)
+            elif all(s.misbelief in vectors for s in pool):
+                retriever = EmbeddingRetriever(pool, vectors)
+            else:  # an embedding failed (on record): this group's chains wait for a re-run
+                n = len(pool) if acfg.seed_samples is None else min(acfg.seed_samples, len(pool))
+                out.pending += n * len(modes)
+                continue
             for seed in choose_seeds(ctx, t, cname, r, pool):
                 chain_jobs.extend((t, r, mode, seed, retriever) for mode in modes)
         ctx.progress.stage("refinement", len(chain_jobs))

@@ -1,14 +1,16 @@
 """Adaptive refinement: rewrite a meme's text to hide its harm, keep its misbelief, re-score.
 
 For a seed sample (chosen by a recorded, seeded rule) the refiner sees the most similar scored
-samples by misbelief (BM25, ``bm25s``) as examples and rewrites the text; a checker verifies the
-rewrite still carries the misbelief (a rejection is recorded and retried, at most
-``max_rewrites`` times); the target answers the rewritten meme (same image, new text; or the
-text drawn onto the image) and is scored against a fresh reference. In the *conditional* loop
-(the method) ``s' < s`` records a weakness and hops to the next most similar unseen sample;
-``s' >= s`` stops it. The *unconditional control* hops whatever ``s'`` is, so its rewrites'
-scores are free of that selection. Either stops after ``steps`` (K) steps, when no similar
-sample is left, or when a rewrite is never accepted. Every step is kept as lineage.
+samples by misbelief (BM25 with ``bm25s`` by default; or cosine similarity of misbelief
+embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as examples and
+rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
+recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
+(same image, new text; or the text drawn onto the image) and is scored against a fresh
+reference. In the *conditional* loop (the method) ``s' < s`` records a weakness and hops to the
+next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
+whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
+``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
+step is kept as lineage.
 """
 
 from __future__ import annotations
@@ -16,18 +18,34 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memearena.data import Meme
+from memearena.errors import ModelError
+from memearena.models.embeddings import cosine
 from memearena.models.types import GenParams, ImagePart
 from memearena.pipelines.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.pipelines.adapt.reference import reference
 from memearena.pipelines.adapt.scoring import answer_and_score
 from memearena.pipelines.schedule import seeded_rng
+from memearena.pipelines.steps import bounded_map
 
-__all__ = ["MODES", "Retriever", "Sample", "choose_seeds", "refine_chain", "render_text_image"]
+__all__ = [
+    "EMBED_ROLE",
+    "MODES",
+    "EmbeddingRetriever",
+    "Retriever",
+    "Sample",
+    "choose_seeds",
+    "misbelief_vectors",
+    "refine_chain",
+    "render_text_image",
+]
+
+EMBED_ROLE = "adapt.embed"
+"""The call role of a misbelief embedding."""
 
 MODES: tuple[str, ...] = ("conditional", "control")
 """The method's loop, and the unconditional control."""
@@ -78,6 +96,81 @@ class Retriever:
             key=lambda t: (t[0], t[1]),
         )
         return [s for _, _, s in ranked]
+
+
+class EmbeddingRetriever(Retriever):
+    """The scored samples of one (target, category, repeat), ranked by cosine similarity of
+    their misbelief embeddings to a query sample's (ties: meme id). Every sample's misbelief
+    and the query's must have a vector in ``vectors`` (misbelief text -> vector)."""
+
+    def __init__(self, samples: Sequence[Sample], vectors: Mapping[str, Sequence[float]]) -> None:
+        self.samples = sorted(samples, key=lambda s: s.meme.uid)
+        self._vectors = vectors
+
+    def ranked(
+        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[Sample]:
+        """Every other sample not in ``exclude``, most similar misbelief first."""
+        q = self._vectors[query.misbelief]
+        ranked = sorted(
+            (
+                (-cosine(q, self._vectors[s.misbelief]), s.meme.uid, s)
+                for s in self.samples
+                if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
+            ),
+            key=lambda t: (t[0], t[1]),
+        )
+        return [s for _, _, s in ranked]
+
+
+async def misbelief_vectors(
+    ctx: AdaptContext, texts: Sequence[str]
+) -> tuple[dict[str, list[float]], int]:
+    """The embedding of every distinct misbelief text by the configured ``embedding_model``,
+    and how many failed. Each is an ``adapt.embedding`` artifact keyed by the request's content
+    fingerprint (model endpoint + text): a re-run reads it back and pays nothing twice, and a
+    changed model or text is embedded afresh. A failed call is on record in the store and is
+    retried by a re-run."""
+    model = ctx.acfg.embedding_model
+    if model is None:
+        raise ModelError("adapt.embedding_model: required for retrieval 'embeddings'")
+    distinct = sorted(set(texts))
+    keys = {t: ctx.pool.embed_key(model, [t]) for t in distinct}
+    stored = ctx.store.get_artifacts("adapt.embedding", keys.values())
+    out: dict[str, list[float]] = {}
+    todo: list[str] = []
+    for t in distinct:
+        got = stored.get(keys[t])
+        vec = got.get("vector") if got else None
+        if isinstance(vec, list) and vec:
+            out[t] = [float(x) for x in vec]
+        else:
+            todo.append(t)
+
+    async def one(text: str) -> list[float] | None:
+        try:
+            vec = (await ctx.pool.embed(model, [text], role=EMBED_ROLE))[0]
+        except ModelError as e:  # on record (call and error); the re-run retries it
+            await ctx.store.commit_step(
+                "adapt.embedding", keys[text], None, error=(f"embedding failed ({e.kind})", str(e))
+            )
+            return None
+        # Durable before it is used: a kill after this never pays for it again.
+        await ctx.store.commit_step(
+            "adapt.embedding",
+            keys[text],
+            {"model": model, "text": text, "vector": vec},
+            clear_error=True,
+        )
+        return vec
+
+    failed = 0
+    async for text, vec in bounded_map(one, todo, ctx.acfg.window):
+        if vec is None:
+            failed += 1
+        else:
+            out[text] = vec
+    return out, failed
 
 
 def choose_seeds(
