@@ -813,22 +813,23 @@ class RunStore:
     # export --------------------------------------------------------------------------------
 
     def _rows(self, table: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
+        # Streamed from the database: an export's memory follows a chunk, not the table.
         if table == "calls":
             return list(_CALL_COLUMNS), (
-                dict(zip(_CALL_COLUMNS, r, strict=True)) for r in self._read(_SELECT_CALLS)
+                dict(zip(_CALL_COLUMNS, r, strict=True)) for r in self._stream(_SELECT_CALLS)
             )
         if table == "artifacts":
             cols = ["kind", "key", "value", "created_at"]
-            rows = self._read(f"SELECT {', '.join(cols)} FROM artifacts ORDER BY kind, key")
+            rows = self._stream(f"SELECT {', '.join(cols)} FROM artifacts ORDER BY kind, key")
             return cols, (
-                {"kind": k, "key": key, "value": json.loads(v), "created_at": t}
+                {"kind": k, "key": key, "value": _loads(v), "created_at": t}
                 for k, key, v, t in rows
             )
         if table == "errors":
             cols = [f.name for f in fields(ErrorRecord)]
             return cols, (
                 dict(zip(cols, r, strict=True))
-                for r in self._read(f"SELECT {', '.join(cols)} FROM errors ORDER BY kind, key")
+                for r in self._stream(f"SELECT {', '.join(cols)} FROM errors ORDER BY kind, key")
             )
         raise StoreError(f"unknown table {table!r}; choose calls, artifacts or errors")
 
