@@ -1,6 +1,6 @@
 """Bench: coverage of 95% Bradley–Terry intervals by bootstrap unit (battle, task, meme).
 
-Run: python bench/coverage.py [--arenas 200] [--memes 50] [--models 10] [--bootstrap 200]
+Run: python bench/coverage.py [--arenas 200] [--memes 50] [--models 10] [--bootstrap 1000]
                               [--meme-sd 0.15] [--task-sd 0.08] [--seed 0]
 
 Each simulated arena is shaped like a MemeArena run: every meme has 3 tasks (contexts); every
@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--arenas", type=int, default=200)
     ap.add_argument("--memes", type=int, default=50)
     ap.add_argument("--models", type=int, default=10)
-    ap.add_argument("--bootstrap", type=int, default=200)
+    ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--meme-sd", type=float, default=0.15)
     ap.add_argument("--task-sd", type=float, default=0.08)
     ap.add_argument("--seed", type=int, default=0)

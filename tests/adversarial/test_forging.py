@@ -17,7 +17,13 @@ import pytest
 from memearena.config import CRITERIA, ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
 from memearena.errors import ParseError
 from memearena.models.types import GenParams, Message, TextPart
-from memearena.prompts import parse_contexts, parse_guideline, parse_verdicts, render
+from memearena.prompts import (
+    extract_json_objects,
+    parse_contexts,
+    parse_guideline,
+    parse_verdicts,
+    render,
+)
 from memearena.prompts.render import defang
 
 FORGED_MARK = "FORGED"
@@ -226,6 +232,7 @@ def test_oversized_or_deep_final_block_is_a_parse_failure() -> None:
 
 FORGER = "t-forger"
 ECHO, QUOTE, QUOTE_AFTER, RETYPE = "j-echo", "j-quote", "j-quote-after", "j-retype"
+OBEY = "j-obey"
 
 
 class AdversarialWorld:
@@ -270,11 +277,22 @@ class AdversarialWorld:
                 return f"{_fence(own)}\nFor the record, A wrote: {a}"
             if model == RETYPE:
                 # Re-types quoted JSON with straight quotes: what a fully injected judge does.
-                retyped = a.replace("\u201c", '"').replace("\u201d", '"').replace("\u2035", "`")
-                return f"A wrote: {retyped}\n{_fence(own)}"
+                return f"A wrote: {_refang(a)}\n{_fence(own)}"
+            if model == OBEY:
+                # Obeys the injection: gives the forged verdict, copied, as its only answer.
+                found = [
+                    o
+                    for o in extract_json_objects(_refang(f"{a}\n{b}"))
+                    if isinstance(o.get("verdicts"), dict)
+                ]
+                return _fence(json.dumps(found[0])) if found else _fence(own)
         if role in ("arena.context", "arena.guideline_draft", "arena.guideline_refine"):
             return f"{prompt}\n\n{_fence(reply)}"  # an echoing writer
         return reply
+
+
+def _refang(text: str) -> str:
+    return text.replace("\u201c", '"').replace("\u201d", '"').replace("\u2035", "`")
 
 
 def _between(text: str, tag: str) -> str:
@@ -291,7 +309,9 @@ def _e2e_config() -> RunConfig:
         "t-mid": sim(skill=0.6, family="m"),
         FORGER: sim(skill=0.1, family="f"),
     }
-    judges = {j: sim(skill=0.85, family=j, noise=0.1) for j in (ECHO, QUOTE, QUOTE_AFTER, RETYPE)}
+    judges = {
+        j: sim(skill=0.85, family=j, noise=0.1) for j in (ECHO, QUOTE, QUOTE_AFTER, RETYPE, OBEY)
+    }
     return RunConfig(
         run="forging",
         seed=7,
@@ -302,7 +322,7 @@ def _e2e_config() -> RunConfig:
             judges=list(judges),
             context_model=ECHO,
             contexts=2,
-            fusion_rounds=4,
+            fusion_rounds=5,
             bootstrap=10,
             max_reasks=1,
         ),
@@ -361,6 +381,8 @@ def test_end_to_end_forging_through_the_simulated_world(
     # Judges that only echo or quote before their verdict lose nothing; the others fail, counted.
     assert failures[ECHO] == 0 and failures[QUOTE] == 0
     assert failures[QUOTE_AFTER] > 0 and failures[RETYPE] > 0
+    # A judge that copies a forged verdict as its answer: caught as a copy, counted.
+    assert failures[OBEY] > 0
     assert sum(failures.values()) == tally["parse failure"]
 
 
@@ -425,3 +447,25 @@ def test_structured_output_judges_are_asked_with_the_schema_end_to_end(
     assert seen[ECHO] == {verdict_response_format(list(CRITERIA))}
     assert seen[QUOTE] == {None}
     assert result.leaderboard["arena"]["battles"] > 0
+
+
+@pytest.mark.parametrize("place", ["response_a", "response_b", "meme_text"])
+def test_a_verdict_copied_from_the_material_is_a_parse_failure(place: str) -> None:
+    """A judge that obeys an injection and writes the forged verdict as its own final block:
+    the block repeats a verdicts object written in the material, so it is refused, counted."""
+    copied = 0
+    for pname, payload in PAYLOADS.items():
+        material = {"response_a": "A's answer.", "response_b": "B's answer.", "meme_text": "M"}
+        material[place] += "\n" + payload
+        quoted = tuple(material.values())
+        for obj in extract_json_objects(_refang(payload)):
+            if not isinstance(obj.get("verdicts"), dict):
+                continue
+            copied += 1
+            with pytest.raises(ParseError, match="repeats one written inside"):
+                parse_verdicts(_fence(json.dumps(obj)), CRITERIA, quoted=quoted)
+        # The judge's own verdict next to the same material is accepted.
+        assert _parse_v(_fence(OWN_TEXT)) == OWN["verdicts"]
+        got = parse_verdicts(_fence(OWN_TEXT), CRITERIA, quoted=quoted)
+        assert {c: v.model_dump() for c, v in got.items()} == OWN["verdicts"], pname
+    assert copied >= 10

@@ -38,7 +38,7 @@ from memearena.stats import (
     self_preference,
     spearman_rho,
 )
-from memearena.stats.bt import fit_draws
+from memearena.stats.bt import BTResult, fit_draws
 from memearena.stats.cluster import (
     ClusteredCounts,
     ClusteredCountsBuilder,
@@ -131,16 +131,38 @@ def self_judged(judge: str | None, a: str, b: str, families: Mapping[str, str | 
 # ---- leaderboards -------------------------------------------------------------------------
 
 
-def _board(acc: LeaderboardAccumulator, bootstrap: int, seed: int) -> tuple[list[Any], str | None]:
-    """Leaderboard rows (as JSON); when the MLE does not exist (a model never lost, or a
-    disconnected comparison graph) the fit falls back to a weak prior and says so."""
+def _board_fit(
+    acc: LeaderboardAccumulator, bootstrap: int, seed: int
+) -> tuple[list[Any], str | None, BTResult]:
+    """Leaderboard rows (as JSON) and the fit; when the MLE does not exist (a model never lost,
+    or a disconnected comparison graph) the fit falls back to a weak prior and says so."""
     try:
-        rows, _ = acc.fit(bootstrap=bootstrap, seed=seed)
-        return [r.model_dump() for r in rows], None
+        rows, fit = acc.fit(bootstrap=bootstrap, seed=seed)
+        return [r.model_dump() for r in rows], None, fit
     except (UnboundedRatingsError, DisconnectedComparisonError) as e:
-        rows, _ = acc.fit(bootstrap=bootstrap, seed=seed, prior=WEAK_PRIOR)
+        rows, fit = acc.fit(bootstrap=bootstrap, seed=seed, prior=WEAK_PRIOR)
         note = f"{e} — fitted with a weak prior ({WEAK_PRIOR} virtual ties)"
-        return [r.model_dump() for r in rows], note
+        return [r.model_dump() for r in rows], note, fit
+
+
+def _board(acc: LeaderboardAccumulator, bootstrap: int, seed: int) -> tuple[list[Any], str | None]:
+    rows, note, _ = _board_fit(acc, bootstrap, seed)
+    return rows, note
+
+
+def _vs_truth(fit: BTResult, truth: Sequence[str], n: int) -> dict[str, Any]:
+    """The leaderboard's Kendall τ and NDCG against the true order, with bootstrap intervals
+    (the same resampled clusters as the ratings' intervals)."""
+    known = [m for m in fit.models if m in truth]
+    idx = [fit.models.index(m) for m in known]
+    scores = np.array([-truth.index(m) for m in known], dtype=float)
+    point = fit.ratings[idx]
+    samples = None if fit.samples is None else fit.samples[:, idx]
+    out: dict[str, Any] = {}
+    for name, fn in (("kendall_tau", kendall_tau_scores), ("ndcg", ndcg_scores)):
+        boot = None if samples is None else fn(samples, scores)
+        out[name] = _interval_dict(float(fn(point, scores)[0]), boot, n)
+    return out
 
 
 def _order(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -428,9 +450,12 @@ def setting_section(
         section["judges"] = []
         return section
     notes: dict[str, str] = {}
-    section["overall"], note = _board(p.main, bootstrap, seed)
+    section["overall"], note, fit = _board_fit(p.main, bootstrap, seed)
     if note:
         notes["overall"] = note
+    truth = true_ranking(cfg)
+    if truth is not None and len(fit.models) > 1:
+        section["vs_truth"] = _vs_truth(fit, truth, p.main.counts().clusters_met)
     section["win_rates"] = _win_rate_intervals(p.main.counts(), min(bootstrap, 1000), seed)
     if with_groups:
         for key, groups in p.groups.items():
@@ -461,7 +486,6 @@ def setting_section(
         length["order_differs"] = _order(length["overall"]) != _order(section["overall"])
         sensitivity["length_controlled"] = length
     section["sensitivity"] = sensitivity
-    truth = true_ranking(cfg)
     section["judges"] = judge_bias(cfg, outcome, p, truth, n_boot=n_boot)
     section["panel"] = panel_agreement(cfg, outcome, n_boot=n_boot)
     if notes:
@@ -705,6 +729,7 @@ def arena_leaderboard(
             "note": "targets are simulated; this checks the method, not real models",
             "true_ranking": truth,
             "kendall_tau": _finite(kendall_tau(found, truth)) if len(found) > 1 else None,
+            "leaderboard_vs_truth": main.get("vs_truth"),
             "spearman_rho": _finite(spearman_rho(found, truth)) if len(found) > 1 else None,
             "ndcg": _finite(ndcg(found, truth)) if found else None,
         }

@@ -667,7 +667,9 @@ class ArenaPipeline:
         so), recorded in the setting's member view."""
         meme = job.meme
         criteria = list(self.acfg.criteria)
-        rendered: dict[tuple[str, str, str, str | None], tuple[list[Message], Any]] = {}
+        rendered: dict[
+            tuple[str, str, str, str | None], tuple[list[Message], Any, tuple[str, ...]]
+        ] = {}
         plans: list[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]] = []
         for _pos, t, x, y, j, g in jobs:
             for first, second in ((x, y), (y, x)):
@@ -694,12 +696,13 @@ class ArenaPipeline:
                     got = rendered[(t.level, first, second, g)] = (
                         msgs,
                         _encode_verdicts(shown.record),
+                        (a_first["text"], a_second["text"], meme.text),  # what it may not copy
                     )
-                msgs, encode = got
+                msgs, encode, quoted = got
                 params = self._verdict_params(j)
                 fingerprint = self.pool.request_key(j, msgs, params)
                 key = artifact_key(setting, meme.uid, t.level, first, second, j, fingerprint)
-                plans.append((key, self._verdict_call(job, j, msgs, params), encode))
+                plans.append((key, self._verdict_call(job, j, msgs, params, quoted), encode))
         arts = await self._steps(job, "judgments", "verdict", plans, window=_VERDICT_WINDOW)
         rendered.clear()
         out: list[JudgedPair] = []
@@ -720,14 +723,19 @@ class ArenaPipeline:
         return GenParams(response_format=verdict_response_format(self.acfg.criteria))
 
     def _verdict_call(
-        self, job: _MemeJob, judge: str, msgs: list[Message], params: GenParams | None
+        self,
+        job: _MemeJob,
+        judge: str,
+        msgs: list[Message],
+        params: GenParams | None,
+        quoted: tuple[str, ...] = (),
     ) -> Callable[[], Awaitable[AskResult[Any]]]:
         return lambda: ask(
             self.pool,
             judge,
             "arena.judge",
             job.with_image(msgs),
-            lambda t: parse_verdicts(t, self.acfg.criteria),
+            lambda t: parse_verdicts(t, self.acfg.criteria, quoted=quoted),
             max_reasks=self.acfg.max_reasks,
             params=params,
         )

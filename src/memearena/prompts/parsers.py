@@ -99,6 +99,22 @@ def _has_key(obj: Any, key: str, depth: int = 0) -> bool:
     return False
 
 
+def _values_of(obj: Any, key: str, depth: int = 0) -> list[Any]:
+    """Every value of ``key`` in ``obj`` and in anything nested in it."""
+    if depth > 64:
+        return []
+    out: list[Any] = []
+    if isinstance(obj, dict):
+        if key in obj:
+            out.append(obj[key])
+        for v in obj.values():
+            out.extend(_values_of(v, key, depth + 1))
+    elif isinstance(obj, list):
+        for v in obj:
+            out.extend(_values_of(v, key, depth + 1))
+    return out
+
+
 def _objects_with_key(text: str, key: str) -> Iterator[dict[str, Any]]:
     # Cheap guard: an object can only hold the key if its name (or a \u escape) is written.
     if key not in text and "\\u" not in text:
@@ -192,11 +208,23 @@ def parse_guideline(text: str) -> str:
 _WINNERS = {"a": "A", "b": "B", "tie": "tie"}
 
 
-def parse_verdicts(text: str, criteria: Sequence[str]) -> dict[str, CriterionVerdict]:
+def parse_verdicts(
+    text: str, criteria: Sequence[str], *, quoted: Sequence[str] = ()
+) -> dict[str, CriterionVerdict]:
     """A verdict for every requested criterion, from the judge's final block
-    ``{"verdicts": ...}``; ParseError otherwise (never a default tie)."""
+    ``{"verdicts": ...}``; ParseError otherwise (never a default tie). ``quoted``: the raw texts
+    the judge was shown (responses, meme text); a final block that repeats a verdicts object
+    written in one of them is a copied forgery, a ParseError."""
     if not criteria:
         raise ValueError("criteria must not be empty")
+    if quoted:
+        own = _own_object(text, "verdicts")["verdicts"]
+        for q in quoted:
+            if any(own in _values_of(obj, "verdicts") for obj in _objects_with_key(q, "verdicts")):
+                raise ParseError(
+                    "the verdict repeats one written inside the material being judged; "
+                    "give your own verdict"
+                )
 
     def validate(value: Any) -> dict[str, CriterionVerdict]:
         if not isinstance(value, dict):

@@ -202,10 +202,11 @@ def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
         print_settings(console, settings, arena.get("settings_comparison") or {})
     sim = board.get("simulated")
     if sim:
+        tau = (sim.get("leaderboard_vs_truth") or {}).get("kendall_tau") or sim["kendall_tau"]
         console.print(
             "[yellow]simulated targets[/yellow]: true order "
             f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
-            f"recovered Kendall τ = {_fmt(sim['kendall_tau'])}"
+            f"recovered Kendall τ = {_fmt(tau)}"
         )
     if result.stages:
         kept = "; leaderboard unchanged, kept" if result.analysis_reused else ""

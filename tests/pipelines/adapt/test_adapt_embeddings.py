@@ -114,3 +114,22 @@ def test_dry_run_counts_embedding_calls() -> None:
     bm25 = plan_adapt(small_config())
     emb_calls = plan.per_model[EMB]["calls"] - bm25.per_model[EMB]["calls"]
     assert emb_calls > 0
+
+
+def test_vectors_of_different_sizes_across_calls_stop_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memearena.errors import ModelError
+    from memearena.models import Usage
+    from memearena.models.embeddings import EmbedReply
+
+    sizes = iter(range(2, 10_000))
+
+    async def ragged(self, texts, role):
+        return EmbedReply([[1.0] * next(sizes) for _ in texts], Usage(1, 0))
+
+    monkeypatch.setattr(SimEmbedder, "embed", ragged)
+    cfg = small_config(retrieval="embeddings", embedding_model=EMB)
+    with pytest.raises(ModelError, match="vectors of different sizes") as e:
+        run_pipeline(cfg, tmp_path / "run")
+    assert "\n" not in str(e.value)

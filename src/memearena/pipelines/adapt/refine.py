@@ -24,7 +24,6 @@ from typing import Any
 
 from memearena.data import Meme
 from memearena.errors import ModelError
-from memearena.models.embeddings import cosine
 from memearena.models.types import GenParams, ImagePart
 from memearena.pipelines.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.pipelines.adapt.reference import reference
@@ -104,18 +103,31 @@ class EmbeddingRetriever(Retriever):
     and the query's must have a vector in ``vectors`` (misbelief text -> vector)."""
 
     def __init__(self, samples: Sequence[Sample], vectors: Mapping[str, Sequence[float]]) -> None:
+        import numpy as np
+
         self.samples = sorted(samples, key=lambda s: s.meme.uid)
         self._vectors = vectors
+        # Unit rows (a zero vector stays zero: similarity 0 to everything), so one product
+        # gives every cosine; vectors of another size than the first never reach here.
+        mat = np.asarray([vectors[s.misbelief] for s in self.samples], dtype=np.float64)
+        norms = np.linalg.norm(mat, axis=1, keepdims=True) if len(mat) else mat
+        self._unit = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
     def ranked(
         self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
     ) -> list[Sample]:
         """Every other sample not in ``exclude``, most similar misbelief first."""
-        q = self._vectors[query.misbelief]
+        import numpy as np
+
+        q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        sims = (self._unit @ (q / norm)).tolist() if norm > 0 and len(self.samples) else []
+        if not sims:
+            sims = [0.0] * len(self.samples)
         ranked = sorted(
             (
-                (-cosine(q, self._vectors[s.misbelief]), s.meme.uid, s)
-                for s in self.samples
+                (-sim, s.meme.uid, s)
+                for sim, s in zip(sims, self.samples, strict=True)
                 if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
             ),
             key=lambda t: (t[0], t[1]),
@@ -170,6 +182,12 @@ async def misbelief_vectors(
             failed += 1
         else:
             out[text] = vec
+    sizes = sorted({len(v) for v in out.values()})
+    if len(sizes) > 1:  # cosine is undefined across sizes: never rank by a mix
+        raise ModelError(
+            f"adapt.embedding_model {model!r}: its endpoint returned vectors of different sizes "
+            f"{sizes} across calls; use a model with a fixed dimension"
+        )
     return out, failed
 
 
