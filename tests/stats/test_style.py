@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from memearena.stats import LengthObservations, length_controlled_bt
+from memearena.stats import LengthObservations, StatsError, length_controlled_bt
 
 SCALE = 400 / math.log(10)
 
@@ -52,3 +52,12 @@ def test_no_length_effect_is_measured_when_none_is_planted() -> None:
     fit = length_controlled_bt(obs, bootstrap=200, seed=0)
     assert fit.length_ci is not None
     assert fit.length_ci[0] < 0 < fit.length_ci[1]
+
+
+def test_length_confounded_with_model_identity_is_an_error_not_a_number() -> None:
+    data = LengthObservations(["a", "b"])
+    for meme in range(2):  # "a" is always three times as long: length and rating coincide
+        data.add("a", "b", "model_a", 300, 100, meme)
+        data.add("b", "a", "model_b", 100, 300, meme)
+    with pytest.raises(StatsError, match="confounded"):
+        length_controlled_bt(data, bootstrap=20)

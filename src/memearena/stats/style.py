@@ -126,7 +126,11 @@ def _fit(
         # Ratings are defined up to a shift: c·11ᵀ on the θ block gives the mean-zero step.
         c = np.maximum(np.diagonal(hess, axis1=1, axis2=2)[:, :m].mean(axis=1), 1e-12) / m
         hess[:, :m, :m] += c[:, None, None]
-        step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        try:
+            step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            # A resample can leave β without support; the least-norm step keeps it where it is.
+            step = (np.linalg.pinv(hess) @ grad[..., None])[..., 0]
         biggest = np.abs(step).max(axis=1, keepdims=True)
         step *= np.minimum(1.0, _MAX_STEP / np.maximum(biggest, 1e-300))
         p += step
@@ -134,6 +138,22 @@ def _fit(
         if biggest.max() < tol:
             break
     return p
+
+
+def _check_separable(i: IntArray, j: IntArray, x: FloatArray, n: FloatArray, m: int) -> None:
+    """StatsError when length differences are a function of which models met (e.g. one model
+    always the longer by the same factor): length and rating cannot then be told apart, and a
+    fit would report an arbitrary split between them."""
+    seen = n > 0
+    obs = int(seen.sum())
+    design = np.zeros((obs, m))
+    design[np.arange(obs), i[seen]] = 1.0
+    design[np.arange(obs), j[seen]] = -1.0
+    with_x = np.column_stack([design, x[seen]])
+    if np.linalg.matrix_rank(with_x) <= np.linalg.matrix_rank(design):
+        raise StatsError(
+            "answer lengths are confounded with the models compared: no separate length effect"
+        )
 
 
 def length_controlled_bt(
@@ -153,6 +173,7 @@ def length_controlled_bt(
     if not np.any(x):
         raise StatsError("every compared pair of answers has the same length: no length effect")
     m = len(data.models)
+    _check_separable(i, j, x, n, m)
     factor = scale / math.log(base)
     point = _fit(i, j, x, a, n, np.ones((1, len(n))), m)[0]
     ratings = init + factor * point[:m]
