@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from memearena.pipelines.progress import StageProgress
 from memearena.prompts import template_hashes
 from memearena.runstatus import RunStatus, arena_status
 from memearena.sim.world import SimWorld
-from memearena.store import RunLock, RunStore
+from memearena.store import CallRecord, RunLock, RunStore
 
 CACHE_FILE = "cache.sqlite"
 
@@ -410,34 +410,37 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
                     await pool.aclose()
 
             asyncio.run(go())
-            per_model: dict[str, dict[str, float]] = {}
-            for c in store.iter_calls():
-                row = per_model.setdefault(
-                    c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-                )
-                row["calls"] += 1
-                row["input_tokens"] += c.input_tokens
-                typical = TYPICAL_OUTPUT_TOKENS.get(c.role, 0)
-                cap = getattr(cfg.models.get(c.model), "max_tokens", None) or typical
-                row["output_tokens"] += max(c.output_tokens, min(typical, cap))
-            for name, row in per_model.items():
-                price = cfg.models[name].price if name in cfg.models else None
-                if price is not None:
-                    model_cfg = cfg.models[name]
-                    # A batched model is billed at its batch discount.
-                    share = (
-                        getattr(model_cfg, "batch_discount", 1)
-                        if getattr(model_cfg, "batch", False)
-                        else 1
-                    )
-                    row["cost_usd"] = (
-                        share
-                        * (row["input_tokens"] * price.input + row["output_tokens"] * price.output)
-                        / 1e6
-                    )
-            return PlannedCalls(per_model)
+            return planned_from_calls(cfg, store.iter_calls(), TYPICAL_OUTPUT_TOKENS)
         finally:
             store.close()
+
+
+def planned_from_calls(
+    cfg: RunConfig, calls: Iterable[CallRecord], typical_output: Mapping[str, int]
+) -> PlannedCalls:
+    """Tally a dry run's simulated calls per model and price them for the real config: input
+    tokens as counted, output tokens at least the role's typical reply (capped by the model's
+    ``max_tokens``), a batched model at its batch discount."""
+    per_model: dict[str, dict[str, float]] = {}
+    for c in calls:
+        row = per_model.setdefault(
+            c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        )
+        row["calls"] += 1
+        row["input_tokens"] += c.input_tokens
+        typical = typical_output.get(c.role, 0)
+        cap = getattr(cfg.models.get(c.model), "max_tokens", None) or typical
+        row["output_tokens"] += max(c.output_tokens, min(typical, cap))
+    for name, row in per_model.items():
+        model_cfg = cfg.models.get(name)
+        if model_cfg is None or model_cfg.price is None:
+            continue
+        share = getattr(model_cfg, "batch_discount", 1) if getattr(model_cfg, "batch", False) else 1
+        price = model_cfg.price
+        row["cost_usd"] = (
+            share * (row["input_tokens"] * price.input + row["output_tokens"] * price.output) / 1e6
+        )
+    return PlannedCalls(per_model)
 
 
 def env_flag(name: str) -> bool:

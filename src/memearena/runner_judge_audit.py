@@ -24,7 +24,13 @@ from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.errors import DataError
 from memearena.pipelines.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
 from memearena.pipelines.progress import StageProgress
-from memearena.runner import CACHE_FILE, PlannedCalls, open_pool, snapshot_config
+from memearena.runner import (
+    CACHE_FILE,
+    PlannedCalls,
+    open_pool,
+    planned_from_calls,
+    snapshot_config,
+)
 from memearena.store import RunLock, RunStore
 
 __all__ = [
@@ -228,23 +234,7 @@ def plan_judge_audit(cfg: RunConfig) -> PlannedCalls:
                     await pool.aclose()
 
             asyncio.run(go())
-            per_model: dict[str, dict[str, float]] = {}
-            for c in store.calls():
-                row = per_model.setdefault(
-                    c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-                )
-                row["calls"] += 1
-                row["input_tokens"] += c.input_tokens
-                typical = TYPICAL_OUTPUT_TOKENS.get(c.role, 0)
-                cap = getattr(cfg.models.get(c.model), "max_tokens", None) or typical
-                row["output_tokens"] += max(c.output_tokens, min(typical, cap))
-            for name, row in per_model.items():
-                price = cfg.models[name].price if name in cfg.models else None
-                if price is not None:
-                    row["cost_usd"] = (
-                        row["input_tokens"] * price.input + row["output_tokens"] * price.output
-                    ) / 1e6
-            return PlannedCalls(per_model)
+            return planned_from_calls(cfg, store.iter_calls(), TYPICAL_OUTPUT_TOKENS)
         finally:
             store.close()
 

@@ -303,7 +303,7 @@ def plan_adapt(cfg: RunConfig) -> Any:
     """Dry run: Adapt with every model stood in for by a simulated one of the same name (no
     endpoint is called). Counts follow the simulated run's path (refinement chains stop where
     simulated scores stop them), so they are an estimate; tokens use typical reply lengths."""
-    from memearena.runner import PlannedCalls, load_memes
+    from memearena.runner import load_memes, planned_from_calls
 
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
@@ -327,22 +327,6 @@ def plan_adapt(cfg: RunConfig) -> Any:
                     await pool.aclose()
 
             asyncio.run(go())
-            per_model: dict[str, dict[str, float]] = {}
-            for c in store.calls():
-                row = per_model.setdefault(
-                    c.model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-                )
-                row["calls"] += 1
-                row["input_tokens"] += c.input_tokens
-                typical = TYPICAL_OUTPUT_TOKENS.get(c.role, 0)
-                cap = getattr(cfg.models.get(c.model), "max_tokens", None) or typical
-                row["output_tokens"] += max(c.output_tokens, min(typical, cap))
-            for name, row in per_model.items():
-                price = cfg.models[name].price if name in cfg.models else None
-                if price is not None:
-                    row["cost_usd"] = (
-                        row["input_tokens"] * price.input + row["output_tokens"] * price.output
-                    ) / 1e6
-            return PlannedCalls(per_model)
+            return planned_from_calls(cfg, store.iter_calls(), TYPICAL_OUTPUT_TOKENS)
         finally:
             store.close()
