@@ -1,4 +1,4 @@
-"""Bench: `memearena rank` at arena scale against the FastChat recipe, whole process, parsing included.
+"""Bench: `memearena rank` at arena scale vs the FastChat recipe, whole process, parsing included.
 
 Run:  python bench/ranking.py                      # all sizes, 1000 rounds, medians of 3
       python bench/ranking.py --sizes 15x100000 --repeats 1
@@ -321,7 +321,8 @@ n = df.height
     "pyarrow.json, to codes (no validation)": """
 import pyarrow as pa, pyarrow.json as pj
 schema = pa.schema([("model_a", pa.string()), ("model_b", pa.string()), ("winner", pa.string())])
-t = pj.read_json(PATH, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+t = pj.read_json(PATH, parse_options=opts)
 codes = t.column("model_a").combine_chunks().dictionary_encode()
 n = t.num_rows
 """,
