@@ -341,25 +341,8 @@ class OpenAIBackend:
                 stream=True,
             )
             body = await self._read_capped(resp)
-        except oa.APIStatusError as e:
-            status = e.status_code
-            msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
-            if status in _RETRYABLE_STATUS or status >= 500:
-                kind = "rate_limit" if status == 429 else f"http_{status}"
-                retry_after = parse_retry_after(e.response.headers)
-                raise TransientModelError(msg, retry_after, kind=kind) from None
-            if status in _ENDPOINT_STATUS:
-                raise EndpointError(msg, kind=_ENDPOINT_STATUS[status]) from None
-            raise ModelError(msg, kind=f"http_{status}") from None
-        except (oa.APITimeoutError, oa.APIConnectionError) as e:
-            dead = connection_failure_kind(e)
-            if dead is not None:
-                what = "connection refused" if dead == "connection_refused" else "unknown host"
-                raise EndpointError(f"{self._where}: {what}", kind=dead) from None
-            if isinstance(e, oa.APITimeoutError):
-                raise TransientModelError("request timed out", kind="timeout") from None
-            msg = self._scrub(f"{self._where}: connection error: {e}")
-            raise TransientModelError(msg, kind="connection") from None
+        except (oa.APIStatusError, oa.APITimeoutError, oa.APIConnectionError) as e:
+            raise self._sdk_error(e) from None
         finally:
             self._busy[i] -= 1
         try:
@@ -367,6 +350,30 @@ class OpenAIBackend:
         except ValueError as e:  # a 200 whose body is not (bounded) JSON
             raise BadResponse(f"reply is not valid JSON ({str(e)[:120]})") from None
         return parse_completion(data, messages)
+
+    def _sdk_error(self, e: Exception) -> ModelError:
+        """The model error an SDK failure maps to: 408/429/5xx, timeouts and dropped connections
+        are transient (retried); a refused connection, an unknown host and 401/403/404 mean the
+        endpoint is unusable (never retried); any other status is a permanent failure."""
+        oa = self._openai
+        if isinstance(e, oa.APIStatusError):
+            status = e.status_code
+            msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
+            if status in _RETRYABLE_STATUS or status >= 500:
+                kind = "rate_limit" if status == 429 else f"http_{status}"
+                return TransientModelError(msg, parse_retry_after(e.response.headers), kind=kind)
+            if status in _ENDPOINT_STATUS:
+                return EndpointError(msg, kind=_ENDPOINT_STATUS[status])
+            return ModelError(msg, kind=f"http_{status}")
+        dead = connection_failure_kind(e)
+        if dead is not None:
+            what = "connection refused" if dead == "connection_refused" else "unknown host"
+            return EndpointError(f"{self._where}: {what}", kind=dead)
+        if isinstance(e, oa.APITimeoutError):
+            return TransientModelError("request timed out", kind="timeout")
+        return TransientModelError(
+            self._scrub(f"{self._where}: connection error: {e}"), kind="connection"
+        )
 
     async def embed(self, texts: Sequence[str], role: str) -> Any:
         """One ``/v1/embeddings`` request through the SDK's ``embeddings.create`` (floats),
@@ -383,25 +390,8 @@ class OpenAIBackend:
                 encoding_format="float",
                 extra_headers={ROLE_HEADER: role},
             )
-        except oa.APIStatusError as e:
-            status = e.status_code
-            msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
-            if status in _RETRYABLE_STATUS or status >= 500:
-                kind = "rate_limit" if status == 429 else f"http_{status}"
-                retry_after = parse_retry_after(e.response.headers)
-                raise TransientModelError(msg, retry_after, kind=kind) from None
-            if status in _ENDPOINT_STATUS:
-                raise EndpointError(msg, kind=_ENDPOINT_STATUS[status]) from None
-            raise ModelError(msg, kind=f"http_{status}") from None
-        except (oa.APITimeoutError, oa.APIConnectionError) as e:
-            dead = connection_failure_kind(e)
-            if dead is not None:
-                what = "connection refused" if dead == "connection_refused" else "unknown host"
-                raise EndpointError(f"{self._where}: {what}", kind=dead) from None
-            if isinstance(e, oa.APITimeoutError):
-                raise TransientModelError("request timed out", kind="timeout") from None
-            msg = self._scrub(f"{self._where}: connection error: {e}")
-            raise TransientModelError(msg, kind="connection") from None
+        except (oa.APIStatusError, oa.APITimeoutError, oa.APIConnectionError) as e:
+            raise self._sdk_error(e) from None
         except ValueError as e:  # a 200 whose body is not JSON
             raise BadResponse(f"embeddings reply is not valid JSON ({str(e)[:120]})") from None
         finally:
