@@ -381,13 +381,10 @@ class PlannedCalls:
         return sum(v["cost_usd"] for v in self.per_model.values())
 
 
-def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> PlannedCalls:
-    """Dry run: the Arena with every model stood in for by a simulated one of the same name.
-
-    Counts are exact for a run without re-asks or refusals; input tokens are estimated from the
-    real prompts, output tokens from typical reply lengths per role (``TYPICAL_OUTPUT_TOKENS``);
-    cost uses each model's real price.
-    No endpoint is called."""
+def stand_in_config(cfg: RunConfig) -> RunConfig:
+    """The config a dry run executes: every model stood in for by a simulated one of the same
+    name (a simulated model keeps its profile, without refusals, format errors or latency), no
+    cache, so the plan follows the real prompts and never calls an endpoint."""
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
         if isinstance(m, SimModelConfig):
@@ -396,7 +393,17 @@ def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> Planned
             )
         else:
             stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
-    sim_cfg = cfg.model_copy(update={"models": stand_ins, "cache": False})
+    return cfg.model_copy(update={"models": stand_ins, "cache": False})
+
+
+def plan_arena(cfg: RunConfig, settings: Sequence[str] | None = None) -> PlannedCalls:
+    """Dry run: the Arena with every model stood in for by a simulated one of the same name.
+
+    Counts are exact for a run without re-asks or refusals; input tokens are estimated from the
+    real prompts, output tokens from typical reply lengths per role (``TYPICAL_OUTPUT_TOKENS``);
+    cost uses each model's real price.
+    No endpoint is called."""
+    sim_cfg = stand_in_config(cfg)
     with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
         store = RunStore(Path(tmp) / "run.db")
         try:

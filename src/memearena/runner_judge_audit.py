@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from memearena.config import RunConfig, SimModelConfig
+from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.errors import DataError
@@ -30,6 +30,7 @@ from memearena.runner import (
     open_pool,
     planned_from_calls,
     snapshot_config,
+    stand_in_config,
 )
 from memearena.store import RunLock, RunStore
 
@@ -209,15 +210,7 @@ def plan_judge_audit(cfg: RunConfig) -> PlannedCalls:
     """Dry run: the audit with every model stood in for by a simulated one of the same name
     (no endpoint is called). Counts are exact for a run without re-asks or refusals; input
     tokens come from the real prompts, output tokens from typical reply lengths per role."""
-    stand_ins: dict[str, Any] = {}
-    for name, m in cfg.models.items():
-        if isinstance(m, SimModelConfig):
-            stand_ins[name] = m.model_copy(
-                update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
-            )
-        else:
-            stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
-    sim_cfg = cfg.model_copy(update={"models": stand_ins, "cache": False})
+    sim_cfg = stand_in_config(cfg)
     with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
         store = RunStore(Path(tmp) / "run.db")
         try:

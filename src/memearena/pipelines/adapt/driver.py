@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from memearena.config import RunConfig, SimModelConfig
+from memearena.config import RunConfig
 from memearena.data import Meme
 from memearena.errors import BudgetExceeded, ConfigError
 from memearena.models import ModelPool, ResponseCache
@@ -303,17 +303,9 @@ def plan_adapt(cfg: RunConfig) -> Any:
     """Dry run: Adapt with every model stood in for by a simulated one of the same name (no
     endpoint is called). Counts follow the simulated run's path (refinement chains stop where
     simulated scores stop them), so they are an estimate; tokens use typical reply lengths."""
-    from memearena.runner import load_memes, planned_from_calls
+    from memearena.runner import load_memes, planned_from_calls, stand_in_config
 
-    stand_ins: dict[str, Any] = {}
-    for name, m in cfg.models.items():
-        if isinstance(m, SimModelConfig):
-            stand_ins[name] = m.model_copy(
-                update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
-            )
-        else:
-            stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
-    sim_cfg = cfg.model_copy(update={"models": stand_ins, "cache": False})
+    sim_cfg = stand_in_config(cfg)
     with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
         store = RunStore(Path(tmp) / "run.db")
         try:
