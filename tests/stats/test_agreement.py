@@ -188,3 +188,113 @@ def test_kappa_and_alpha_intervals_cover_the_estimate_on_a_large_panel() -> None
         assert est.n == 3000
         assert est.ci_low < est.value < est.ci_high
         assert 0.01 < est.ci_high - est.ci_low < 0.1
+
+
+def _random_panel(seed: int, memes: int, clustered: bool) -> list[list[Verdict]]:
+    """Verdicts of three judges on every pair of three models, both orders, two criteria,
+    per meme (one batch per meme), with lengths; judge j0 owns model x."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for m in range(memes):
+        batch = []
+        lengths = {name: int(rng.integers(50, 60)) for name in "xyz"}
+        for judge in ("j0", "j1", "j2"):
+            for a, b in (("x", "y"), ("y", "x"), ("x", "z"), ("z", "x"), ("y", "z"), ("z", "y")):
+                for crit in ("c1", "c2"):
+                    w = str(rng.choice(LABELS, p=[0.5, 0.3, 0.2]))
+                    batch.append(
+                        v(
+                            judge,
+                            f"m{m}",
+                            a,
+                            b,
+                            w,
+                            criterion=crit,
+                            len_a=lengths[a],
+                            len_b=lengths[b],
+                            cluster=f"m{m}" if clustered else None,
+                        )
+                    )
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("clustered", [True, False])
+def test_streaming_meme_by_meme_gives_the_figures_of_the_whole_collection(
+    clustered: bool,
+) -> None:
+    """Aggregating one meme at a time (memory per meme, not per verdict) gives the same
+    estimates, intervals included, as the one-call functions on every verdict at once."""
+    batches = _random_panel(5, 60, clustered)
+    every = [x for batch in batches for x in batch]
+    own = {"j0": ["x"]}
+    stream = agreement.VerdictMetrics(
+        own_models=own, panel=["j0", "j1", "j2"], pairs=[("j0", "j1"), ("j1", "j2")]
+    )
+    for batch in batches:
+        stream.add(batch)
+    kw = {"n_boot": 300, "seed": 4}
+
+    def same(x: agreement.Estimate, y: agreement.Estimate) -> None:
+        assert x.n == y.n
+        assert [x.value, x.ci_low, x.ci_high] == pytest.approx([y.value, y.ci_low, y.ci_high])
+
+    for name in ("position_consistency", "prefer_first_rate", "prefer_longer_rate"):
+        got, want = getattr(stream, name)(**kw), getattr(agreement, name)(every, **kw)
+        assert got.keys() == want.keys() == {"j0", "j1", "j2"}
+        for j in got:
+            same(got[j], want[j])
+    got = stream.relative_longer_rate(**kw)
+    want = agreement.relative_longer_rate(every, own_models=own, **kw)
+    assert got.keys() == want.keys()
+    for j in got:
+        same(got[j], want[j])
+    sp, sp_want = stream.self_preference(**kw)["j0"], self_preference(every, own, **kw)["j0"]
+    same(sp.difference, sp_want.difference)
+    same(stream.cohen_kappa("j1", "j2", **kw), cohen_kappa(every, "j1", "j2", **kw))
+    same(stream.krippendorff_alpha(**kw), krippendorff_alpha(every, **kw))
+
+
+def test_hand_counted_figures_of_a_streamed_panel() -> None:
+    """Figures counted here by hand from the verdicts, independently of the module."""
+    batches = _random_panel(8, 30, clustered=True)
+    stream = agreement.VerdictMetrics(pairs=[("j1", "j2")])
+    for batch in batches:
+        stream.add(batch)
+    every = [x for batch in batches for x in batch]
+    j1 = [x for x in every if x.judge == "j1"]
+    first = sum({"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[x.winner] for x in j1) / len(j1)
+    assert stream.prefer_first_rate(n_boot=10)["j1"].value == pytest.approx(first)
+    outcome = {(x.criterion, x.item, x.model_a, x.model_b): x.outcome for x in j1}
+    pairs = [(k, (k[0], k[1], k[3], k[2])) for k in outcome if k[2] < k[3]]
+    agree = sum(outcome[p] == outcome[q] for p, q in pairs) / len(pairs)
+    est = stream.position_consistency(n_boot=10)["j1"]
+    assert (est.value, est.n) == (pytest.approx(agree), len(pairs))
+    j2 = {(x.criterion, x.item, x.model_a, x.model_b): x.winner for x in every if x.judge == "j2"}
+    j1w = {k: x.winner for x in j1 for k in [(x.criterion, x.item, x.model_a, x.model_b)]}
+    p_o = sum(j1w[k] == j2[k] for k in j1w) / len(j1w)
+    p_e = (
+        sum(
+            sum(w == lab for w in j1w.values()) * sum(w == lab for w in j2.values())
+            for lab in LABELS
+        )
+        / len(j1w) ** 2
+    )
+    assert stream.cohen_kappa("j1", "j2", n_boot=10).value == pytest.approx((p_o - p_e) / (1 - p_e))
+
+
+def test_a_stream_holds_one_row_per_cluster_not_per_verdict() -> None:
+    stream = agreement.VerdictMetrics(metrics={"first"})
+    for k in range(200):
+        stream.add([v("j", f"i{k}", "x", "y", "model_a", cluster=f"m{k % 4}")] * 10)
+    types, counts = stream._samples[("first", "j")].units()
+    assert counts.sum() == 4 and types.tolist() == [[500.0, 500.0]]
+    est = stream.prefer_first_rate(n_boot=50)["j"]
+    assert (est.value, est.n) == (1.0, 2000)
+
+
+def test_unknown_metrics_and_unaggregated_pairs_are_errors() -> None:
+    with pytest.raises(StatsError, match="unknown verdict metrics: fairness"):
+        agreement.VerdictMetrics(metrics={"fairness"})
+    with pytest.raises(StatsError, match="not aggregated"):
+        agreement.VerdictMetrics().cohen_kappa("a", "b")

@@ -139,3 +139,37 @@ def test_rank_cli_clusters_by_a_field_and_records_the_unit(tmp_path: Path) -> No
     assert width[1] > 2 * width[0]
     missing = runner.invoke(app, [*args, "--cluster", "conversation"])
     assert missing.exit_code == 2 and "'conversation'" in missing.stderr
+
+
+def test_the_builder_counts_exactly_across_buffer_flushes_and_merges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Battles pass through a small buffer (many flushes and chunk merges): the per-cluster
+    counts equal a plain tally of the battles, each cell once."""
+    monkeypatch.setattr(ClusteredCountsBuilder, "_BUFFER", 7)
+    rng = np.random.default_rng(3)
+    models = ["p", "q", "r", "s"]
+    builder = ClusteredCountsBuilder(models)
+    tally: dict[tuple[str, int, int, int], float] = {}
+    for _ in range(2000):
+        a, c = rng.choice(4, size=2, replace=False)
+        w = str(rng.choice(["model_a", "model_b", "tie", "tie (bothbad)"]))
+        meme = f"m{rng.integers(25)}"
+        builder.add(models[a], models[c], w, meme)
+        kind = {"model_a": 0, "model_b": 1}.get(w, 2)
+        if a > c:
+            a, c, kind = c, a, {0: 1, 1: 0, 2: 2}[kind]
+        key = (meme, int(a), int(c), kind)
+        tally[key] = tally.get(key, 0.0) + 1.0
+    built = builder.build()
+    names = builder.index.keys()
+    got = {
+        (names[k], i, j, o): n
+        for k, i, j, o, n in zip(
+            built.cluster, built.i, built.j, built.outcome, built.count, strict=True
+        )
+    }
+    assert got == tally
+    assert len(built.count) == len(tally)  # one entry per cell: the chunks were merged
+    builder.add("p", "q", "model_a", "m0")  # building does not end the stream
+    assert builder.build().total.total == built.total.total + 1

@@ -13,7 +13,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -27,15 +27,9 @@ from memearena.stats import (
     Estimate,
     StatsError,
     Verdict,
-    cohen_kappa,
+    VerdictMetrics,
     kendall_tau,
-    krippendorff_alpha,
     ndcg,
-    position_consistency,
-    prefer_first_rate,
-    prefer_longer_rate,
-    relative_longer_rate,
-    self_preference,
     spearman_rho,
 )
 from memearena.stats.bt import BTResult, fit_draws
@@ -63,6 +57,8 @@ __all__ = [
     "setting_section",
     "settings_vs_truth",
     "true_ranking",
+    "verdict_batches",
+    "verdict_metrics",
     "write_arena_outputs",
 ]
 
@@ -486,8 +482,9 @@ def setting_section(
         length["order_differs"] = _order(length["overall"]) != _order(section["overall"])
         sensitivity["length_controlled"] = length
     section["sensitivity"] = sensitivity
-    section["judges"] = judge_bias(cfg, outcome, p, truth, n_boot=n_boot)
-    section["panel"] = panel_agreement(cfg, outcome, n_boot=n_boot)
+    vm, failures = verdict_metrics(cfg, outcome)
+    section["judges"] = judge_bias(cfg, vm, failures, p, truth, n_boot=n_boot)
+    section["panel"] = panel_agreement(cfg, vm, n_boot=n_boot)
     if notes:
         section["notes"] = notes
     return section
@@ -496,15 +493,32 @@ def setting_section(
 # ---- judges -------------------------------------------------------------------------------
 
 
-def raw_verdicts(outcome: ArenaOutcome, unit: str = "meme") -> list[Verdict]:
+def verdict_batches(
+    outcome: ArenaOutcome, unit: str = "meme", failures: Counter[str] | None = None
+) -> Iterator[list[Verdict]]:
     """Every parsed verdict as shown to the judge (``model_a`` = the response shown first),
     both orders, per criterion, with the responses' lengths in characters and the bootstrap
-    unit (`unit`) it belongs to."""
-    out: list[Verdict] = []
+    unit (`unit`) it belongs to: one list per meme (the store keeps a meme's verdicts
+    together), so that a meme's verdicts can be matched across orders and judges and then
+    dropped. `failures`, when given, counts each judge's unparsed verdict calls."""
     as_winner = {"A": "model_a", "B": "model_b", "tie": "tie"}
     serial = 0
+    batch: list[Verdict] = []
+    current: str | None = None
+    finished: set[str] = set()
     for jp in outcome.judged:
         t = jp.task
+        if t.meme.uid != current:
+            if batch:
+                yield batch
+                batch = []
+            if current is not None:
+                finished.add(current)
+            if t.meme.uid in finished:
+                raise RuntimeError(f"the verdicts of meme {t.meme.uid!r} are not stored together")
+            current = t.meme.uid
+        if failures is not None:
+            failures[jp.judge] += ("verdicts" not in jp.forward) + ("verdicts" not in jp.backward)
         len_x = len(outcome.answers[(t.meme.uid, t.level, jp.x)]["text"])
         len_y = len(outcome.answers[(t.meme.uid, t.level, jp.y)]["text"])
         item = f"{t.meme.uid}|{t.level}"
@@ -512,7 +526,7 @@ def raw_verdicts(outcome: ArenaOutcome, unit: str = "meme") -> list[Verdict]:
         for art, first, second, len_first, len_second in shown:
             for crit, v in (art.get("verdicts") or {}).items():
                 serial += 1
-                out.append(
+                batch.append(
                     Verdict(
                         judge=jp.judge,
                         item=item,
@@ -527,7 +541,28 @@ def raw_verdicts(outcome: ArenaOutcome, unit: str = "meme") -> list[Verdict]:
                         else cluster_of(unit, t.meme.uid, t.level, serial),
                     )
                 )
-    return out
+    if batch:
+        yield batch
+
+
+def raw_verdicts(outcome: ArenaOutcome, unit: str = "meme") -> list[Verdict]:
+    """Every parsed verdict (see `verdict_batches`) in one list."""
+    return [v for batch in verdict_batches(outcome, unit) for v in batch]
+
+
+def verdict_metrics(cfg: RunConfig, outcome: ArenaOutcome) -> tuple[VerdictMetrics, Counter[str]]:
+    """The panel's verdict-level metrics, aggregated meme by meme (memory grows with the
+    memes, not the verdicts), and each judge's count of unparsed verdict calls."""
+    acfg = cfg.arena
+    assert acfg is not None
+    judges = list(acfg.judges)
+    metrics = VerdictMetrics(
+        own_models=own_models(cfg), panel=judges, pairs=list(combinations(judges, 2))
+    )
+    failures: Counter[str] = Counter()
+    for batch in verdict_batches(outcome, acfg.bootstrap_unit, failures):
+        metrics.add(batch)
+    return metrics, failures
 
 
 def own_models(cfg: RunConfig) -> dict[str, list[str]]:
@@ -544,7 +579,8 @@ def own_models(cfg: RunConfig) -> dict[str, list[str]]:
 
 def judge_bias(
     cfg: RunConfig,
-    outcome: ArenaOutcome,
+    vm: VerdictMetrics,
+    failures: Mapping[str, int],
     p: _Pass,
     truth: Sequence[str] | None,
     *,
@@ -556,19 +592,14 @@ def judge_bias(
     same presentations, self-preference and parse failures, each with an interval."""
     acfg = cfg.arena
     assert acfg is not None
-    verdicts = raw_verdicts(outcome, acfg.bootstrap_unit)
     seed = cfg.seed
-    consistency = position_consistency(verdicts, n_boot=n_boot, seed=seed)
-    first = prefer_first_rate(verdicts, n_boot=n_boot, seed=seed)
-    longer = prefer_longer_rate(verdicts, n_boot=n_boot, seed=seed)
-    mine = own_models(cfg)
-    relative = relative_longer_rate(verdicts, own_models=mine, n_boot=n_boot, seed=seed)
-    selfpref = self_preference(verdicts, mine, n_boot=n_boot, seed=seed) if mine else {}
+    consistency = vm.position_consistency(n_boot=n_boot, seed=seed)
+    first = vm.prefer_first_rate(n_boot=n_boot, seed=seed)
+    longer = vm.prefer_longer_rate(n_boot=n_boot, seed=seed)
+    relative = vm.relative_longer_rate(n_boot=n_boot, seed=seed)
+    selfpref = vm.self_preference(n_boot=n_boot, seed=seed)
     rankings = _judge_rankings(p, list(acfg.judges), truth, n_boot, seed)
-    failures: Counter[str] = Counter()
     battles: Counter[str] = Counter()
-    for jp in outcome.judged:
-        failures[jp.judge] += ("verdicts" not in jp.forward) + ("verdicts" not in jp.backward)
     for j, b in p.judge_all.items():
         battles[j] = round(b.build().total.total)
     out: list[dict[str, Any]] = []
@@ -608,28 +639,25 @@ def judge_bias(
                 **(_estimate(sp.difference) or {}),
             }
         )
-        row["parse_failures"] = failures[judge]
+        row["parse_failures"] = failures.get(judge, 0)
         out.append(row)
     return out
 
 
-def panel_agreement(cfg: RunConfig, outcome: ArenaOutcome, *, n_boot: int) -> dict[str, Any]:
+def panel_agreement(cfg: RunConfig, vm: VerdictMetrics, *, n_boot: int) -> dict[str, Any]:
     """Inter-judge agreement on the resolved per-order verdicts: Krippendorff's α across the
     panel and Cohen's κ for every pair of judges (intervals resample the bootstrap unit)."""
     assert cfg.arena is not None
-    verdicts = raw_verdicts(outcome, cfg.arena.bootstrap_unit)
     judges = list(cfg.arena.judges)
     doc: dict[str, Any] = {
-        "krippendorff_alpha": _estimate(
-            krippendorff_alpha(verdicts, judges=judges, n_boot=n_boot, seed=cfg.seed)
-        )
+        "krippendorff_alpha": _estimate(vm.krippendorff_alpha(n_boot=n_boot, seed=cfg.seed))
         if len(judges) > 1
         else None,
         "cohen_kappa": {},
     }
     for a, b in combinations(judges, 2):
         doc["cohen_kappa"][f"{a} vs {b}"] = _estimate(
-            cohen_kappa(verdicts, a, b, n_boot=n_boot, seed=cfg.seed)
+            vm.cohen_kappa(a, b, n_boot=n_boot, seed=cfg.seed)
         )
     return doc
 

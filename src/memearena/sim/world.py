@@ -62,7 +62,7 @@ its own name."""
 _JUDGE_MARGIN = 0.05
 _FILLER_PENALTY = 0.3
 _MISBELIEF_RATE = 0.3
-_CACHE_SIZE = 100_000
+_CACHE_SIZE = 20_000
 K = TypeVar("K")
 V = TypeVar("V")
 

@@ -9,7 +9,7 @@ so that the correlated verdicts of one meme move together; otherwise single verd
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -131,254 +131,9 @@ def _boot_totals(
     return out
 
 
-def _boot_mean(v: FloatArray, n_boot: int, rng: np.random.Generator) -> FloatArray:
-    """Bootstrap distribution of the mean of `v` (one value per round)."""
-    types, counts = np.unique(v, return_counts=True)
-    return _boot_totals(types[:, None], counts, n_boot, rng)[:, 0] / len(v)
-
-
-def cluster_totals(clusters: Sequence[Hashable | None], rows: FloatArray) -> FloatArray:
-    """Row sums per cluster (clusters × d); a None cluster makes the row its own unit."""
-    index: dict[Hashable, int] = {}
-    ids = np.empty(len(clusters), dtype=np.int64)
-    for k, c in enumerate(clusters):
-        key = ("\x00unit", k) if c is None else c
-        ids[k] = index.setdefault(key, len(index))
-    out = np.zeros((len(index), rows.shape[1]))
-    np.add.at(out, ids, rows)
-    return out
-
-
-def boot_cluster_totals(totals: FloatArray, n_boot: int, rng: np.random.Generator) -> FloatArray:
-    """Column sums over each bootstrap resample of the clusters (rounds × d), clusters given
-    as their per-cluster totals; identical clusters are pooled (a multinomial over types)."""
-    types, counts = np.unique(totals, axis=0, return_counts=True)
-    return _boot_totals(types, counts.astype(np.int64), n_boot, rng)
-
-
 def _nan_estimate(n: int = 0) -> Estimate:
     nan = float("nan")
     return Estimate(value=nan, ci_low=nan, ci_high=nan, n=n)
-
-
-def _mean_estimate(
-    values: Sequence[float],
-    n_boot: int,
-    rng: np.random.Generator,
-    ci: float,
-    clusters: Sequence[Hashable | None] | None = None,
-) -> Estimate:
-    v = np.asarray(values, dtype=np.float64)
-    if not len(v):
-        return _nan_estimate()
-    if clusters is None or all(c is None for c in clusters):
-        low, high = _interval(_boot_mean(v, n_boot, rng), ci)
-        return Estimate(value=float(v.mean()), ci_low=low, ci_high=high, n=len(v))
-    # A ratio estimator: resampled clusters carry their sums and their sizes.
-    totals = cluster_totals(clusters, np.stack([v, np.ones_like(v)], axis=1))
-    boot = boot_cluster_totals(totals, n_boot, rng)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low, high = _interval(boot[:, 0] / boot[:, 1], ci)
-    return Estimate(value=float(v.mean()), ci_low=low, ci_high=high, n=len(v))
-
-
-def _by_judge(verdicts: Iterable[Verdict]) -> dict[str, list[Verdict]]:
-    out: dict[str, list[Verdict]] = defaultdict(list)
-    for v in verdicts:
-        out[v.judge].append(v)
-    return dict(sorted(out.items()))
-
-
-def position_consistency(
-    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-) -> dict[str, Estimate]:
-    """Per judge: share of pairs judged in both orders whose two verdicts agree.
-
-    Agreement is on the order-free outcome (same winning model, or both ties). Verdicts on the
-    same (criterion, item, pair) are matched across orders in the order given.
-    """
-    rng = np.random.default_rng(seed)
-    out = {}
-    for judge, items in _by_judge(verdicts).items():
-        # (criterion, item, model shown first, model shown second) → order-free outcome; repeats
-        # apart, so that most keys hold a string rather than a list (no garbage-collector load).
-        once: dict[tuple, str] = {}
-        again: dict[tuple, list[str]] = {}
-        cluster_of: dict[tuple, Hashable | None] = {}
-        for v in items:
-            a, w = v.model_a, v.winner
-            key = (v.criterion, v.item, a, v.model_b)
-            outcome = "tie" if w == "tie" else a if w == "model_a" else v.model_b
-            if key in once:
-                again.setdefault(key, []).append(outcome)
-            else:
-                once[key] = outcome
-                if v.cluster is not None:
-                    cluster_of[key] = v.cluster
-        agree: list[bool] = []
-        clusters: list[Hashable | None] = []
-        for key, x in once.items():
-            criterion, item, a, b = key
-            if a < b and (y := once.get(swapped := (criterion, item, b, a))) is not None:
-                agree.append(x == y)
-                n_more = 0
-                if key in again and swapped in again:
-                    more = [p == q for p, q in zip(again[key], again[swapped], strict=False)]
-                    agree += more
-                    n_more = len(more)
-                clusters += [cluster_of.get(key)] * (1 + n_more)
-        out[judge] = _mean_estimate(agree, n_boot, rng, ci, clusters)
-    return out
-
-
-def prefer_first_rate(
-    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-) -> dict[str, Estimate]:
-    """Per judge: P(the response shown first wins), ties counting half (0.5 = no bias)."""
-    rng = np.random.default_rng(seed)
-    return {
-        judge: _mean_estimate(
-            [_FIRST_SCORE[v.winner] for v in items], n_boot, rng, ci, [v.cluster for v in items]
-        )
-        for judge, items in _by_judge(verdicts).items()
-    }
-
-
-def prefer_longer_rate(
-    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-) -> dict[str, Estimate]:
-    """Per judge: P(the longer response wins), ties half, over verdicts with unequal known
-    lengths (0.5 = no verbosity bias)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for judge, items in _by_judge(verdicts).items():
-        unequal = [
-            v for v in items if v.len_a is not None and v.len_b is not None and v.len_a != v.len_b
-        ]
-        values = [_longer_score(v) for v in unequal]
-        out[judge] = _mean_estimate(values, n_boot, rng, ci, [v.cluster for v in unequal])
-    return out
-
-
-def _longer_score(v: Verdict) -> float:
-    """Points the longer response scored (lengths known and unequal)."""
-    assert v.len_a is not None and v.len_b is not None
-    return _FIRST_SCORE[v.winner] if v.len_a > v.len_b else 1.0 - _FIRST_SCORE[v.winner]
-
-
-def relative_longer_rate(
-    verdicts: Iterable[Verdict],
-    *,
-    own_models: Mapping[str, Collection[str]] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-) -> dict[str, Estimate]:
-    """Per judge: P(the longer response wins) minus the other judges' mean P on the very same
-    presentations (criterion, item, shown order), ties half.
-
-    Longer answers are often the better ones, so a raw P(longer) above 0.5 confounds quality
-    with verbosity; on the same presentations the quality is the same, so 0 means the judge
-    favours length no more than the rest of the panel. Needs at least two judges.
-    """
-    rng = np.random.default_rng(seed)
-    by_presentation: dict[tuple, dict[str, tuple[float, Hashable | None]]] = {}
-    for v in verdicts:
-        if v.len_a is None or v.len_b is None or v.len_a == v.len_b:
-            continue
-        mine = own_models.get(v.judge, ()) if own_models else ()
-        if v.model_a in mine or v.model_b in mine:
-            continue
-        key = (v.criterion, v.item, v.model_a, v.model_b)
-        by_presentation.setdefault(key, {})[v.judge] = (_longer_score(v), v.cluster)
-    judges = sorted({j for p in by_presentation.values() for j in p})
-    out = {}
-    for judge in judges:
-        diffs: list[float] = []
-        clusters: list[Hashable | None] = []
-        for panel in by_presentation.values():
-            if judge not in panel or len(panel) < 2:
-                continue
-            own, cluster = panel[judge]
-            others = [s for j, (s, _) in panel.items() if j != judge]
-            diffs.append(own - sum(others) / len(others))
-            clusters.append(cluster)
-        out[judge] = _mean_estimate(diffs, n_boot, rng, ci, clusters)
-    return out
-
-
-def self_preference(
-    verdicts: Iterable[Verdict],
-    own_models: Mapping[str, str | Collection[str]],
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-) -> dict[str, SelfPreference]:
-    """Per judge in `own_models` (judge → its own model, or every model of its family): the
-    win rate it gives its own models minus the win rate the other judges give them.
-
-    Only comparisons of an own model against a model of another family count (two models of
-    the judge's family facing each other say nothing about self-preference). The bootstrap
-    resamples clusters (or single verdicts) jointly for both sides."""
-    rng = np.random.default_rng(seed)
-    verdicts = list(verdicts)
-    out = {}
-    for judge, mine in sorted(own_models.items()):
-        own_set = {mine} if isinstance(mine, str) else set(mine)
-        rows: list[tuple[float, float, float, float]] = []
-        clusters: list[Hashable | None] = []
-        for v in verdicts:
-            a_own, b_own = v.model_a in own_set, v.model_b in own_set
-            if a_own == b_own:
-                continue
-            score = v.score(v.model_a if a_own else v.model_b)
-            rows.append((score, 1.0, 0.0, 0.0) if v.judge == judge else (0.0, 0.0, score, 1.0))
-            clusters.append(v.cluster)
-        label = ", ".join(sorted(own_set))
-        table = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
-        sums = table.sum(axis=0)
-        n_own, n_panel = int(sums[1]), int(sums[3])
-        nan = float("nan")
-        own_rate = sums[0] / n_own if n_own else nan
-        panel_rate = sums[2] / n_panel if n_panel else nan
-        if not n_own or not n_panel:
-            out[judge] = SelfPreference(
-                judge=judge,
-                model=label,
-                own_win_rate=own_rate,
-                panel_win_rate=panel_rate,
-                difference=_nan_estimate(min(n_own, n_panel)),
-            )
-            continue
-        boot = boot_cluster_totals(cluster_totals(clusters, table), n_boot, rng)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            low, high = _interval(boot[:, 0] / boot[:, 1] - boot[:, 2] / boot[:, 3], ci)
-        out[judge] = SelfPreference(
-            judge=judge,
-            model=label,
-            own_win_rate=float(own_rate),
-            panel_win_rate=float(panel_rate),
-            difference=Estimate(
-                value=float(own_rate - panel_rate), ci_low=low, ci_high=high, n=n_own
-            ),
-        )
-    return out
-
-
-def _units(verdicts: Iterable[Verdict]) -> dict[tuple, dict[Any, Any]]:
-    """(criterion, item, model_a, model_b) → judge → winner label; duplicates are an error.
-    The presentation's cluster (of its first verdict) is kept under the key None."""
-    units: dict[tuple, dict[Any, Any]] = {}
-    for v in verdicts:
-        unit = units.setdefault((v.criterion, v.item, v.model_a, v.model_b), {None: v.cluster})
-        if v.judge in unit:
-            raise StatsError(
-                f"judge {v.judge!r} has two verdicts on item {v.item!r} ({v.model_a} vs "
-                f"{v.model_b}, criterion {v.criterion!r})"
-            )
-        unit[v.judge] = v.winner
-    return units
 
 
 def _kappa(tables: FloatArray) -> FloatArray:
@@ -389,38 +144,6 @@ def _kappa(tables: FloatArray) -> FloatArray:
         p_o = np.trace(t, axis1=1, axis2=2) / n
         p_e = (t.sum(axis=2) * t.sum(axis=1)).sum(axis=1) / n**2
         return (p_o - p_e) / (1 - p_e)
-
-
-def cohen_kappa(
-    verdicts: Iterable[Verdict],
-    judge_1: str,
-    judge_2: str,
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-) -> Estimate:
-    """Cohen's κ between two judges over the presentations (criterion, item, A, B) both judged.
-
-    NaN when chance agreement is 1 (both judges always gave the same single label).
-    """
-    code = {label: k for k, label in enumerate(_LABELS)}
-    both = [j for j in _units(verdicts).values() if judge_1 in j and judge_2 in j]
-    cells = [3 * code[j[judge_1]] + code[j[judge_2]] for j in both]
-    if not cells:
-        return _nan_estimate()
-    # A presentation contributes one to one of the nine cells: bootstrap the cell counts.
-    table = np.bincount(cells, minlength=9)
-    value = float(_kappa(table[None, :].astype(float))[0])
-    rng = np.random.default_rng(seed)
-    clusters = [j[None] for j in both]
-    if all(c is None for c in clusters):
-        seen = np.flatnonzero(table)
-        boot = _boot_totals(np.eye(9)[seen], table[seen], n_boot, rng)
-    else:
-        boot = boot_cluster_totals(cluster_totals(clusters, np.eye(9)[cells]), n_boot, rng)
-    low, high = _interval(_kappa(boot), ci)
-    return Estimate(value=value, ci_low=low, ci_high=high, n=len(cells))
 
 
 def _distinct_rows(rows: IntArray) -> tuple[IntArray, IntArray]:
@@ -445,12 +168,17 @@ def _coincidences(
     per_unit = np.bincount(flat, minlength=len(units) * c).reshape(len(units), c)
     per_unit = per_unit[per_unit.sum(axis=1) >= 2]  # a unit with one value cannot be paired
     patterns, counts = _distinct_rows(per_unit)
-    patterns = patterns.astype(float)
+    return _coincidence_rows(patterns.astype(float)), counts.astype(np.int64), c
+
+
+def _coincidence_rows(patterns: FloatArray) -> FloatArray:
+    """Each unit's coincidence matrix (units × C², flattened) from its value counts per
+    category (units × C, every unit with at least two values)."""
+    c = patterns.shape[1]
     m = patterns.sum(axis=1)
     outer = patterns[:, :, None] * patterns[:, None, :]
     outer[:, np.arange(c), np.arange(c)] -= patterns
-    types = (outer / (m - 1)[:, None, None]).reshape(len(patterns), c * c)
-    return types, counts.astype(np.int64), c
+    return (outer / (m - 1)[:, None, None]).reshape(len(patterns), c * c)
 
 
 def _alpha(coincidence: FloatArray, c: int) -> FloatArray:
@@ -472,6 +200,409 @@ def nominal_alpha(units: Sequence[Sequence[Hashable | None]]) -> float:
     return float(_alpha((counts @ types)[None, :], c)[0])
 
 
+# ---- streaming aggregation --------------------------------------------------------------------
+
+
+class _Sample:
+    """The rows of one statistic, summed per cluster; a row without a cluster is its own unit,
+    kept as a count of distinct rows (all the bootstrap needs). Memory grows with the clusters
+    and the distinct rows, not with the rows."""
+
+    __slots__ = ("_index", "_seen", "_sums", "_units")
+
+    def __init__(self, width: int, index: dict[Hashable, int]) -> None:
+        self._index = index  # cluster → row, shared by the samples of one stream
+        self._sums = np.zeros((0, width))
+        self._seen = np.zeros(0, dtype=bool)
+        self._units: Counter[tuple[float, ...]] = Counter()
+
+    def add(self, row: Sequence[float], cluster: Hashable | None) -> None:
+        if cluster is None:
+            self._units[tuple(row)] += 1
+            return
+        k = self._index.setdefault(cluster, len(self._index))
+        if k >= len(self._sums):
+            size = max(64, 2 * len(self._sums), k + 1)
+            sums = np.zeros((size, self._sums.shape[1]))
+            sums[: len(self._sums)] = self._sums
+            seen = np.zeros(size, dtype=bool)
+            seen[: len(self._seen)] = self._seen
+            self._sums, self._seen = sums, seen
+        self._sums[k] += row
+        self._seen[k] = True
+
+    def units(self) -> tuple[FloatArray, IntArray]:
+        """The distinct unit totals (types × width) and how many units have each."""
+        rows = [self._sums[: len(self._seen)][self._seen]]
+        weights = [np.ones(len(rows[0]), dtype=np.int64)]
+        if self._units:
+            rows.append(np.array(list(self._units), dtype=np.float64))
+            weights.append(np.fromiter(self._units.values(), np.int64, len(self._units)))
+        table, times = np.concatenate(rows), np.concatenate(weights)
+        if not len(table):
+            return table, times
+        types, inverse = np.unique(table, axis=0, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=times, minlength=len(types))
+        return types, counts.astype(np.int64)
+
+
+_WIDTH = {"consistency": 2, "first": 2, "longer": 2, "relative": 2, "self": 4, "kappa": 9}
+_WIDTH["alpha"] = 10  # the 3×3 coincidence matrix and one (the unit count)
+METRICS = frozenset(_WIDTH)
+"""What a `VerdictMetrics` can aggregate: position consistency, P(first), P(longer), P(longer)
+relative to the panel, self-preference, Cohen's κ per judge pair, Krippendorff's α."""
+_CODE = {label: k for k, label in enumerate(_LABELS)}
+
+
+class VerdictMetrics:
+    """Judge agreement and bias metrics over a stream of verdicts, aggregated per cluster as
+    they arrive: memory grows with the clusters, never with the verdicts.
+
+    Verdicts come in batches (`add`): the verdicts matched across orders or judges (those on
+    one item: the same criterion, item and pair) must arrive in the same batch, e.g. one
+    batch per item. `own_models` (judge → its own model or models) selects the judges measured
+    for self-preference and drops a judge's verdicts on its own models from the relative
+    length preference; `panel` restricts Krippendorff's α to those judges (default: all);
+    `pairs` are the judge pairs Cohen's κ is computed for.
+    """
+
+    def __init__(
+        self,
+        *,
+        metrics: Collection[str] = METRICS,
+        own_models: Mapping[str, str | Collection[str]] | None = None,
+        panel: Sequence[str] | None = None,
+        pairs: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        unknown = set(metrics) - METRICS
+        if unknown:
+            raise StatsError(f"unknown verdict metrics: {', '.join(sorted(unknown))}")
+        self.metrics = frozenset(metrics)
+        self.own = {
+            j: frozenset({m} if isinstance(m, str) else m) for j, m in (own_models or {}).items()
+        }
+        self.panel = None if panel is None else list(panel)
+        self.pairs = list(pairs)
+        self.judges: set[str] = set()
+        self._relative_judges: set[str] = set()
+        self._index: dict[Hashable, int] = {}
+        self._samples: dict[tuple[str, Any], _Sample] = {}
+
+    @classmethod
+    def of(cls, verdicts: Iterable[Verdict], **kwargs: Any) -> VerdictMetrics:
+        """The metrics of a whole collection of verdicts (one batch)."""
+        out = cls(**kwargs)
+        out.add(verdicts)
+        return out
+
+    def _sample(self, key: tuple[str, Any]) -> _Sample:
+        s = self._samples.get(key)
+        if s is None:
+            s = self._samples[key] = _Sample(_WIDTH[key[0]], self._index)
+        return s
+
+    def add(self, verdicts: Iterable[Verdict]) -> None:
+        """Aggregate one batch of verdicts (see the class: matched verdicts share a batch)."""
+        want = self.metrics
+        local: dict[tuple[tuple[str, Any], Hashable], list[float]] = {}
+
+        def put(key: tuple[str, Any], cluster: Hashable | None, row: Sequence[float]) -> None:
+            if cluster is None:
+                self._sample(key).add(row, None)
+                return
+            cur = local.get((key, cluster))
+            if cur is None:
+                local[(key, cluster)] = list(row)
+            else:
+                for k, x in enumerate(row):
+                    cur[k] += x
+
+        once: dict[tuple, tuple[str, Hashable | None]] = {}
+        again: dict[tuple, list[str]] = {}
+        units: dict[tuple, dict[Any, Any]] = {}
+        longer: dict[tuple, dict[str, tuple[float, Hashable | None]]] = {}
+        need_units = bool({"kappa", "alpha"} & want)
+        for v in verdicts:
+            judge, a, b, w, cluster = v.judge, v.model_a, v.model_b, v.winner, v.cluster
+            self.judges.add(judge)
+            first = _FIRST_SCORE[w]
+            if "first" in want:
+                put(("first", judge), cluster, (first, 1.0))
+            unequal = v.len_a is not None and v.len_b is not None and v.len_a != v.len_b
+            if unequal:
+                score = _longer_score(v)
+                if "longer" in want:
+                    put(("longer", judge), cluster, (score, 1.0))
+                mine = self.own.get(judge, ())
+                if "relative" in want and a not in mine and b not in mine:
+                    longer.setdefault((v.criterion, v.item, a, b), {})[judge] = (score, cluster)
+            if "consistency" in want:
+                key = (judge, v.criterion, v.item, a, b)
+                outcome = "tie" if w == "tie" else a if w == "model_a" else b
+                if key in once:
+                    again.setdefault(key, []).append(outcome)
+                else:
+                    once[key] = (outcome, cluster)
+            if "self" in want:
+                for owner, own_set in self.own.items():
+                    a_own, b_own = a in own_set, b in own_set
+                    if a_own == b_own:
+                        continue
+                    s = v.score(a if a_own else b)
+                    mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
+                    put(("self", owner), cluster, mix)
+            if need_units:
+                unit = units.setdefault((v.criterion, v.item, a, b), {None: cluster})
+                if judge in unit:
+                    raise StatsError(
+                        f"judge {judge!r} has two verdicts on item {v.item!r} ({a} vs {b}, "
+                        f"criterion {v.criterion!r})"
+                    )
+                unit[judge] = w
+        for key, (x, cluster) in once.items():
+            judge, criterion, item, a, b = key
+            swapped = (judge, criterion, item, b, a)
+            if a < b and (y := once.get(swapped)) is not None:
+                put(("consistency", judge), cluster, (float(x == y[0]), 1.0))
+                if key in again and swapped in again:
+                    for p, q in zip(again[key], again[swapped], strict=False):
+                        put(("consistency", judge), cluster, (float(p == q), 1.0))
+        for panel in longer.values():
+            self._relative_judges.update(panel)
+            if len(panel) < 2:
+                continue
+            for judge, (own, cluster) in panel.items():
+                others = [s for j, (s, _) in panel.items() if j != judge]
+                put(("relative", judge), cluster, (own - sum(others) / len(others), 1.0))
+        for unit in units.values():
+            cluster = unit[None]
+            if "kappa" in want:
+                for j1, j2 in self.pairs:
+                    if j1 in unit and j2 in unit:
+                        cell = [0.0] * 9
+                        cell[3 * _CODE[unit[j1]] + _CODE[unit[j2]]] = 1.0
+                        put(("kappa", (j1, j2)), cluster, cell)
+            if "alpha" in want:
+                judged = (
+                    [unit[j] for j in unit if j is not None]
+                    if self.panel is None
+                    else [unit[j] for j in self.panel if j in unit]
+                )
+                if len(judged) >= 2:
+                    counts = np.bincount([_CODE[x] for x in judged], minlength=3)
+                    coincide = [*_coincidence_rows(counts[None, :].astype(float))[0], 1.0]
+                    put(("alpha", None), cluster, coincide)
+        for (name, cluster), sums in local.items():
+            self._sample(name).add(sums, cluster)
+
+    # ---- estimates ---------------------------------------------------------------------------
+
+    def _ratio(
+        self, key: tuple[str, Any], n_boot: int, rng: np.random.Generator, ci: float
+    ) -> Estimate:
+        """Sum of the first column over sum of the second, with a bootstrap over the units."""
+        s = self._samples.get(key)
+        types, counts = s.units() if s is not None else (np.zeros((0, 2)), np.zeros(0, np.int64))
+        if not len(types):
+            return _nan_estimate()
+        total = counts @ types
+        boot = _boot_totals(types, counts, n_boot, rng)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            low, high = _interval(boot[:, 0] / boot[:, 1], ci)
+        n = round(float(total[1]))
+        return Estimate(value=float(total[0] / total[1]), ci_low=low, ci_high=high, n=n)
+
+    def _per_judge(
+        self, name: str, judges: Iterable[str], n_boot: int, seed: int, ci: float
+    ) -> dict[str, Estimate]:
+        rng = np.random.default_rng(seed)
+        return {j: self._ratio((name, j), n_boot, rng, ci) for j in sorted(judges)}
+
+    def position_consistency(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> dict[str, Estimate]:
+        """See `position_consistency`."""
+        return self._per_judge("consistency", self.judges, n_boot, seed, ci)
+
+    def prefer_first_rate(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> dict[str, Estimate]:
+        """See `prefer_first_rate`."""
+        return self._per_judge("first", self.judges, n_boot, seed, ci)
+
+    def prefer_longer_rate(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> dict[str, Estimate]:
+        """See `prefer_longer_rate`."""
+        return self._per_judge("longer", self.judges, n_boot, seed, ci)
+
+    def relative_longer_rate(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> dict[str, Estimate]:
+        """See `relative_longer_rate`."""
+        return self._per_judge("relative", self._relative_judges, n_boot, seed, ci)
+
+    def self_preference(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> dict[str, SelfPreference]:
+        """See `self_preference` (for the judges of `own_models`)."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        nan = float("nan")
+        for judge, own_set in sorted(self.own.items()):
+            s = self._samples.get(("self", judge))
+            types, counts = (
+                s.units() if s is not None else (np.zeros((0, 4)), np.zeros(0, np.int64))
+            )
+            total = counts @ types if len(types) else np.zeros(4)
+            n_own, n_panel = round(float(total[1])), round(float(total[3]))
+            own_rate = total[0] / n_own if n_own else nan
+            panel_rate = total[2] / n_panel if n_panel else nan
+            label = ", ".join(sorted(own_set))
+            if not n_own or not n_panel:
+                difference = _nan_estimate(min(n_own, n_panel))
+            else:
+                boot = _boot_totals(types, counts, n_boot, rng)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    diff = boot[:, 0] / boot[:, 1] - boot[:, 2] / boot[:, 3]
+                low, high = _interval(diff, ci)
+                difference = Estimate(
+                    value=float(own_rate - panel_rate), ci_low=low, ci_high=high, n=n_own
+                )
+            out[judge] = SelfPreference(
+                judge=judge,
+                model=label,
+                own_win_rate=float(own_rate),
+                panel_win_rate=float(panel_rate),
+                difference=difference,
+            )
+        return out
+
+    def cohen_kappa(
+        self, judge_1: str, judge_2: str, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> Estimate:
+        """See `cohen_kappa` (for a pair given in `pairs`)."""
+        if (judge_1, judge_2) not in self.pairs:
+            raise StatsError(f"Cohen's kappa of {judge_1!r} and {judge_2!r} was not aggregated")
+        s = self._samples.get(("kappa", (judge_1, judge_2)))
+        if s is None:
+            return _nan_estimate()
+        types, counts = s.units()
+        table = counts @ types
+        value = float(_kappa(table[None, :])[0])
+        boot = _boot_totals(types, counts, n_boot, np.random.default_rng(seed))
+        low, high = _interval(_kappa(boot), ci)
+        return Estimate(value=value, ci_low=low, ci_high=high, n=round(float(table.sum())))
+
+    def krippendorff_alpha(
+        self, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    ) -> Estimate:
+        """See `krippendorff_alpha` (over `panel`)."""
+        s = self._samples.get(("alpha", None))
+        if s is None:
+            return _nan_estimate()
+        types, counts = s.units()
+        total = counts @ types
+        value = float(_alpha(total[None, :9], 3)[0])
+        boot = _boot_totals(types, counts, n_boot, np.random.default_rng(seed))
+        low, high = _interval(_alpha(boot[:, :9], 3), ci)
+        return Estimate(value=value, ci_low=low, ci_high=high, n=round(float(total[9])))
+
+
+# ---- one call per metric ----------------------------------------------------------------------
+
+
+def position_consistency(
+    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> dict[str, Estimate]:
+    """Per judge: share of pairs judged in both orders whose two verdicts agree.
+
+    Agreement is on the order-free outcome (same winning model, or both ties). Verdicts on the
+    same (criterion, item, pair) are matched across orders in the order given.
+    """
+    m = VerdictMetrics.of(verdicts, metrics={"consistency"})
+    return m.position_consistency(n_boot=n_boot, seed=seed, ci=ci)
+
+
+def prefer_first_rate(
+    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> dict[str, Estimate]:
+    """Per judge: P(the response shown first wins), ties counting half (0.5 = no bias)."""
+    m = VerdictMetrics.of(verdicts, metrics={"first"})
+    return m.prefer_first_rate(n_boot=n_boot, seed=seed, ci=ci)
+
+
+def prefer_longer_rate(
+    verdicts: Iterable[Verdict], *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> dict[str, Estimate]:
+    """Per judge: P(the longer response wins), ties half, over verdicts with unequal known
+    lengths (0.5 = no verbosity bias)."""
+    m = VerdictMetrics.of(verdicts, metrics={"longer"})
+    return m.prefer_longer_rate(n_boot=n_boot, seed=seed, ci=ci)
+
+
+def _longer_score(v: Verdict) -> float:
+    """Points the longer response scored (lengths known and unequal)."""
+    assert v.len_a is not None and v.len_b is not None
+    return _FIRST_SCORE[v.winner] if v.len_a > v.len_b else 1.0 - _FIRST_SCORE[v.winner]
+
+
+def relative_longer_rate(
+    verdicts: Iterable[Verdict],
+    *,
+    own_models: Mapping[str, Collection[str]] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> dict[str, Estimate]:
+    """Per judge: P(the longer response wins) minus the other judges' mean P on the very same
+    presentations (criterion, item, shown order), ties half.
+
+    Longer answers are often the better ones, so a raw P(longer) above 0.5 confounds quality
+    with verbosity; on the same presentations the quality is the same, so 0 means the judge
+    favours length no more than the rest of the panel. Needs at least two judges. A judge's
+    verdicts on its own models (`own_models`) are left out.
+    """
+    m = VerdictMetrics.of(verdicts, metrics={"relative"}, own_models=own_models)
+    return m.relative_longer_rate(n_boot=n_boot, seed=seed, ci=ci)
+
+
+def self_preference(
+    verdicts: Iterable[Verdict],
+    own_models: Mapping[str, str | Collection[str]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> dict[str, SelfPreference]:
+    """Per judge in `own_models` (judge → its own model, or every model of its family): the
+    win rate it gives its own models minus the win rate the other judges give them.
+
+    Only comparisons of an own model against a model of another family count (two models of
+    the judge's family facing each other say nothing about self-preference). The bootstrap
+    resamples clusters (or single verdicts) jointly for both sides."""
+    m = VerdictMetrics.of(verdicts, metrics={"self"}, own_models=own_models)
+    return m.self_preference(n_boot=n_boot, seed=seed, ci=ci)
+
+
+def cohen_kappa(
+    verdicts: Iterable[Verdict],
+    judge_1: str,
+    judge_2: str,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> Estimate:
+    """Cohen's κ between two judges over the presentations (criterion, item, A, B) both judged.
+
+    NaN when chance agreement is 1 (both judges always gave the same single label). A judge
+    with two verdicts on one presentation is an error.
+    """
+    m = VerdictMetrics.of(verdicts, metrics={"kappa"}, pairs=[(judge_1, judge_2)])
+    return m.cohen_kappa(judge_1, judge_2, n_boot=n_boot, seed=seed, ci=ci)
+
+
 def krippendorff_alpha(
     verdicts: Iterable[Verdict],
     *,
@@ -480,45 +611,8 @@ def krippendorff_alpha(
     seed: int = 0,
     ci: float = 0.95,
 ) -> Estimate:
-    """Krippendorff's α (nominal) across a judge panel; units are (criterion, item, A, B)
-    presentations, values the winner labels, bootstrap over units."""
-    units = _units(verdicts)
-    panel = (
-        sorted({j for u in units.values() for j in u if j is not None})
-        if judges is None
-        else list(judges)
-    )
-    values = [[u.get(j) for j in panel] for u in units.values()]
-    types, counts, c = _coincidences(values)
-    if not len(types):
-        return _nan_estimate()
-    value = float(_alpha((counts @ types)[None, :], c)[0])
-    rng = np.random.default_rng(seed)
-    clusters = [u[None] for u in units.values()]
-    if all(k is None for k in clusters):
-        boot = _boot_totals(types, counts, n_boot, rng)
-    else:
-        # Each pairable presentation's coincidence matrix, summed per cluster.
-        per_unit, keep = _unit_coincidences(values)
-        kept = [k for k, ok in zip(clusters, keep, strict=True) if ok]
-        boot = boot_cluster_totals(cluster_totals(kept, per_unit), n_boot, rng)
-    low, high = _interval(_alpha(boot, c), ci)
-    return Estimate(value=value, ci_low=low, ci_high=high, n=int(counts.sum()))
-
-
-def _unit_coincidences(
-    units: Sequence[Sequence[Hashable | None]],
-) -> tuple[FloatArray, np.ndarray]:
-    """Each pairable unit's coincidence matrix (pairable units × C², flattened), and which
-    units are pairable (categories ordered as in `_coincidences`)."""
-    categories = sorted({v for u in units for v in u if v is not None}, key=repr)
-    index = {c: k for k, c in enumerate(categories)}
-    c = max(len(categories), 1)
-    flat = [u * c + index[v] for u, unit in enumerate(units) for v in unit if v is not None]
-    per_unit = np.bincount(flat, minlength=len(units) * c).reshape(len(units), c).astype(float)
-    keep = per_unit.sum(axis=1) >= 2
-    p = per_unit[keep]
-    m = p.sum(axis=1)
-    outer = p[:, :, None] * p[:, None, :]
-    outer[:, np.arange(c), np.arange(c)] -= p
-    return (outer / (m - 1)[:, None, None]).reshape(len(p), c * c), keep
+    """Krippendorff's α (nominal) across a judge panel (`judges`, default every judge); units
+    are (criterion, item, A, B) presentations, values the winner labels, bootstrap over units
+    (or their clusters). A judge with two verdicts on one presentation is an error."""
+    m = VerdictMetrics.of(verdicts, metrics={"alpha"}, panel=judges)
+    return m.krippendorff_alpha(n_boot=n_boot, seed=seed, ci=ci)

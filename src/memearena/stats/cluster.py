@@ -11,6 +11,7 @@ Memory grows with the number of (cluster, pair, outcome) cells met, never with b
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 _OUTCOME = {"model_a": 0, "model_b": 1, "tie": 2, "tie (bothbad)": 2}
+_FLIP = (1, 0, 2)  # the outcome seen from the other side
 _WEIGHT_ELEMENTS = 1 << 23  # rounds × clusters per block of weights (64 MB of int64)
 
 
@@ -196,13 +198,21 @@ class ClusteredCounts:
 
 class ClusteredCountsBuilder:
     """Aggregates battles one at a time into per-cluster counts (streaming: memory grows with
-    the cells met, not with the battles)."""
+    the cells met, not with the battles).
+
+    A battle is one 8-byte cell code in a buffer; full buffers are counted into sorted
+    (code, count) chunks, merged when they outgrow the merged counts, so memory stays about 16
+    bytes per cell met (plus a 512 KB buffer) however many battles arrive."""
+
+    _BUFFER = 1 << 16
 
     def __init__(self, models: Sequence[str], index: ClusterIndex | None = None) -> None:
         self.models = tuple(models)
         self._pos = {m: k for k, m in enumerate(self.models)}
         self.index = index if index is not None else ClusterIndex()
-        self._cells: dict[tuple[int, int, int, int], float] = {}
+        self._buf = array("q")
+        self._chunks: list[tuple[IntArray, FloatArray]] = []
+        self._merged = 0  # cells in the first chunk after the last merge
 
     def add(self, model_a: str, model_b: str, winner: str, cluster: Hashable) -> None:
         """Count one battle in its cluster."""
@@ -217,20 +227,46 @@ class ClusteredCountsBuilder:
             raise StatsError(f"unknown winner {winner!r}")
         if a > b:
             a, b = b, a
-            kind = {0: 1, 1: 0, 2: 2}[kind]
-        key = (self.index(cluster), a, b, kind)
-        self._cells[key] = self._cells.get(key, 0.0) + 1.0
+            kind = _FLIP[kind]
+        m = len(self.models)
+        self._buf.append(((self.index(cluster) * m + a) * m + b) * 3 + kind)
+        if len(self._buf) >= self._BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Count the buffer into a chunk; merge the chunks once they outgrow the merged part."""
+        if self._buf:
+            codes, counts = np.unique(np.frombuffer(self._buf, dtype=np.int64), return_counts=True)
+            self._chunks.append((codes.astype(np.int64), counts.astype(np.float64)))
+            self._buf = array("q")
+        pending = sum(len(c) for c, _ in self._chunks[1:])
+        if len(self._chunks) > 1 and pending >= self._merged:
+            codes = np.concatenate([c for c, _ in self._chunks])
+            counts = np.concatenate([n for _, n in self._chunks])
+            uniq, inverse = np.unique(codes, return_inverse=True)
+            merged = np.bincount(inverse, weights=counts, minlength=len(uniq))
+            self._chunks = [(uniq, merged.astype(np.float64))]
+            self._merged = len(uniq)
 
     def build(self) -> ClusteredCounts:
-        """The counts so far (cluster indices cover every cluster the shared index has seen)."""
-        if self._cells:
-            arr = np.array(list(self._cells), dtype=np.int64)
-            cnt = np.fromiter(self._cells.values(), np.float64, len(self._cells))
-        else:
-            arr = np.zeros((0, 4), dtype=np.int64)
-            cnt = np.zeros(0)
+        """The counts so far (cluster indices cover every cluster the shared index has seen),
+        entries in ascending (cluster, i, j, outcome) order."""
+        self._flush()
+        self._merged = 0  # force the merge of every chunk into one
+        self._flush()
+        codes, cnt = self._chunks[0] if self._chunks else (np.zeros(0, np.int64), np.zeros(0))
+        m = len(self.models)
+        rest, kind = np.divmod(codes, 3)
+        rest, j = np.divmod(rest, max(m, 1))
+        cluster, i = np.divmod(rest, max(m, 1))
         return ClusteredCounts(
-            self.models, len(self.index), arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], cnt
+            self.models,
+            len(self.index),
+            cluster.astype(np.int64),
+            i.astype(np.int64),
+            j.astype(np.int64),
+            kind.astype(np.int64),
+            cnt.astype(np.float64),
         )
 
 

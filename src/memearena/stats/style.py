@@ -27,7 +27,7 @@ RIDGE = 1e-3
 resample in which some model never lost finite."""
 
 _MAX_STEP = 2.0
-_ELEMENTS = 1 << 22  # rounds × observations per block
+_ELEMENTS = 1 << 20  # rounds × observations per block (the fit holds ~8 such arrays)
 
 
 class LengthObservations:
