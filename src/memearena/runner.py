@@ -315,6 +315,16 @@ def _run_arena_locked(
             write_report(run_dir, board)
             if not reused:
                 store.set_meta(ANALYSIS_DIGEST, digest)
+        else:
+            # No setting finished (a spend cap or dead endpoints stopped the run before): the
+            # status replaces any earlier leaderboard, so that neither the file nor the report
+            # can pass an older result off as this run's; the report's banner says why.
+            board = _keep_other_methods(run_dir, {}, [])
+            board["run"] = run_facts(cfg)
+            board["status"] = status.as_json()
+            write_leaderboard(run_dir, board)
+            write_report(run_dir, board)
+            store.set_meta(ANALYSIS_DIGEST, "")
         new_calls = store.count_new_calls(calls_before)
         return ArenaRunResult(
             run_dir,

@@ -138,6 +138,33 @@ def test_max_cost_stops_cleanly_and_a_rerun_resumes(tmp_path: Path) -> None:
     assert done.leaderboard["arena"]["overall"]
 
 
+def test_a_run_stopped_before_any_result_replaces_the_old_leaderboard_with_its_status(
+    tmp_path: Path,
+) -> None:
+    """A finished run, then more memes under a cap already spent: nothing new finishes, so
+    leaderboard.json and the report say so (no older leaderboard passed off as this run's);
+    lifting the cap finishes the run and the leaderboard returns."""
+    priced = {
+        k: v.model_copy(update={"price": Price(input=1000.0, output=1000.0)})
+        for k, v in small_config().models.items()
+    }
+    run = tmp_path / "run"
+    first = run_arena(
+        small_config(limit=1).model_copy(update={"models": priced}), run, show_progress=False
+    )
+    assert first.stopped is None and first.leaderboard["arena"]["overall"]
+    more = small_config(limit=2).model_copy(update={"models": priced})
+    stopped = run_arena(more, run, max_cost=first.cost_usd, show_progress=False)
+    assert stopped.stopped is not None
+    board = json.loads((run / "leaderboard.json").read_text())
+    assert "arena" not in board
+    assert board["status"]["complete"] is False and board["status"]["max_cost"] == first.cost_usd
+    assert 'id="no-results"' in (run / "report.html").read_text()
+    done = run_arena(more, run, show_progress=False)
+    assert done.stopped is None and not done.analysis_reused
+    assert json.loads((run / "leaderboard.json").read_text())["arena"]["overall"]
+
+
 def test_compare_settings_reuses_answers_and_reports_ndcg_per_setting(tmp_path: Path) -> None:
     cfg = small_config(limit=2)
     settings = ["memearena", "none", "self"]
