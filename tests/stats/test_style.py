@@ -61,3 +61,35 @@ def test_length_confounded_with_model_identity_is_an_error_not_a_number() -> Non
         data.add("b", "a", "model_b", 100, 300, meme)
     with pytest.raises(StatsError, match="confounded"):
         length_controlled_bt(data, bootstrap=20)
+
+
+def test_observations_are_summed_exactly_across_buffer_flushes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through a tiny buffer (many chunks and merges) every (cluster, pair, lengths) cell is
+    kept once, with the points and battles of a plain tally, either order of the pair."""
+    monkeypatch.setattr(LengthObservations, "_BUFFER", 5)
+    rng = np.random.default_rng(2)
+    models = ["a", "b", "c"]
+    obs = LengthObservations(models)
+    tally: dict[tuple[str, int, int, float], list[float]] = {}
+    for _ in range(600):
+        x, y = (int(k) for k in rng.choice(3, size=2, replace=False))
+        la, lb = (int(v) for v in rng.integers(10, 13, size=2))
+        w = str(rng.choice(["model_a", "model_b", "tie"]))
+        meme = f"m{rng.integers(6)}"
+        obs.add(models[x], models[y], w, la, lb, meme)
+        score = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[w]
+        ratio = math.log2((la + 1) / (lb + 1))
+        if x > y:
+            x, y, ratio, score = y, x, -ratio, 1.0 - score
+        cell = tally.setdefault((meme, x, y, ratio), [0.0, 0.0])
+        cell[0] += score
+        cell[1] += 1.0
+    cl, i, j, ratio, points, battles = obs.arrays()
+    names = obs.index.keys()
+    got = {
+        (names[c], int(p), int(q), float(r)): [float(s), float(n)]
+        for c, p, q, r, s, n in zip(cl, i, j, ratio, points, battles, strict=True)
+    }
+    assert got == tally

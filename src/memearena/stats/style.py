@@ -10,6 +10,7 @@ length. Intervals come from the same cluster bootstrap as the plain fit.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -30,15 +31,43 @@ _MAX_STEP = 2.0
 _ELEMENTS = 1 << 20  # rounds × observations per block (the fit holds ~8 such arrays)
 
 
+_Cells = tuple[IntArray, FloatArray, FloatArray, FloatArray]  # code, x, points, battles
+
+
+def _collapse(code: IntArray, x: FloatArray, points: FloatArray, battles: FloatArray) -> _Cells:
+    """Rows with the same (code, x) summed into one, in ascending (code, x) order."""
+    if not len(code):
+        return code, x, points, battles
+    order = np.lexsort((x, code))
+    code, x, points, battles = code[order], x[order], points[order], battles[order]
+    new = np.ones(len(code), dtype=bool)
+    new[1:] = (code[1:] != code[:-1]) | (x[1:] != x[:-1])
+    starts = np.flatnonzero(new)
+    return (
+        code[starts],
+        x[starts],
+        np.add.reduceat(points, starts),
+        np.add.reduceat(battles, starts),
+    )
+
+
 class LengthObservations:
     """Battles with the lengths of both answers, aggregated per (cluster, pair, lengths):
-    memory grows with the distinct presentations, not with judges × criteria × orders."""
+    memory grows with the distinct presentations (about 32 bytes each), not with judges ×
+    criteria × orders. Battles wait in a small buffer, then are summed into sorted chunks,
+    merged as they outgrow the merged part (as `ClusteredCountsBuilder` does)."""
+
+    _BUFFER = 1 << 15
 
     def __init__(self, models: Sequence[str], index: ClusterIndex | None = None) -> None:
         self.models = tuple(models)
         self._pos = {m: k for k, m in enumerate(self.models)}
         self.index = index if index is not None else ClusterIndex()
-        self._cells: dict[tuple[int, int, int, float], list[float]] = {}
+        self._code = array("q")
+        self._x = array("d")
+        self._points = array("d")
+        self._chunks: list[_Cells] = []
+        self._merged = 0
 
     def add(
         self,
@@ -57,19 +86,43 @@ class LengthObservations:
         x = math.log2((len_a + 1) / (len_b + 1))
         if a > b:
             a, b, x, score = b, a, -x, 1.0 - score
-        cell = self._cells.setdefault((self.index(cluster), a, b, x), [0.0, 0.0])
-        cell[0] += score
-        cell[1] += 1.0
+        m = len(self.models)
+        self._code.append((self.index(cluster) * m + a) * m + b)
+        self._x.append(x)
+        self._points.append(score)
+        if len(self._code) >= self._BUFFER:
+            self._flush()
+
+    def _flush(self, everything: bool = False) -> None:
+        if self._code:
+            code = np.frombuffer(self._code, dtype=np.int64).copy()
+            self._chunks.append(
+                _collapse(
+                    code,
+                    np.frombuffer(self._x, dtype=np.float64).copy(),
+                    np.frombuffer(self._points, dtype=np.float64).copy(),
+                    np.ones(len(code)),
+                )
+            )
+            self._code, self._x, self._points = array("q"), array("d"), array("d")
+        pending = sum(len(c[0]) for c in self._chunks[1:])
+        if len(self._chunks) > 1 and (everything or pending >= self._merged):
+            parts = list(zip(*self._chunks, strict=True))
+            merged = _collapse(*(np.concatenate(col) for col in parts))
+            self._chunks = [merged]
+            self._merged = len(merged[0])
 
     def arrays(self) -> tuple[IntArray, IntArray, IntArray, FloatArray, FloatArray, FloatArray]:
         """(cluster, i, j, x, points of i, battles) per aggregated observation."""
-        keys = list(self._cells)
-        vals = np.array(list(self._cells.values()), dtype=np.float64).reshape(-1, 2)
-        cl = np.array([k[0] for k in keys], dtype=np.int64)
-        i = np.array([k[1] for k in keys], dtype=np.int64)
-        j = np.array([k[2] for k in keys], dtype=np.int64)
-        x = np.array([k[3] for k in keys], dtype=np.float64)
-        return cl, i, j, x, vals[:, 0], vals[:, 1]
+        self._flush(everything=True)
+        if self._chunks:
+            code, x, points, battles = self._chunks[0]
+        else:
+            code, x, points, battles = (np.zeros(0, np.int64), *(np.zeros(0),) * 3)
+        m = max(len(self.models), 1)
+        rest, j = np.divmod(code, m)
+        cl, i = np.divmod(rest, m)
+        return cl, i, j, x, points, battles
 
 
 @dataclass(frozen=True, eq=False)
