@@ -243,13 +243,9 @@ class _Pass:
                 if not own:
                     self.other.add(a, b, w, cl)
             if judge is not None:
-                self.judge_all.setdefault(
-                    judge, ClusteredCountsBuilder(sorted(targets), self.index)
-                ).add(a, b, w, cl)
+                self._judge_table(self.judge_all, judge, targets).add(a, b, w, cl)
                 if keep:
-                    self.judge_kept.setdefault(
-                        judge, ClusteredCountsBuilder(sorted(targets), self.index)
-                    ).add(a, b, w, cl)
+                    self._judge_table(self.judge_kept, judge, targets).add(a, b, w, cl)
             if not keep:
                 continue
             if with_groups:
@@ -268,6 +264,14 @@ class _Pass:
                 self.lengths.add(a, b, w, len(ans_a["text"]), len(ans_b["text"]), cl)
             self.refusals.add(a, b, w, cl)
         self._refusal_losses(outcome, families, unit, exclude)
+
+    def _judge_table(
+        self, tables: dict[str, ClusteredCountsBuilder], judge: str, targets: Sequence[str]
+    ) -> ClusteredCountsBuilder:
+        table = tables.get(judge)
+        if table is None:
+            table = tables[judge] = ClusteredCountsBuilder(sorted(targets), self.index)
+        return table
 
     def _refusal_losses(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -198,6 +199,20 @@ def nominal_alpha(units: Sequence[Sequence[Hashable | None]]) -> float:
     if not len(types):
         raise StatsError("Krippendorff's alpha needs a unit with at least two values")
     return float(_alpha((counts @ types)[None, :], c)[0])
+
+
+@lru_cache(maxsize=4096)
+def _coincidence_of(counts: tuple[int, int, int]) -> tuple[float, ...]:
+    """A unit's flattened coincidence matrix (by its value counts per label) and a one."""
+    return (*_coincidence_rows(np.array([counts], dtype=float))[0].tolist(), 1.0)
+
+
+def _unit_coincidence(values: Sequence[str]) -> tuple[float, ...]:
+    """The coincidence row (see `_coincidence_of`) of one unit's winner labels."""
+    counts = [0, 0, 0]
+    for x in values:
+        counts[_CODE[x]] += 1
+    return _coincidence_of((counts[0], counts[1], counts[2]))
 
 
 # ---- streaming aggregation --------------------------------------------------------------------
@@ -389,9 +404,7 @@ class VerdictMetrics:
                     else [unit[j] for j in self.panel if j in unit]
                 )
                 if len(judged) >= 2:
-                    counts = np.bincount([_CODE[x] for x in judged], minlength=3)
-                    coincide = [*_coincidence_rows(counts[None, :].astype(float))[0], 1.0]
-                    put(("alpha", None), cluster, coincide)
+                    put(("alpha", None), cluster, _unit_coincidence(judged))
         for (name, cluster), sums in local.items():
             self._sample(name).add(sums, cluster)
 
