@@ -947,10 +947,11 @@ class ArenaPipeline:
     async def _run_active(self, settings: Sequence[str]) -> None:
         """``pairs: active``: stages 1 and 2 stream over the memes, then (task, pair)
         comparisons are chosen actively up to the battle budget. The candidate list (with its
-        answers and guidelines) is held in memory: it is what the sampler chooses from."""
+        answers and guidelines) is held in memory: it is what the sampler chooses from; the
+        battles so far are kept as a count table only."""
         import numpy as np
 
-        from memearena.stats import Battle, next_pairs
+        from memearena.stats import PairCounts, next_pairs
 
         prepared: dict[int, tuple[_MemeJob, str, Any, Any, Any]] = {}
 
@@ -990,11 +991,16 @@ class ArenaPipeline:
             self.progress.stage("judgments", 2 * n_judges * total)
             rng = seeded_rng(self.cfg.seed, "active", setting)
             np_rng = np.random.default_rng(rng.randrange(2**32))
-            so_far: list[Battle] = []
+            # The battles so far as counts, updated as they come (not re-counted every round).
+            targets = tuple(self.acfg.targets)
+            pos = {t: k for k, t in enumerate(targets)}
+            wins = np.zeros((len(targets), len(targets)))
+            ties = np.zeros_like(wins)
             used = 0
             while used < budget and any(by_pair.values()):
                 want = min(16, budget - used)
-                chosen = next_pairs(so_far, list(self.acfg.targets), want, np_rng)
+                so_far = PairCounts(targets, wins.copy(), ties.copy())
+                chosen = next_pairs(so_far, list(targets), want, np_rng)
                 batch: list[tuple[int, int, str, str]] = []
                 for x, y in chosen:
                     key = (x, y) if (x, y) in by_pair else (y, x)
@@ -1023,13 +1029,14 @@ class ArenaPipeline:
                     assert not isinstance(pairs, BaseException)
                     for jp in pairs:
                         for row in self.battle_rows(setting, jp):
-                            so_far.append(
-                                Battle(
-                                    model_a=row["model_a"],
-                                    model_b=row["model_b"],
-                                    winner=row["winner"],
-                                )
-                            )
+                            ia, ib = pos[row["model_a"]], pos[row["model_b"]]
+                            if row["winner"] == "model_a":
+                                wins[ia, ib] += 1.0
+                            elif row["winner"] == "model_b":
+                                wins[ib, ia] += 1.0
+                            else:
+                                ties[ia, ib] += 1.0
+                                ties[ib, ia] += 1.0
                 for i in per_meme:
                     prepared[i][0].part = None
                     self._merge_tally(prepared[i][0])
