@@ -225,3 +225,21 @@ def test_demo_recovers_the_true_order_and_flags_the_self_preferring_judge(
     assert cfg.models["sim-judge-drizzle"].self_bias > 0  # type: ignore[union-attr]
     again = run_arena(cfg, tmp_path / "demo", show_progress=False)
     assert again.new_calls == 0
+
+
+def test_battle_files_are_one_ascii_line_per_battle_whatever_the_text(tmp_path: Path) -> None:
+    """Battle lines are written fast (msgspec) but never hold raw non-ASCII text: a U+2028 in
+    an id would split the line for readers that honour Unicode line breaks."""
+    from memearena.analysis.arena import write_arena_outputs
+    from memearena.pipelines.arena import ArenaOutcome
+
+    cfg = small_config(limit=1)
+    rows = [
+        {"model_a": "t-mid", "model_b": "t-weak", "winner": "model_a", "item": "plain"},
+        {"model_a": "t-mid", "model_b": "t-weak", "winner": "tie", "item": "m\u2028é\u0000"},
+    ]
+    write_arena_outputs(tmp_path, {"arena": {}}, [ArenaOutcome("memearena", rows)], cfg)
+    raw = (tmp_path / "battles.jsonl").read_bytes()
+    assert raw.isascii()
+    lines = raw.decode().splitlines()
+    assert [json.loads(line) for line in lines] == rows
