@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
-from memearena.store.runstore import create_private
+from memearena.store.runstore import PAGE_CACHE_KIB, create_private
 from memearena.store.sqlite_util import insert_many
 
 if TYPE_CHECKING:
@@ -227,6 +227,7 @@ class ResponseCache:
             # safe either way). A corrupt cache would fail later runs or serve damaged entries:
             # not worth the ~8 us a call that OFF saves here.
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")  # random keys, see there
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses ("
                 " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL"
