@@ -71,6 +71,18 @@ def test_member_views_stream_in_seq_order_with_their_artifacts(tmp_path: Path) -
         assert list(store.iter_members("view")) == []
 
 
+def test_member_views_read_by_coord_keep_each_items_members_together(tmp_path: Path) -> None:
+    """Run order can interleave two items (one moved, one not); read by coord, an item's
+    members come together, as a per-meme aggregation needs."""
+    with RunStore(tmp_path / "run.db") as store:
+        store.add_members("view", "m2", [("m2\x1fx", 2, None, None, None)])
+        store.add_members("view", "m1", [("m1\x1fx", 1, None, None, None)])
+        store.add_members("view", "m1", [("m1\x1fy", 3, None, None, None)])
+        assert [r[0] for r in store.iter_members("view")] == ["m1\x1fx", "m2\x1fx", "m1\x1fy"]
+        by_coord = [r[0] for r in store.iter_members("view", by_coord=True)]
+        assert by_coord == ["m1\x1fx", "m1\x1fy", "m2\x1fx"]
+
+
 def test_items_are_dropped_moved_and_retained_with_their_completion_records(
     tmp_path: Path,
 ) -> None:

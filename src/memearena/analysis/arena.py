@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from memearena.config import ArenaConfig, RunConfig, SimModelConfig
-from memearena.pipelines.arena import ArenaOutcome
+from memearena.pipelines.arena import ArenaOutcome, JudgedStream
 from memearena.pipelines.schedule import owns
 from memearena.stats import (
     Estimate,
@@ -503,15 +503,18 @@ def verdict_batches(
 ) -> Iterator[list[Verdict]]:
     """Every parsed verdict as shown to the judge (``model_a`` = the response shown first),
     both orders, per criterion, with the responses' lengths in characters and the bootstrap
-    unit (`unit`) it belongs to: one list per meme (the store keeps a meme's verdicts
-    together), so that a meme's verdicts can be matched across orders and judges and then
-    dropped. `failures`, when given, counts each judge's unparsed verdict calls."""
+    unit (`unit`) it belongs to: one list per meme, so that a meme's verdicts can be matched
+    across orders and judges and then dropped. `failures`, when given, counts each judge's
+    unparsed verdict calls."""
     as_winner = {"A": "model_a", "B": "model_b", "tie": "tie"}
     serial = 0
     batch: list[Verdict] = []
     current: str | None = None
     finished: set[str] = set()
-    for jp in outcome.judged:
+    judged = outcome.judged
+    # Read from the store by meme (run order can interleave a meme whose place changed).
+    stream = judged.by_meme() if isinstance(judged, JudgedStream) else judged
+    for jp in stream:
         t = jp.task
         if t.meme.uid != current:
             if batch:

@@ -248,10 +248,19 @@ class JudgedStream:
         self._memes = memes
 
     def __iter__(self) -> Iterator[JudgedPair]:
+        return self._pairs(by_meme=False)
+
+    def by_meme(self) -> Iterator[JudgedPair]:
+        """The same judged pairs, each meme's together (in meme id order, not run order)."""
+        return self._pairs(by_meme=True)
+
+    def _pairs(self, by_meme: bool) -> Iterator[JudgedPair]:
         store = self._ref.get()
         ctx_key: str | None = None
         tasks: dict[str, Task] = {}
-        rows = store.iter_members(judged_view(self.setting), ("verdict", "verdict", None))
+        rows = store.iter_members(
+            judged_view(self.setting), ("verdict", "verdict", None), by_coord=by_meme
+        )
         for coord, refs, (fwd, bwd, _) in rows:
             uid, level, x, y, judge = coord.split(SEP)
             if refs[2] != ctx_key:

@@ -714,18 +714,20 @@ class RunStore:
         kinds: tuple[str | None, str | None, str | None] = (None, None, None),
         *,
         coord_prefix: str | None = None,
+        by_coord: bool = False,
     ) -> Iterator[tuple[str, tuple[str | None, ...], tuple[dict[str, Any] | None, ...]]]:
-        """A view's members in ``seq`` order as ``(coord, refs, values)``, where ``values[i]``
-        is the artifact of kind ``kinds[i]`` under ``refs[i]`` (None if absent or not asked
-        for); streamed, so memory follows the chunk, not the view. ``coord_prefix`` narrows
-        the view to the coords that start with it."""
+        """A view's members in ``seq`` order (or in ``coord`` order, which keeps an item's
+        members together whatever their ``seq``) as ``(coord, refs, values)``, where
+        ``values[i]`` is the artifact of kind ``kinds[i]`` under ``refs[i]`` (None if absent or
+        not asked for); streamed, so memory follows the chunk, not the view. ``coord_prefix``
+        narrows the view to the coords that start with it."""
         params: list[Any] = [k for k in kinds if k is not None]
         sql = self._member_sql(kinds) + " WHERE m.view=?"
         params.append(view)
         if coord_prefix is not None:
             sql += " AND m.coord >= ? AND m.coord < ?"
             params += [coord_prefix, coord_prefix + "\U0010ffff"]
-        sql += " ORDER BY m.seq"
+        sql += " ORDER BY m.coord" if by_coord else " ORDER BY m.seq"
         for row in self._stream(sql, tuple(params)):
             values = tuple(None if v is None else _loads(v) for v in row[4:])
             yield row[0], (row[1], row[2], row[3]), values
