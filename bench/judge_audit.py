@@ -26,15 +26,15 @@ from rich.console import Console
 
 from memearena.data import load_datasets
 from memearena.demo import demo_config
-from memearena.pipelines.judge_audit.items import meme_image
-from memearena.pipelines.judge_audit.perturb import (
+from memearena.methods.judge_audit.items import meme_image
+from memearena.methods.judge_audit.perturb import (
     SHOWS_KEY,
     ImageStore,
     PerturbContext,
     Triplet,
     perturb,
 )
-from memearena.report.judge_audit import demo_check
+from memearena.methods.judge_audit.view import demo_check
 from memearena.runner_judge_audit import run_judge_audit
 
 

@@ -66,7 +66,7 @@ def _timed(module: Any, name: str, acc: dict[str, float]) -> None:
 
 
 def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
-    import memearena.analysis.arena as analysis
+    import memearena.methods.arena.analysis as analysis
     import memearena.runner as runner
     from memearena.config import DatasetConfig
     from memearena.demo import demo_config
@@ -118,7 +118,7 @@ def child_baseline(calls: int) -> dict[str, Any]:
     """CPU per call of the model layer alone on Arena-shaped requests."""
     from memearena.demo import demo_config
     from memearena.models import ModelPool, ResponseCache
-    from memearena.pipelines.steps import bounded_map
+    from memearena.engine.steps import bounded_map
     from memearena.prompts import build_messages
     from memearena.runner import sim_world
     from memearena.store import RunStore

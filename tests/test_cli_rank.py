@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from memearena.cli_rank import rank_command
+from memearena.cli.rank import rank_command
 
 app = typer.Typer()
 app.command("rank")(rank_command)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memearena.config import RunConfig
-from memearena.configdoc import field_docstrings, render_config_doc
+from memearena.config.doc import field_docstrings, render_config_doc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,13 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 def test_config_doc_is_up_to_date() -> None:
     committed = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == render_config_doc(), (
-        "docs/config.md is stale: run `python -m memearena.configdoc > docs/config.md`"
+        "docs/config.md is stale: run `python -m memearena.config.doc > docs/config.md`"
     )
 
 
 def test_config_doc_documents_every_option_of_every_section() -> None:
     doc = render_config_doc()
-    from memearena.configdoc import _walk
+    from memearena.config.doc import _walk
 
     for cls, _ in _walk(RunConfig):
         docs = field_docstrings(cls)

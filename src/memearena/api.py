@@ -253,7 +253,7 @@ class ArenaResult:
     def answers(self) -> pd.DataFrame:
         """Every stored answer (``run.db``): item, context level, model, text and whether it had
         the requested sections. Text is the model's untrusted output: escape before rendering."""
-        from memearena.pipelines.arena import stored_answers
+        from memearena.methods.arena.stages import stored_answers
 
         rows = []
         for item, level, model, value in self._with_store(lambda s: list(stored_answers(s))):
@@ -450,7 +450,7 @@ def _run_adapt(
 ) -> AdaptResult:
     """Run (or resume) Adapt in ``run_dir``; returns its results (see :class:`AdaptResult`)."""
     from memearena.config import load_config
-    from memearena.pipelines.adapt import run_adapt as run
+    from memearena.methods.adapt.driver import run_adapt as run
 
     if isinstance(cfg, str | Path):
         cfg = load_config(cfg)
@@ -463,7 +463,7 @@ def _run_adapt(
 def _plan_adapt(cfg: RunConfig | str | Path) -> PlannedCalls:
     """Dry run of Adapt: the calls, tokens and cost a run would make; nothing is called."""
     from memearena.config import load_config
-    from memearena.pipelines.adapt import plan_adapt as plan
+    from memearena.methods.adapt.driver import plan_adapt as plan
 
     if isinstance(cfg, str | Path):
         cfg = load_config(cfg)

@@ -80,7 +80,7 @@ def run_demo(
         settings=settings,
     )
     print_arena_summary(console, result)
-    from memearena.pipelines.adapt.demo import run_adapt_demo
+    from memearena.methods.adapt.demo import run_adapt_demo
 
     run_adapt_demo(run_dir, console=console, show_progress=show_progress, seed=seed)
     return result

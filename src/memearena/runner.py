@@ -19,7 +19,7 @@ from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, che
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
 from memearena.errors import DataError, IncompatibleRunError
 from memearena.models import ModelPool, ResponseCache
-from memearena.pipelines.arena import (
+from memearena.methods.arena.stages import (
     ANSWERS_VIEW,
     STAGES,
     ArenaOutcome,
@@ -27,9 +27,9 @@ from memearena.pipelines.arena import (
     StageCount,
     judged_view,
 )
-from memearena.pipelines.progress import StageProgress
+from memearena.engine.progress import StageProgress
 from memearena.prompts import template_hashes
-from memearena.runstatus import RunStatus, arena_status
+from memearena.engine.status import RunStatus, arena_status
 from memearena.sim.world import SimWorld
 from memearena.store import CallRecord, RunLock, RunStore
 
@@ -58,7 +58,7 @@ class ArenaRunResult:
     cost_usd: float
     stopped: str | None
     status: RunStatus | None = None
-    """What is missing, why, the spend and the exit code (``memearena.runstatus``)."""
+    """What is missing, why, the spend and the exit code (``memearena.engine.status``)."""
     stages: dict[str, StageCount] = field(default_factory=dict)
     """Per stage: steps reused from the run directory, newly computed, and failed."""
     analysis_reused: bool = False
@@ -150,7 +150,7 @@ def analysis_digest(
     the member views (which answers and verdicts make up each setting), the calls and errors on
     record, and the analysis code. Equal digests, equal leaderboards."""
     from memearena import __version__
-    from memearena.analysis import arena as analysis
+    from memearena.methods.arena import analysis
 
     h = hashlib.sha256()
     for part in (
@@ -255,7 +255,7 @@ def _run_arena_locked(
     show_progress: bool,
     bootstrap: int | None,
 ) -> ArenaRunResult:
-    from memearena.analysis.arena import arena_leaderboard, write_arena_outputs
+    from memearena.methods.arena.analysis import arena_leaderboard, write_arena_outputs
     from memearena.report.html import write_report
 
     audit_notes = _judge_audit_warnings(cfg, console)
@@ -348,7 +348,7 @@ def _judge_audit_warnings(cfg: RunConfig, console: Console | None) -> list[str]:
         return []
     from rich.markup import escape
 
-    from memearena.analysis.judge_audit import audit_warnings
+    from memearena.methods.judge_audit.analysis import audit_warnings
 
     notes = audit_warnings(cfg.arena.judge_audit, cfg.arena.judges)
     out = console or Console(stderr=True)

@@ -22,8 +22,8 @@ from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.errors import DataError
-from memearena.pipelines.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
-from memearena.pipelines.progress import StageProgress
+from memearena.methods.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
+from memearena.engine.progress import StageProgress
 from memearena.runner import (
     CACHE_FILE,
     PlannedCalls,
@@ -165,9 +165,9 @@ def _run_locked(
     show_progress: bool,
     bootstrap: int | None,
 ) -> JudgeAuditRunResult:
-    from memearena.analysis.judge_audit import judge_audit_section, score_rows
+    from memearena.methods.judge_audit.analysis import judge_audit_section, score_rows
     from memearena.report.html import write_report
-    from memearena.report.judge_audit import attach_thumbnails
+    from memearena.methods.judge_audit.view import attach_thumbnails
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
@@ -238,7 +238,7 @@ def run_demo_audit(
     """The demo's audit: run it, print the evaluator leaderboard and whether each injected
     bias is flagged on the judge that has it and the clean judge on none; return the config
     with the Arena pointed at this audit (so it warns about flagged panel judges)."""
-    from memearena.report.judge_audit import demo_check, print_judge_audit_summary
+    from memearena.methods.judge_audit.view import demo_check, print_judge_audit_summary
 
     console.print(
         "[bold]Judge audit[/bold] — compositional bias (BD/BC) and position, verbosity and "

@@ -95,7 +95,7 @@ def test_end_of_run_summary_survives_hostile_model_names(tmp_path: Path) -> None
 def test_models_check_survives_a_hostile_reply(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memearena.models_check as mc
+    import memearena.cli.models as mc
 
     class Hostile:
         def respond(self, model: str, role: str, messages: Any, params: Any) -> str:

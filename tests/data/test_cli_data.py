@@ -8,7 +8,7 @@ import typer
 from data_helpers import write_image, write_jsonl
 from typer.testing import CliRunner
 
-from memearena.cli_data import check_command
+from memearena.cli.data import check_command
 
 app = typer.Typer()
 app.command()(check_command)

@@ -501,14 +501,14 @@ class Section:
 
 
 def _adapt_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    from memearena.report.adapt import adapt_view
+    from memearena.methods.adapt.view import adapt_view
 
     view = adapt_view(board)
     return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
 
 
 def _judge_audit_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    from memearena.report.judge_audit import judge_audit_view
+    from memearena.methods.judge_audit.view import judge_audit_view
 
     return judge_audit_view(section)
 

@@ -1,0 +1,311 @@
+"""The ``memearena`` command line. Errors are one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from memearena.cli.adapt import adapt_app
+from memearena.cli.data import check_command
+from memearena.cli.judge_audit import judge_audit_app
+from memearena.cli.rank import rank_command
+from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe
+
+app = typer.Typer(
+    name="memearena",
+    help="Evaluate how well multimodal LLMs understand harmful memes, and audit their judges.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
+models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(models_app, name="models")
+app.add_typer(adapt_app, name="adapt")
+
+# Piped output (logs, CI) gets a fixed width: the summary tables fit 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=80)
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+]
+MaxCostOpt = Annotated[
+    float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+]
+
+
+def print_error(e: BaseException) -> None:
+    """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
+    err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
+
+
+def one_line_errors(fn: F) -> F:
+    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only); numeric
+    options are range-checked first."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
+            return fn(*args, **kwargs)
+        except MemearenaError as e:
+            print_error(e)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted: re-run the same command to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("memearena")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+            v = "unknown (not installed)"
+        typer.echo(f"memearena {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Evaluate how well multimodal LLMs understand harmful memes, and audit their judges."""
+
+
+@app.command()
+@one_line_errors
+def demo(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default runs/demo[-seedS]).")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated world.")] = 0,
+    null_world: Annotated[
+        bool,
+        typer.Option(
+            "--null-world", help="Null control: no world parameter lets guidelines matter."
+        ),
+    ] = False,
+    compare_settings: Annotated[
+        bool,
+        typer.Option(
+            "--compare-settings",
+            help="Judge the same answers under every guideline setting; compare vs the truth.",
+        ),
+    ] = False,
+) -> None:
+    """Run the Arena offline on the bundled demo memes with simulated models."""
+    from memearena.demo import demo_run_dir, run_demo
+
+    run_demo(
+        out or demo_run_dir(seed, null_world),
+        console=console,
+        show_progress=not no_progress,
+        seed=seed,
+        null_world=null_world,
+        compare_settings=compare_settings,
+    )
+
+
+@app.command()
+@one_line_errors
+def arena(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    out: OutOpt = None,
+    dry_run: DryRunOpt = False,
+    max_cost: MaxCostOpt = None,
+    compare_settings: Annotated[
+        bool,
+        typer.Option(
+            "--compare-settings",
+            help="Judge the same answers under every guideline setting; compare judge NDCG.",
+        ),
+    ] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
+    from memearena.config import check_wall_time, load_config
+    from memearena.methods.arena.stages import load_human_guidelines
+    from memearena.report.console import print_arena_summary, print_plan
+    from memearena.runner import plan_arena, run_arena
+    from memearena.engine.status import print_run_status
+
+    cfg = load_config(config)
+    if cfg.arena is None:
+        raise MemearenaError(f"{config}: arena: section is missing")
+    settings = _settings(cfg.arena, compare_settings)
+    if dry_run:
+        from memearena.cli.models import warn_missing_keys
+
+        plan = plan_arena(cfg, settings)
+        print_plan(console, cfg, plan)
+        check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
+        warn_missing_keys(cfg, err_console)
+        return
+    if "human" in settings:
+        load_human_guidelines(cfg.arena.human_guidelines)  # a bad file fails before any call
+    run_dir = (out or Path("runs")) / cfg.run
+    result = run_arena(
+        cfg,
+        run_dir,
+        max_cost=max_cost,
+        settings=settings,
+        console=console,
+        show_progress=not no_progress,
+        cache_path=(out or Path("runs")) / "cache.sqlite",
+    )
+    print_arena_summary(console, result)
+    if result.status is not None:
+        # Exit codes: 1 incomplete (a model produced nothing, items missing, no battles),
+        # 3 spend cap reached (see memearena.engine.status).
+        print_run_status(console, result.status)
+        if result.status.exit_code:
+            raise typer.Exit(result.status.exit_code)
+    elif result.stopped:
+        raise typer.Exit(3)
+
+
+def _settings(acfg: Any, compare: bool) -> list[str]:
+    if not compare:
+        return [acfg.setting]
+    chosen = [acfg.setting, *(s for s in ("memearena", "none", "self") if s != acfg.setting)]
+    if acfg.human_guidelines is not None and "human" not in chosen:
+        chosen.append("human")
+    return chosen
+
+
+@app.command("sim-serve")
+@one_line_errors
+def sim_serve(
+    port: Annotated[int, typer.Option("--port")] = 8000,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    latency_ms: Annotated[float, typer.Option("--latency-ms")] = 0.0,
+    fail_rate: Annotated[float, typer.Option("--fail-rate")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Also serve this run config's provider: sim models."),
+    ] = None,
+) -> None:
+    """Serve the simulated world as an OpenAI-compatible endpoint (with injected faults)."""
+    from memearena.config import load_config
+    from memearena.sim.serve import serve_world
+
+    cfg = load_config(config) if config is not None else None
+    # Announced once listening: a bad option or a port in use is one error line, no banner.
+    banner = (
+        f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
+        f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
+    )
+    serve_world(
+        host=host,
+        port=port,
+        latency_ms=latency_ms,
+        fail_rate=fail_rate,
+        seed=seed,
+        config=cfg,
+        banner=banner,
+    )
+
+
+@app.command()
+@one_line_errors
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holding leaderboard.json).")],
+) -> None:
+    """Re-render a run's report.html from its leaderboard.json."""
+    import json
+
+    from memearena.report.html import write_report
+
+    src = run_dir / "leaderboard.json"
+    try:
+        board = json.loads(src.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
+    console.print(f"wrote {console_safe(write_report(run_dir, board))}", highlight=False)
+
+
+@app.command()
+@one_line_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
+    table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
+    to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
+) -> None:
+    """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
+    from memearena.store import RunStore
+
+    if table not in ("calls", "artifacts", "errors"):
+        raise MemearenaError(f"--table: must be calls, artifacts or errors, got {table!r}")
+    if fmt not in ("jsonl", "csv"):
+        raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
+    db = run_dir / "run.db"
+    if not db.exists():
+        raise MemearenaError(f"{db}: no run database here")
+    with RunStore(db) as store:
+        if to is not None and str(to) == "-":
+            n = store.write_export(table, sys.stdout, fmt)  # type: ignore[arg-type]
+            sys.stdout.flush()
+            err_console.print(f"wrote {n:,} rows to stdout", highlight=False)
+            return
+        target = to or run_dir / f"{table}.{fmt}"
+        n = store.export(table, target, fmt)  # type: ignore[arg-type]
+    console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
+
+
+@models_app.command("check")
+@one_line_errors
+def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).")]) -> None:
+    """Ping every configured model with a tiny multimodal request."""
+    from memearena.config import load_config
+    from memearena.cli.models import check_models
+
+    ok = check_models(load_config(config), console)
+    if not ok:
+        raise typer.Exit(1)
+
+
+app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
+    one_line_errors(rank_command)
+)
+data_app.command("check", help="Validate every item of a config's datasets.")(
+    one_line_errors(check_command)
+)
+app.add_typer(judge_audit_app, name="judge-audit")
+
+
+def main() -> None:
+    """Entry point of the ``memearena`` script."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

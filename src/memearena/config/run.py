@@ -1,0 +1,651 @@
+"""Run configs: the YAML users write, validated by pydantic. Errors name the field."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memearena.methods.adapt.config import AdaptConfig
+from memearena.methods.judge_audit.config import JudgeAuditConfig
+from memearena.errors import ConfigError
+from memearena.models.types import GenParams
+
+CRITERIA: tuple[str, ...] = (
+    "instruction_following",
+    "redundancy",
+    "correctness",
+    "relevance",
+    "accuracy",
+)
+"""The Arena's five judging criteria, in the order judges are asked for them."""
+
+MAX_BOOTSTRAP = 100_000
+"""Most bootstrap rounds any option accepts (every ``bootstrap`` in a config, ``--bootstrap``):
+rounds x models x models counts must fit in memory."""
+MAX_ABS_NUMBER = 1e15
+"""Largest magnitude of any number in a config (a sanity bound: no option needs more)."""
+MAX_FUSION_ROUNDS = 1_000
+"""Most guideline refinement rounds per meme."""
+
+# Key shapes of the major providers: a pasted key must never be stored as an env-var name.
+_KEY_PREFIXES = (
+    "sk-",  # OpenAI (sk-proj-, sk-svcacct-), Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+    "sk_",
+    "aiza",  # Google (Gemini / AI Studio)
+    "gsk_",  # Groq
+    "xai-",  # xAI
+    "hf_",  # Hugging Face
+    "r8_",  # Replicate
+    "pplx-",  # Perplexity
+    "nvapi-",  # NVIDIA
+    "fw_",  # Fireworks
+    "akia",  # AWS access key id
+    "asia",  # AWS temporary key id
+    "ghp_",  # GitHub
+    "github_pat_",
+    "glpat-",  # GitLab
+    "ya29.",  # Google OAuth access token
+    "eyj",  # a JWT
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Keys without a prefix (Mistral, Cohere, Together, Azure): long random-looking tokens.
+_RANDOM_TOKEN = re.compile(r"(?=.*\d)(?=.*[a-z])[A-Za-z0-9]{24,}|[0-9a-fA-F]{32,}")
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether ``value`` has the shape of an API key rather than an environment-variable name."""
+    v = value.strip()
+    return (
+        v.lower().startswith(_KEY_PREFIXES)
+        or not _ENV_NAME.fullmatch(v)
+        or bool(_RANDOM_TOKEN.fullmatch(v))
+    )
+
+
+def _check_url(u: object) -> str:
+    if not isinstance(u, str):
+        raise ValueError(f"must be a URL string, got {type(u).__name__}")
+    if not u.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {_clip(u)!r}")
+    try:
+        parts = urlsplit(u)
+        _ = parts.port  # raises on a malformed port
+    except ValueError as e:
+        raise ValueError(f"invalid URL {_clip(u)!r} ({e})") from None
+    if not parts.hostname:
+        raise ValueError(f"URL {_clip(u)!r} has no host")
+    if any(c.isspace() or ord(c) < 32 for c in u):
+        raise ValueError(f"URL {_clip(u)!r} contains whitespace or control characters")
+    return u
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class _Strict(BaseModel):
+    # Infinity and NaN are never a meaningful option (timeout .inf hangs, price .inf is not JSON).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Price(_Strict):
+    """USD per one million tokens."""
+
+    input: float = Field(0.0, ge=0, le=10_000)
+    """USD per 1M input (prompt) tokens."""
+    output: float = Field(0.0, ge=0, le=10_000)
+    """USD per 1M output (completion) tokens."""
+
+
+class _ModelCommon(_Strict):
+    max_concurrency: int = Field(16, gt=0, le=4096)
+    """Most requests in flight to this model at once."""
+    rpm: float | None = Field(None, gt=0, le=1_000_000)
+    """Most requests per minute (None: unlimited); a run it would slow past ``max_wall_hours``
+    is refused when it is planned."""
+    timeout: float = Field(120.0, gt=0, le=3600)
+    """Seconds before one request is abandoned (and retried); at most an hour."""
+    max_retries: int = Field(6, ge=0, le=50)
+    """Retries of a transient failure (429, 5xx, timeout) before the call is recorded as failed."""
+    temperature: float | None = Field(None, ge=0, le=10)
+    """Sampling temperature (None: the endpoint's default)."""
+    top_p: float | None = Field(None, gt=0, le=1)
+    """Nucleus sampling mass (None: the endpoint's default)."""
+    max_tokens: int | None = Field(None, gt=0, le=10_000_000)
+    """Most output tokens per call (None: the endpoint's default)."""
+    seed: int | None = None
+    """Sampling seed passed to endpoints that honour it."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """Reasoning effort for reasoning models (sent only when set)."""
+    price: Price = Field(default_factory=Price)
+    """Cost per 1M tokens, used for accounting, --dry-run estimates and --max-cost."""
+    structured_outputs: bool = False
+    """Ask for schema-constrained JSON (``response_format`` json_schema) where a role has a
+    schema (Arena judges); set it only for endpoints that support structured outputs."""
+    max_response_bytes: int = Field(2_000_000, gt=0, le=1_000_000_000)
+    """Largest reply accepted, in bytes: reading stops there and the call fails (never cached)."""
+
+    def gen_params(self) -> GenParams:
+        """The generation parameters this model is called with."""
+        return GenParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            reasoning_effort=self.reasoning_effort,
+        )
+
+
+class OpenAIModelConfig(_ModelCommon):
+    """Any OpenAI-compatible chat-completions endpoint (OpenAI, Gemini/Anthropic compatibility
+    endpoints, vLLM, SGLang, Ollama, LM Studio)."""
+
+    provider: Literal["openai"]
+    """Always ``openai`` for OpenAI-compatible endpoints."""
+    model: str
+    """Model name the endpoint expects (e.g. ``gpt-4o-2024-08-06``)."""
+    base_url: str | list[str] | None = None
+    """Endpoint URL, or several replicas to balance over (None: api.openai.com)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    family: str | None = None
+    """Model family (e.g. ``gpt``), used to measure self-preference of judges."""
+    batch: bool = False
+    """Send this model's calls through the OpenAI-compatible Batch API (``/v1/files`` +
+    ``/v1/batches``): cheaper, slower (up to the provider's 24 h window), resumable."""
+    batch_discount: float = Field(0.5, gt=0, le=1)
+    """Share of ``price`` a batched call costs (0.5 at most providers); used for spend and
+    ``--dry-run``."""
+    batch_poll_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds between two polls of a pending batch."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
+        urls = [v] if isinstance(v, str) else (v or [])
+        for u in urls:
+            _check_url(u)
+        if isinstance(v, list) and not v:
+            raise ValueError("must list at least one URL")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        # The value is never echoed: it may be a real key pasted by mistake.
+        if v is not None and looks_like_key(v):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
+                "not a key or anything shaped like one"
+            )
+        return v
+
+    def urls(self) -> list[str]:
+        """The replica URLs (empty: the SDK default)."""
+        if self.base_url is None:
+            return []
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+
+class SimModelConfig(_ModelCommon):
+    """A simulated model (offline; labelled simulated everywhere it appears)."""
+
+    provider: Literal["sim"]
+    """Always ``sim`` for the built-in simulated world."""
+    skill: float = Field(0.5, ge=0, le=1)
+    """Latent skill of a simulated target: probability each background fact it states is right."""
+    family: str | None = None
+    """Family name; a self-preferring judge favours answers of its own family."""
+    position_bias: float = Field(0.0, ge=-1, le=1)
+    """Judge: extra preference for the response shown first (A); negative favours B."""
+    verbosity_bias: float = Field(0.0, ge=0, le=1)
+    """Judge: extra preference for the longer response."""
+    self_bias: float = Field(0.0, ge=0, le=1)
+    """Judge: extra preference for responses of its own family."""
+    noise: float = Field(0.15, ge=0, le=2)
+    """Judge: standard deviation of the noise added to every quality comparison."""
+    guideline_damping: float = Field(0.0, ge=0, le=1)
+    """Judge: how far settled beliefs damp its biases: each bias is scaled by
+    1 − guideline_damping × coverage, coverage being the share of the meme's facts and target
+    its beliefs settle after reading the guideline (0: biases no guideline can change)."""
+    family_misbeliefs: float = Field(0.0, ge=0, le=1)
+    """Share of a model's misbelief draws made once per family instead of per model, so models
+    of one family hold the same false beliefs about a meme (0: independent)."""
+    ignores_image: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far a pointwise judge overlooks the image (a missing or mismatched
+    image barely lowers its score)."""
+    query_trust: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far it over-trusts the query (a mismatched query goes unnoticed; an
+    appended description raises its score)."""
+    text_sway: float = Field(0.0, ge=0, le=1)
+    """Judge audit: how far text drawn into the image moves its score."""
+    refusal_rate: float = Field(0.0, ge=0, le=1)
+    """Target: probability of refusing to answer."""
+    format_error_rate: float = Field(0.0, ge=0, le=1)
+    """Probability an answer omits the requested sections / JSON (a malformed output)."""
+    latency_ms: float = Field(0.0, ge=0, le=600_000)
+    """Simulated response latency."""
+    model: str | None = None
+    """Display name (defaults to the config key)."""
+    category_skill: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """Target (Adapt): understanding per harm category, overriding ``skill`` in that category."""
+
+
+ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator="provider")]
+
+DatasetFormat = Literal["fhm", "harm", "mami", "mm-judgebias", "folder", "jsonl", "csv", "demo"]
+
+
+class DatasetConfig(_Strict):
+    """One dataset to load; paths are relative to the config file."""
+
+    format: DatasetFormat
+    """File format: fhm, harm, mami, mm-judgebias, folder, jsonl, csv or demo (bundled)."""
+    path: Path | None = None
+    """Annotation file (or folder for ``folder``); not needed for ``demo``."""
+    image_root: Path | None = None
+    """Folder image paths are relative to (default: the annotation file's folder)."""
+    split: str | None = None
+    """Split name recorded on every item (default: the file's stem)."""
+    harmful_only: bool = False
+    """Keep only items labelled harmful."""
+    limit: int | None = Field(None, gt=0, le=100_000_000)
+    """Keep at most this many items (after sampling)."""
+    sample: int | None = Field(None, gt=0, le=100_000_000)
+    """Draw this many items at random, stratified by the harmful label, with ``sample_seed``."""
+    sample_seed: int = 0
+    """Seed of the stratified sample."""
+    skip_bad: bool = False
+    """Deprecated, kept for old configs: malformed rows are always recorded and skipped unless
+    ``strict`` is set."""
+    strict: bool = False
+    """Stop at the first malformed row or conflicting duplicate instead of recording it."""
+    ids: list[str | int] | None = None
+    """Keep only these item ids (canonical form, e.g. FHM ``8291`` = ``"08291"``)."""
+    exclude: list[str | int] = Field(default_factory=list)
+    """Leave out these item ids (applied before ``harmful_only``, ``sample`` and ``limit``)."""
+    fields: dict[Literal["id", "image", "text", "label", "labels"], str] | None = None
+    """``jsonl``/``csv`` only: the file's name for each field, e.g. ``{image: img}``."""
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> DatasetConfig:
+        if self.format != "demo" and self.path is None:
+            raise ValueError(f"format {self.format!r} needs a 'path'")
+        if self.fields is not None:
+            if self.format not in ("jsonl", "csv"):
+                raise ValueError(
+                    f"'fields' applies to formats jsonl and csv, not {self.format!r} "
+                    "(published formats have fixed field names)"
+                )
+            names = list(self.fields.values())
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"'fields' maps several fields to the same column {dup}")
+            if any(not n.strip() for n in names):
+                raise ValueError("'fields' names must not be empty")
+        return self
+
+
+class ImageConfig(_Strict):
+    """How images are prepared before they are sent."""
+
+    max_side: int = Field(1024, ge=64, le=16_384)
+    """Longest side in pixels after resizing."""
+    max_pixels: int = Field(40_000_000, gt=0, le=1_000_000_000)
+    """Images with more pixels are rejected (decompression-bomb guard)."""
+
+
+class ArenaConfig(_Strict):
+    """The Arena method: contexts, answers, guideline fusion, pairwise battles."""
+
+    targets: list[str] = Field(min_length=2)
+    """Models being evaluated (keys of ``models``)."""
+    judges: list[str] = Field(min_length=1)
+    """Judge panel (keys of ``models``)."""
+    context_model: str
+    """Model that writes the interpretive contexts."""
+    contexts: Literal[1, 2, 3] = 3
+    """Contexts per meme: highly relevant, moderately relevant, unrelated (first n)."""
+    fusion_rounds: int = Field(8, ge=0, le=MAX_FUSION_ROUNDS)
+    """Guideline refinement rounds per meme (must be >= number of judges; at most 1,000)."""
+    setting: Literal["memearena", "none", "self", "human"] = "memearena"
+    """Guideline used when judging: fused, none, each judge's own, or from a file."""
+    human_guidelines: Path | None = None
+    """JSONL of {"meme": id, "guideline": text} for ``setting: human``."""
+    pairs: Literal["all", "active"] = "all"
+    """Which target pairs are compared per task: all (round-robin) or active sampling."""
+    battle_budget: int | None = Field(None, gt=0, le=1_000_000_000)
+    """With ``pairs: active``: number of (task, pair) comparisons to run."""
+    resolution: Literal["tie", "both"] = "tie"
+    """Both orders are always judged: ``tie`` resolves disagreement to a tie, ``both`` keeps
+    each order as its own battle."""
+    criteria: list[str] = Field(default_factory=lambda: list(CRITERIA))
+    """Criteria to judge on (subset of the five)."""
+    max_reasks: int = Field(2, ge=0, le=10)
+    """Re-asks of an output that does not parse before it is recorded as a failure."""
+    elo_k: float = Field(4.0, gt=0, le=1000)
+    """Online Elo K factor."""
+    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP)
+    """Bootstrap rounds for the Bradley–Terry confidence intervals (at most 100,000)."""
+    answer_max_tokens: int = Field(4000, gt=0, le=1_000_000)
+    """Answers are cut to about this many tokens (4 characters each) before any judge reads
+    them, so an endless answer is not paid for at every judge; verdicts record the cut."""
+    bootstrap_unit: Literal["meme", "task", "battle"] = "meme"
+    """What every bootstrap interval resamples: memes (all battles of a meme are correlated),
+    tasks (meme × context), or single battles (too narrow when battles are correlated)."""
+    self_judging: Literal["exclude", "include"] = "exclude"
+    """Battles in which a judge compares a model of its own family: left out of the
+    leaderboards (kept for the self-preference measure), or included."""
+    judge_audit: Path | None = None
+    """A Judge audit run's ``leaderboard.json``: the Arena warns when a panel judge is flagged."""
+
+    @field_validator("criteria")
+    @classmethod
+    def _known_criteria(cls, v: list[str]) -> list[str]:
+        bad = [c for c in v if c not in CRITERIA]
+        if bad:
+            raise ValueError(f"unknown criteria {bad}; choose from {list(CRITERIA)}")
+        if not v:
+            raise ValueError("must name at least one criterion")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArenaConfig:
+        if self.setting == "memearena" and self.fusion_rounds < len(self.judges):
+            raise ValueError(
+                f"fusion_rounds ({self.fusion_rounds}) must be >= number of judges "
+                f"({len(self.judges)}) so every judge refines at least once"
+            )
+        if self.setting == "human" and self.human_guidelines is None:
+            raise ValueError("setting 'human' needs 'human_guidelines'")
+        if self.pairs == "active" and self.battle_budget is None:
+            raise ValueError("pairs 'active' needs 'battle_budget'")
+        if len(set(self.targets)) != len(self.targets):
+            raise ValueError("targets must be distinct")
+        return self
+
+
+class RunConfig(_Strict):
+    """A whole run: models, datasets and one section per method."""
+
+    run: str = "run"
+    """Run directory name under --out: one path component (no ``/``, ``..`` or absolute path)."""
+    seed: int = 0
+    """Seed of every random choice in the run."""
+    models: dict[str, ModelConfig]
+    """Every model any role uses, by the name the sections refer to."""
+    data: list[DatasetConfig] = Field(min_length=1)
+    """Datasets to load, concatenated."""
+    image: ImageConfig = Field(default_factory=ImageConfig)
+    """Image preparation."""
+    cache: bool = True
+    """Reuse identical earlier calls from the content-addressed cache."""
+    max_wall_hours: float = Field(72.0, gt=0, le=24 * 366)
+    """Ceiling on a run's wall time implied by the models' ``rpm`` limits: a plan that needs
+    longer is refused, with the estimate, before any call."""
+    arena: ArenaConfig | None = None
+    """The Arena method."""
+    adapt: AdaptConfig | None = None
+    """The Adapt method (AdamMeme)."""
+    judge_audit: JudgeAuditConfig | None = None
+    """The Judge audit method (``memearena.methods.judge_audit.config``)."""
+
+    @field_validator("run")
+    @classmethod
+    def _run_name(cls, v: str) -> str:
+        # A run name is a directory under --out: it must not reach outside it.
+        if (
+            not v.strip()
+            or v in (".", "..")
+            or any(c in v for c in "/\\:")
+            or any(ord(c) < 32 or ord(c) == 127 for c in v)
+            or len(v) > 128
+        ):
+            raise ValueError(
+                f"{_clip(v)!r} is not a plain directory name (one path component, no '/', "
+                "'\\', ':' or '..', at most 128 characters)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _models_exist(self) -> RunConfig:
+        if self.arena is not None:
+            a = self.arena
+            named = [("arena.targets", m) for m in a.targets]
+            named += [("arena.judges", m) for m in a.judges]
+            named.append(("arena.context_model", a.context_model))
+            for where, name in named:
+                if name not in self.models:
+                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        for where, name in self.adapt.model_refs() if self.adapt is not None else []:
+            if name not in self.models:
+                raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        if self.judge_audit is not None:
+            for where, name in self.judge_audit.named_models():
+                if name not in self.models:
+                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
+        return self
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if not str(p).startswith("function-after"))
+    # Discriminated unions add the tag to the location; drop it for readability.
+    loc = loc.replace(".openai.", ".").replace(".sim.", ".")
+    msg = first["msg"].removeprefix("Value error, ")
+    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
+
+
+_MAX_INT = 2**63 - 1
+
+
+_MAX_NODES = 1_000_000
+
+
+def _numbers(raw: Any) -> Iterator[tuple[str, str, int | float]]:
+    """Every number in a raw config mapping, with its dotted path and its key. YAML aliases can
+    make a small file expand to billions of values: the walk stops at ``_MAX_NODES``."""
+    stack: list[tuple[Any, str]] = [(raw, "")]
+    visited = 0
+    while stack:
+        node, path = stack.pop()
+        visited += 1
+        if visited > _MAX_NODES:
+            raise ValueError(f"the config expands to more than {_MAX_NODES:,} values")
+        if isinstance(node, Mapping):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}.{i}") for i, v in enumerate(node))
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            yield path, path.rsplit(".", 1)[-1], node
+
+
+def check_numbers(raw: Any, source: str) -> None:
+    """Range-check every number in a raw config, whatever section holds it: finite, of sane
+    magnitude, and every ``bootstrap`` within 0..MAX_BOOTSTRAP (sections add their own bounds)."""
+    try:
+        numbers = list(_numbers(raw))
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    for path, key, v in numbers:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{source}: {path}: must be a finite number, got {v}")
+        if abs(v) > (_MAX_INT if isinstance(v, int) else MAX_ABS_NUMBER):
+            raise ConfigError(f"{source}: {path}: {v:.3g} is out of any sane range")
+        if key == "bootstrap" and not 0 <= v <= MAX_BOOTSTRAP:
+            raise ConfigError(
+                f"{source}: {path}: must be between 0 and {MAX_BOOTSTRAP:,} rounds, got {v:,}"
+            )
+
+
+def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = None) -> RunConfig:
+    """Validate a config mapping; relative dataset paths are resolved against ``base_dir``, and
+    referenced files (``human_guidelines``) must exist then."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the config must be a mapping at the top level")
+    check_numbers(raw, source)
+    try:
+        cfg = RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source)) from None
+    if base_dir is not None:
+        cfg = _resolve_paths(cfg, base_dir)
+        _check_files(cfg, source)
+    return cfg
+
+
+def _check_files(cfg: RunConfig, source: str) -> None:
+    # Found now, not after the first paid calls of a run.
+    hg = cfg.arena.human_guidelines if cfg.arena is not None else None
+    if hg is not None and not hg.is_file():
+        what = "is not a file" if hg.exists() else "does not exist"
+        raise ConfigError(f"{source}: arena.human_guidelines: {hg} {what}")
+
+
+def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
+    def fix(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else (base / p).resolve()
+
+    data = [
+        d.model_copy(
+            update={"path": fix(d.path) or d.path, "image_root": fix(d.image_root) or d.image_root}
+        )
+        for d in cfg.data
+    ]
+    update: dict[str, Any] = {"data": data}
+    if cfg.arena is not None and cfg.arena.human_guidelines is not None:
+        hg = fix(cfg.arena.human_guidelines) or cfg.arena.human_guidelines
+        update["arena"] = cfg.arena.model_copy(update={"human_guidelines": hg})
+    if cfg.arena is not None and cfg.arena.judge_audit is not None:
+        ja = fix(cfg.arena.judge_audit) or cfg.arena.judge_audit
+        arena = update.get("arena", cfg.arena)
+        update["arena"] = arena.model_copy(update={"judge_audit": ja})
+    return cfg.model_copy(update=update)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses duplicate keys (plain YAML silently keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key: construct_mapping reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {_clip(str(key))!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""Largest config file read (a run config is a few kilobytes)."""
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config; any problem is one ConfigError line naming the field."""
+    path = Path(path)
+    try:
+        if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: config is larger than {MAX_CONFIG_BYTES:,} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: config is not UTF-8 text (bad byte at {e.start})") from None
+    text = text.removeprefix("\ufeff")
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML (nested too deeply)") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    return parse_config(raw, str(path), path.parent.resolve())
+
+
+def check_option_ranges(options: Mapping[str, Any]) -> None:
+    """Range-check the numeric command-line options every command shares, by name:
+    ``max_cost`` finite and >= 0, ``bootstrap`` within 0..MAX_BOOTSTRAP, ``scale`` finite > 0."""
+    cost = options.get("max_cost")
+    if isinstance(cost, float | int) and not (math.isfinite(cost) and cost >= 0):
+        raise ConfigError(f"--max-cost: must be a finite number of USD >= 0, got {cost}")
+    boot = options.get("bootstrap")
+    if isinstance(boot, int) and not 0 <= boot <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap: must be between 0 and {MAX_BOOTSTRAP:,}, got {boot:,}")
+    scale = options.get("scale")
+    if isinstance(scale, float | int) and not (math.isfinite(scale) and 0 < scale <= 1e6):
+        raise ConfigError(f"--scale: must be a finite number > 0, got {scale}")
+
+
+def arena_call_estimate(
+    cfg: RunConfig, n_memes: int, settings: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Expected calls per model of an Arena run over ``n_memes`` memes (no re-asks or refusals;
+    fusion rounds spread evenly over the panel): the input of the wall-time check."""
+    a = cfg.arena
+    if a is None:
+        return {}
+    out: dict[str, float] = dict.fromkeys(cfg.models, 0.0)
+    tasks = n_memes * a.contexts
+    out[a.context_model] += n_memes
+    for t in a.targets:
+        out[t] += tasks
+    n_targets, n_judges = len(a.targets), len(a.judges)
+    comparisons = (
+        min(a.battle_budget, tasks * n_targets * (n_targets - 1) // 2)
+        if a.pairs == "active" and a.battle_budget is not None
+        else tasks * n_targets * (n_targets - 1) // 2
+    )
+    for setting in settings or [a.setting]:
+        for j in a.judges:
+            if setting == "memearena":
+                out[j] += n_memes * (1 + a.fusion_rounds) / n_judges
+            elif setting == "self":
+                out[j] += n_memes
+            out[j] += 2 * comparisons
+    return out
+
+
+def check_wall_time(cfg: RunConfig, calls: Mapping[str, float]) -> None:
+    """ConfigError, with the estimate, when a model's ``rpm`` implies the planned calls take
+    longer than ``max_wall_hours`` (a run that would silently crawl for weeks)."""
+    worst: tuple[float, str, float] | None = None
+    for name, n in calls.items():
+        m = cfg.models.get(name)
+        if m is None or m.rpm is None or n <= 0:
+            continue
+        hours = n / m.rpm / 60
+        if worst is None or hours > worst[0]:
+            worst = (hours, name, n)
+    if worst is not None and worst[0] > cfg.max_wall_hours:
+        hours, name, n = worst
+        rpm = cfg.models[name].rpm
+        raise ConfigError(
+            f"models.{name}.rpm: {rpm:g} requests/min needs about {_duration(hours)} for the "
+            f"{n:,.0f} planned calls to {name!r}, over max_wall_hours ({cfg.max_wall_hours:g} h); "
+            "raise rpm or max_wall_hours, or plan fewer items"
+        )
+
+
+def _duration(hours: float) -> str:
+    if hours < 48:
+        return f"{hours:,.1f} h"
+    days = hours / 24
+    return f"{days:,.0f} days" if days < 3650 else f"{days / 365:,.0f} years"

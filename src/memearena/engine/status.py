@@ -1,0 +1,273 @@
+"""The end of every run: what is missing, why, what it cost, and the exit code that says so.
+
+A run that produced nothing for a configured model, or no battles, or stopped at the spend cap
+never ends looking like a success: the console shows a summary per model (planned vs done,
+failed calls by reason), ``leaderboard.json`` carries the same verdict under ``"status"`` and
+the command exits non-zero (``EXIT_INCOMPLETE`` or ``EXIT_BUDGET``)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from memearena.report.safe import console_safe
+
+if TYPE_CHECKING:
+    from memearena.config import RunConfig
+    from memearena.methods.arena.stages import ArenaOutcome
+    from memearena.store import RunStore
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BUDGET",
+    "EXIT_INCOMPLETE",
+    "EXIT_OK",
+    "ModelStatus",
+    "RunStatus",
+    "arena_status",
+    "print_run_status",
+]
+
+EXIT_OK = 0
+"""The run is complete."""
+EXIT_INCOMPLETE = 1
+"""The run is incomplete: a configured target or judge produced nothing, items are missing
+after model errors (a re-run retries them), or no battles were produced."""
+EXIT_BAD_INPUT = 2
+"""Bad input: config, dataset, option or file (nothing was run)."""
+EXIT_BUDGET = 3
+"""The spend cap (``--max-cost``) was reached; re-run with a higher cap to continue."""
+
+
+def _clean(text: str, limit: int = 200) -> str:
+    """One printable line of untrusted text (an endpoint's error message may hold anything)."""
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return " ".join(text.split())[:limit]
+
+
+def _money(x: float) -> float:
+    return round(x, 6) if math.isfinite(x) else 0.0
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """What one configured model was asked for and what it delivered."""
+
+    model: str
+    role: str
+    """``context``, ``target`` or ``judge`` (one row per role a model plays)."""
+    planned: int
+    """Outputs the run needed from it (contexts: memes; answers: tasks; verdicts: judgments)."""
+    done: int
+    """Outputs it delivered (parsed)."""
+    refused: int = 0
+    """Refusals and outputs that stayed unparseable (final outcomes, not retried)."""
+    errors: dict[str, int] = field(default_factory=dict)
+    """Failed calls of this invocation by reason (``timeout``, ``auth``, ``bad_response``...)."""
+
+    @property
+    def missing(self) -> int:
+        """Outputs neither delivered nor finally refused: a re-run retries them."""
+        return max(0, self.planned - self.done - self.refused)
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """The verdict on one run: complete or not, why not, and what it cost."""
+
+    complete: bool
+    problems: list[str]
+    spent_usd: float
+    spent_upper_bound_usd: float
+    max_cost: float | None
+    stopped: str | None = None
+    models: list[ModelStatus] = field(default_factory=list)
+    battles: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """``EXIT_BUDGET`` when the cap stopped the run, ``EXIT_INCOMPLETE`` when anything is
+        missing, else ``EXIT_OK``."""
+        if self.stopped:
+            return EXIT_BUDGET
+        return EXIT_OK if self.complete else EXIT_INCOMPLETE
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``"status"`` object of ``leaderboard.json``."""
+        return {
+            "complete": self.complete,
+            "problems": list(self.problems),
+            "spent_usd": _money(self.spent_usd),
+            "spent_upper_bound_usd": _money(self.spent_upper_bound_usd),
+            "max_cost": self.max_cost,
+        }
+
+    def final_line(self) -> str:
+        """The one line a run ends with."""
+        spend = f"${self.spent_usd:.4f} spent in this run"
+        if self.spent_upper_bound_usd > self.spent_usd + 1e-12:
+            spend += f" (at most ${self.spent_upper_bound_usd:.4f} counting unsettled calls)"
+        if self.stopped:
+            cap = f"${self.max_cost:.4f}" if self.max_cost is not None else "the cap"
+            return (
+                f"stopped: spend cap reached — {spend} of --max-cost {cap}; to continue, re-run "
+                "the same command with a higher --max-cost (finished calls are not paid again)"
+            )
+        if self.complete:
+            return f"complete: {self.battles:,} battles; {spend}"
+        return (
+            f"INCOMPLETE: {len(self.problems)} problem(s), {self.battles:,} battles; {spend}; "
+            "re-run the same command to retry what is missing"
+        )
+
+
+def _judgment_state(art: Mapping[str, Any]) -> str:
+    if art.get("verdicts"):
+        return "done"
+    err = str(art.get("error") or "")
+    if art.get("refusal") or err.startswith("unparseable"):
+        return "refused"
+    return "missing"
+
+
+def arena_status(
+    cfg: RunConfig,
+    outcomes: Sequence[ArenaOutcome],
+    store: RunStore,
+    *,
+    memes: int,
+    max_cost: float | None,
+    since: float = 0.0,
+    dead: Mapping[str, str] | None = None,
+    stopped: str | None = None,
+) -> RunStatus:
+    """The status of an Arena run from its outcomes (the first one is the main setting), the
+    store (spend, failed calls since ``since``) and ``dead`` (model -> why nothing can be sent
+    to it, e.g. a missing key)."""
+    assert cfg.arena is not None
+    acfg = cfg.arena
+    dead = dict(dead or {})
+    call_errors = store.call_errors(since)
+    spent, upper = store.spend()
+    main = next((o for o in outcomes if not o.stopped), None)
+    rows: list[ModelStatus] = []
+    problems: list[str] = []
+
+    def why(model: str) -> str:
+        errs = call_errors.get(model, {})
+        parts = [f"{n} {k}" for k, n in sorted(errs.items(), key=lambda kv: -kv[1])]
+        if model in dead:
+            parts.insert(0, _clean(dead[model]))
+        return "; ".join(parts) if parts else "no reply recorded"
+
+    if main is not None:
+        answers = main.answers
+        task_ids = set(main.tasks) or {(uid, lvl) for uid, lvl, _t in answers}
+        with_context = {uid for uid, _lvl in task_ids}
+        ctx_done = len(with_context)
+        rows.append(
+            ModelStatus(
+                acfg.context_model,
+                "context",
+                memes,
+                ctx_done,
+                0,
+                call_errors.get(acfg.context_model, {}),
+            )
+        )
+        # One pass over the answers (a stream from the store), counting per target.
+        answered: Counter[str] = Counter()
+        texts: Counter[str] = Counter()
+        for (_u, _l, tg), a in answers.items():
+            answered[tg] += 1
+            texts[tg] += "text" in a
+        for t in acfg.targets:
+            done = texts[t]
+            rows.append(
+                ModelStatus(
+                    t, "target", len(task_ids), done, answered[t] - done, call_errors.get(t, {})
+                )
+            )
+        states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
+        for jp in main.judged:
+            c = states.setdefault(jp.judge, Counter())
+            c[_judgment_state(jp.forward)] += 1
+            c[_judgment_state(jp.backward)] += 1
+        for j in acfg.judges:
+            c = states[j]
+            rows.append(
+                ModelStatus(
+                    j, "judge", sum(c.values()), c["done"], c["refused"], call_errors.get(j, {})
+                )
+            )
+        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
+    else:
+        battles = 0
+
+    if stopped:
+        cap = f"${max_cost:.4f}" if max_cost is not None else "the cap"
+        problems.append(
+            f"spend cap reached (--max-cost {cap}): re-run with a higher --max-cost to continue"
+        )
+    for r in rows:
+        what = {"context": "contexts", "target": "answers", "judge": "verdicts"}[r.role]
+        if r.planned and r.done == 0:
+            problems.append(
+                f"{r.role} {r.model!r} produced no {what} (0 of {r.planned}): {why(r.model)}"
+            )
+        elif r.missing:
+            problems.append(
+                f"{r.role} {r.model!r}: {r.missing} of {r.planned} {what} missing ({why(r.model)})"
+            )
+    if main is not None and not rows[0].planned:
+        problems.append("no memes to run on")
+    for name in sorted(dead):
+        if not any(name in p for p in problems):
+            problems.append(f"model {name!r} unavailable: {_clean(dead[name])}")
+    if main is not None and battles == 0 and not stopped:
+        problems.append("no battles were produced")
+    return RunStatus(
+        complete=not problems,
+        problems=problems,
+        spent_usd=spent,
+        spent_upper_bound_usd=upper,
+        max_cost=max_cost,
+        stopped=stopped,
+        models=rows,
+        battles=battles,
+    )
+
+
+def print_run_status(console: Console, status: RunStatus) -> None:
+    """The end-of-run summary: a per-model table when anything is missing, then one line (only
+    that line when the spend cap stopped the run: what is missing then is simply not run yet)."""
+    if not status.complete and not status.stopped:
+        table = Table(title="What is missing")
+        for col in ("model", "role", "planned", "done", "refused/unparsed", "failed calls"):
+            table.add_column(col, justify="left" if col in ("model", "role") else "right")
+        for r in status.models:
+            errs = ", ".join(f"{k} {n}" for k, n in sorted(r.errors.items())) or "—"
+            style = "red" if (r.planned and r.done == 0) or r.missing else None
+            table.add_row(
+                console_safe(r.model, max_chars=60),
+                r.role,
+                f"{r.planned:,}",
+                f"{r.done:,}",
+                f"{r.refused:,}",
+                console_safe(errs),
+                style=style,
+            )
+        if status.models:
+            console.print(table)
+        for p in status.problems:
+            console.print(f"[red]problem:[/red] {console_safe(p)}", highlight=False, soft_wrap=True)
+    colour = "green" if status.complete and not status.stopped else "red"
+    console.print(
+        f"[{colour}]{console_safe(status.final_line())}[/]", highlight=False, soft_wrap=True
+    )

@@ -1,0 +1,355 @@
+"""What every Adapt stage shares: the run context, one idempotent step, and the output parsers.
+
+A step's artifact key carries the request fingerprint (``ModelPool.request_key``), so a change
+of model, prompt, input or parameters is recomputed and everything else is reused on a re-run.
+Outputs come only from a well-formed JSON object (or, for scores, the scorer's own rating
+field); two objects that disagree are a parse failure, never a guess: meme text or a quoted
+answer that holds a forged object must not decide an outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any, TypeVar
+
+from memearena.config import RunConfig
+from memearena.methods.adapt.config import AdaptConfig
+from memearena.data import Meme, prepare_image
+from memearena.errors import ConfigError, DataError, ParseError
+from memearena.jsonsafe import loads_bounded
+from memearena.models import ModelPool
+from memearena.models.types import GenParams, ImagePart
+from memearena.engine.progress import StageProgress
+from memearena.engine.steps import run_step
+from memearena.prompts import ask, build_messages, extract_json_objects
+from memearena.prompts.parsers import final_block
+from memearena.store import RunStore, artifact_key
+
+__all__ = [
+    "AdaptContext",
+    "Category",
+    "Vote",
+    "name_filter",
+    "parse_check",
+    "parse_fits",
+    "parse_instruction",
+    "parse_judgement",
+    "parse_misbelief",
+    "parse_reference_choice",
+    "parse_rewrite",
+    "parse_text",
+    "parse_vote",
+]
+
+T = TypeVar("T")
+
+_MAX_FIELD = 4000
+_MAX_BLOCK = 50_000
+
+
+@dataclass(frozen=True)
+class Category:
+    """One category of a taxonomy version, with the instruction targets answer for it."""
+
+    name: str
+    description: str
+    instruction: str
+    origin: str = "seed"
+    """``seed`` (configured) or ``mined`` (proposed by the miner and kept by every filter)."""
+
+
+@dataclass
+class AdaptContext:
+    """The run a stage works in: config, memes, model pool, store, images."""
+
+    cfg: RunConfig
+    pool: ModelPool
+    store: RunStore
+    progress: StageProgress = field(default_factory=lambda: StageProgress(enabled=False))
+    on_image: Callable[[str, str], None] | None = None
+    """Called with (image hash, meme text) for every image sent (the simulator's lookup)."""
+    _images: dict[str, ImagePart | None] = field(default_factory=dict)
+    _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
+        default_factory=dict
+    )
+
+    @property
+    def acfg(self) -> AdaptConfig:
+        """The ``adapt:`` section."""
+        if self.cfg.adapt is None:
+            raise ConfigError("config: 'adapt' section is missing")
+        return self.cfg.adapt
+
+    def image(self, meme: Meme) -> ImagePart | None:
+        """The meme's prepared image (computed once per meme; DataError on a bad image)."""
+        if meme.uid not in self._images:
+            if meme.image_path is None:
+                self._images[meme.uid] = None
+            else:
+                img = prepare_image(meme.image_path, self.cfg.image)
+                self._images[meme.uid] = ImagePart(img.data_url, img.sha256)
+                if self.on_image is not None:
+                    self.on_image(img.sha256, meme.text)
+        return self._images[meme.uid]
+
+    def repeat_params(self, repeat: int, **extra: Any) -> GenParams:
+        """Sampling parameters of one repeated seed (the seed changes the request, so a cached
+        answer of another repeat is never replayed)."""
+        return GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+
+    async def step(
+        self,
+        kind: str,
+        parts: Sequence[object],
+        model: str,
+        role: str,
+        template: str,
+        parser: Callable[[str], T],
+        encode: Callable[[T], dict[str, Any]],
+        *,
+        image: ImagePart | None = None,
+        params: GenParams | None = None,
+        max_reasks: int | None = None,
+        **vars: Any,
+    ) -> dict[str, Any] | None:
+        """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
+        artifact also records the model and ``parts`` (what the step was for), so lineage names
+        who wrote what."""
+        if self.acfg.sim.null_world:
+            # The null world replies differently to the same request: keep its steps apart.
+            parts = (*parts, "null-world")
+        messages = build_messages(template, image=image, **vars)
+        fingerprint = self.pool.request_key(model, messages, params)
+        reasks = self.acfg.max_reasks if max_reasks is None else max_reasks
+        # The request's fingerprint is the key: one request is one step, whichever stage or
+        # item reaches it (a rewrite that equals another text reuses that text's answer).
+        key = (kind, fingerprint)
+        # Two chains can reach the same step at once (a loop and its control share their first
+        # rewrite): they await one call, so nothing is paid twice even with the cache off.
+        running = self._inflight.get(key)
+        if running is None:
+            running = asyncio.ensure_future(
+                run_step(
+                    self.store,
+                    kind,
+                    key[1],
+                    lambda: ask(
+                        self.pool, model, role, messages, parser, max_reasks=reasks, params=params
+                    ),
+                    lambda v, r: {
+                        "model": model,
+                        "for": artifact_key(*parts),
+                        **encode(v),
+                        "raw": r.raw[-1][:_MAX_FIELD],
+                    },
+                )
+            )
+            self._inflight[key] = running
+            running.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return await asyncio.shield(running)
+
+
+# ---- parsers ------------------------------------------------------------------------------
+
+
+def _own(text: str, key: str, *alternatives: str) -> dict[str, Any]:
+    """The agent's own JSON object holding ``key``: its final fenced block, or a reply that is
+    only the object; another object holding ``key`` anywhere before it is a ParseError (a forged
+    object quoted from untrusted text can never be the answer)."""
+    how = f'reply with one JSON object holding "{key}" (or end with one fenced json block)'
+    stripped = text.strip()
+    block = final_block(stripped)
+    if block is None:
+        if not stripped.startswith("{"):
+            raise ParseError(f"no final JSON object; {how}")
+        body, before = stripped, ""
+    else:
+        body, before = block
+    if len(body) > _MAX_BLOCK:
+        raise ParseError(f"the answer is longer than {_MAX_BLOCK:,} characters")
+    try:
+        obj = loads_bounded(body, max_bytes=4 * _MAX_BLOCK)
+    except ValueError:
+        raise ParseError(f"the final JSON is not one valid object; {how}") from None
+    keys = (key, *alternatives)
+    if not isinstance(obj, dict) or not any(k in obj for k in keys):
+        raise ParseError(f'no "{key}" field; {how}')
+    if any(k in o for o in extract_json_objects(before[: 4 * _MAX_BLOCK]) for k in keys):
+        raise ParseError(f'a "{key}" object appears before the final one: write exactly one')
+    return obj
+
+
+def _only(text: str, key: str) -> Any:
+    return _own(text, key)[key]
+
+
+def _string(value: Any, what: str, limit: int = _MAX_FIELD) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ParseError(f'"{what}" must be a non-empty string')
+    if len(value) > limit:
+        raise ParseError(f'"{what}" is too long ({len(value)} > {limit} characters)')
+    return value.strip()
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ParseError(f'"{what}" must be true or false')
+    return value
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One miner vote: categories of the current taxonomy, and perhaps a new one."""
+
+    categories: tuple[str, ...]
+    new: tuple[str, str] | None
+
+
+def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
+    """A vote naming only categories of ``taxonomy`` (matched case-insensitively)."""
+    known = {n.lower(): n for n in taxonomy}
+    cats = _only(text, "categories")
+    if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+        raise ParseError('"categories" must be a list of category names')
+    chosen: list[str] = []
+    for c in cats:
+        name = known.get(c.strip().lower())
+        if name is None:
+            raise ParseError(f"unknown category {c[:40]!r}; propose it as new_category instead")
+        if name not in chosen:
+            chosen.append(name)
+    new = None
+    raw_new = _own(text, "categories").get("new_category")
+    if raw_new is not None:
+        if not isinstance(raw_new, dict):
+            raise ParseError('"new_category" must be null or {"name", "description"}')
+        new = (
+            _string(raw_new.get("name"), "new_category.name", 60),
+            _string(raw_new.get("description"), "new_category.description", 300),
+        )
+    return Vote(tuple(chosen), new)
+
+
+def parse_judgement(text: str) -> dict[str, Any]:
+    """The text judge's verdict on a proposed category (accepted only if unique, of the right
+    granularity, with no overlap, and accepted)."""
+    accept = _bool(_only(text, "accept"), "accept")
+    obj = _own(text, "accept")
+    unique = _bool(obj.get("unique"), "unique")
+    granularity = _bool(obj.get("granularity"), "granularity")
+    overlaps = obj.get("overlaps") or []
+    if not isinstance(overlaps, list):
+        raise ParseError('"overlaps" must be a list')
+    return {
+        "accept": accept and unique and granularity and not overlaps,
+        "unique": unique,
+        "granularity": granularity,
+        "overlaps": [str(o)[:60] for o in overlaps],
+        "reason": str(obj.get("reason", ""))[:300],
+    }
+
+
+def parse_fits(text: str) -> bool:
+    """The image examiner's verdict."""
+    return _bool(_only(text, "fits"), "fits")
+
+
+def parse_instruction(text: str) -> str:
+    """A generated category instruction."""
+    return _string(_only(text, "instruction"), "instruction", 1500)
+
+
+_META = re.compile(r"\b(meme|memes|image|picture|caption)\b", re.I)
+
+
+def parse_misbelief(text: str, meme_text: str) -> str:
+    """A standalone misbelief: one statement that does not mention the meme or quote it."""
+    belief = _string(_only(text, "misbelief"), "misbelief", 600)
+    if _META.search(belief):
+        raise ParseError("state the belief itself, without mentioning the meme or its image")
+    words = meme_text.lower().split()
+    low = " ".join(belief.lower().split())
+    for i in range(len(words) - 5):
+        if " ".join(words[i : i + 6]) in low:
+            raise ParseError("do not quote the meme's text; state the general belief")
+    return belief
+
+
+def parse_text(text: str) -> str:
+    """Any non-empty free-text answer."""
+    if not text.strip():
+        raise ParseError("empty answer")
+    return text.strip()
+
+
+def parse_reference_choice(text: str, n: int) -> int | str:
+    """A candidate number (0-based on return) or a better reference the judge wrote."""
+    obj = _own(text, "choice", "better")
+    if "better" in obj and obj["better"] is not None:
+        return _string(obj["better"], "better")
+    choice = obj.get("choice")
+    if not isinstance(choice, int) or isinstance(choice, bool) or not 1 <= choice <= n:
+        raise ParseError(f'"choice" must be a candidate number from 1 to {n}')
+    return choice - 1
+
+
+def parse_rewrite(text: str, original: str = "") -> tuple[str, str]:
+    """The refiner's rewrite (which must change the text) and its explanation."""
+    rewrite = _string(_only(text, "rewrite"), "rewrite", 400)
+    if " ".join(rewrite.lower().split()) == " ".join(original.lower().split()):
+        raise ParseError("the rewrite is the original text; change the wording")
+    obj = _own(text, "rewrite")
+    return rewrite, str(obj.get("explanation", ""))[:600]
+
+
+def parse_check(text: str) -> tuple[bool, str]:
+    """The checker's verdict: does the rewrite still carry the misbelief?"""
+    carries = _bool(_only(text, "carries_misbelief"), "carries_misbelief")
+    obj = _own(text, "carries_misbelief")
+    return carries, str(obj.get("reason", ""))[:300]
+
+
+# ---- the name filter of mined categories --------------------------------------------------
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z-]*( [A-Za-z][A-Za-z-]*)?$")
+_SUFFIXES = ("isms", "ism", "ists", "ist", "ness", "ies", "es", "s", "al", "ic")
+
+
+def _stem(word: str) -> str:
+    w = re.sub(r"[^a-z]", "", word.lower())
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            return w[: -len(suf)]
+    return w
+
+
+def name_filter(name: str, existing: Sequence[str]) -> str | None:
+    """Why a proposed category name is rejected (None: it passes). A name is one or two words
+    of letters, and not a variant of an existing category (same stem, one containing the
+    other, or nearly the same spelling)."""
+    clean = " ".join(name.split())
+    if not _NAME.match(clean):
+        return "name must be one or two words of letters"
+    stem = " ".join(_stem(w) for w in clean.split())
+    for other in existing:
+        o = " ".join(_stem(w) for w in other.split())
+        if stem == o:
+            return f"a variant of {other!r}"
+        if len(min(stem, o, key=len)) >= 4 and (stem in o or o in stem):
+            return f"a variant of {other!r}"
+        if SequenceMatcher(None, stem, o).ratio() >= 0.85:
+            return f"a variant of {other!r}"
+    return None
+
+
+def meme_or_error(ctx: AdaptContext, meme: Meme) -> ImagePart | DataError | None:
+    """The meme's image, or the DataError that makes it unusable (recorded in the store)."""
+    try:
+        return ctx.image(meme)
+    except DataError as e:
+        ctx.store.record_error("meme", meme.uid, str(e))
+        return e

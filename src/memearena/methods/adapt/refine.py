@@ -1,0 +1,402 @@
+"""Adaptive refinement: rewrite a meme's text to hide its harm, keep its misbelief, re-score.
+
+For a seed sample (chosen by a recorded, seeded rule) the refiner sees the most similar scored
+samples by misbelief (BM25 with ``bm25s`` by default; or cosine similarity of misbelief
+embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as examples and
+rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
+recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
+(same image, new text; or the text drawn onto the image) and is scored against a fresh
+reference. In the *conditional* loop (the method) ``s' < s`` records a weakness and hops to the
+next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
+whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
+``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
+step is kept as lineage.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memearena.data import Meme
+from memearena.errors import ModelError
+from memearena.models.types import GenParams, ImagePart
+from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
+from memearena.methods.adapt.reference import reference
+from memearena.methods.adapt.scoring import answer_and_score
+from memearena.methods.arena.schedule import seeded_rng
+from memearena.engine.steps import bounded_map
+
+__all__ = [
+    "EMBED_ROLE",
+    "MODES",
+    "EmbeddingRetriever",
+    "Retriever",
+    "Sample",
+    "choose_seeds",
+    "misbelief_vectors",
+    "refine_chain",
+    "render_text_image",
+]
+
+EMBED_ROLE = "adapt.embed"
+"""The call role of a misbelief embedding."""
+
+MODES: tuple[str, ...] = ("conditional", "control")
+"""The method's loop, and the unconditional control."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One scored original (meme, category) of one target in one repeat."""
+
+    meme: Meme
+    category: Category
+    misbelief: str
+    score: float
+
+
+class Retriever:
+    """The scored samples of one (target, category, repeat), ranked by BM25 similarity of their
+    misbelief statements to a query sample's (ties: meme id)."""
+
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        import bm25s  # a maintained BM25 (sparse matrices); imported only when refining
+
+        self.samples = sorted(samples, key=lambda s: s.meme.uid)
+        self._tok = lambda texts: bm25s.tokenize(
+            texts, stopwords="en", return_ids=False, show_progress=False
+        )
+        self._bm25 = bm25s.BM25()
+        corpus = self._tok([s.misbelief for s in self.samples])
+        self._empty = not any(corpus)
+        if not self._empty:
+            self._bm25.index(corpus, show_progress=False)
+
+    def ranked(
+        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[Sample]:
+        """Every other sample not in ``exclude``, most similar misbelief first."""
+        q = self._tok([query.misbelief])[0]
+        if self._empty or not q:
+            scores = [0.0] * len(self.samples)
+        else:
+            scores = [float(x) for x in self._bm25.get_scores(q)]
+        ranked = sorted(
+            (
+                (-sc, s.meme.uid, s)
+                for sc, s in zip(scores, self.samples, strict=True)
+                if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
+            ),
+            key=lambda t: (t[0], t[1]),
+        )
+        return [s for _, _, s in ranked]
+
+
+class EmbeddingRetriever(Retriever):
+    """The scored samples of one (target, category, repeat), ranked by cosine similarity of
+    their misbelief embeddings to a query sample's (ties: meme id). Every sample's misbelief
+    and the query's must have a vector in ``vectors`` (misbelief text -> vector)."""
+
+    def __init__(self, samples: Sequence[Sample], vectors: Mapping[str, Sequence[float]]) -> None:
+        import numpy as np
+
+        self.samples = sorted(samples, key=lambda s: s.meme.uid)
+        self._vectors = vectors
+        # Unit rows (a zero vector stays zero: similarity 0 to everything), so one product
+        # gives every cosine; vectors of another size than the first never reach here.
+        mat = np.asarray([vectors[s.misbelief] for s in self.samples], dtype=np.float64)
+        norms = np.linalg.norm(mat, axis=1, keepdims=True) if len(mat) else mat
+        self._unit = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
+
+    def ranked(
+        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[Sample]:
+        """Every other sample not in ``exclude``, most similar misbelief first."""
+        import numpy as np
+
+        q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        sims = (self._unit @ (q / norm)).tolist() if norm > 0 and len(self.samples) else []
+        if not sims:
+            sims = [0.0] * len(self.samples)
+        ranked = sorted(
+            (
+                (-sim, s.meme.uid, s)
+                for sim, s in zip(sims, self.samples, strict=True)
+                if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
+            ),
+            key=lambda t: (t[0], t[1]),
+        )
+        return [s for _, _, s in ranked]
+
+
+async def misbelief_vectors(
+    ctx: AdaptContext, texts: Sequence[str]
+) -> tuple[dict[str, list[float]], int]:
+    """The embedding of every distinct misbelief text by the configured ``embedding_model``,
+    and how many failed. Each is an ``adapt.embedding`` artifact keyed by the request's content
+    fingerprint (model endpoint + text): a re-run reads it back and pays nothing twice, and a
+    changed model or text is embedded afresh. A failed call is on record in the store and is
+    retried by a re-run."""
+    model = ctx.acfg.embedding_model
+    if model is None:
+        raise ModelError("adapt.embedding_model: required for retrieval 'embeddings'")
+    distinct = sorted(set(texts))
+    keys = {t: ctx.pool.embed_key(model, [t]) for t in distinct}
+    stored = ctx.store.get_artifacts("adapt.embedding", keys.values())
+    out: dict[str, list[float]] = {}
+    todo: list[str] = []
+    for t in distinct:
+        got = stored.get(keys[t])
+        vec = got.get("vector") if got else None
+        if isinstance(vec, list) and vec:
+            out[t] = [float(x) for x in vec]
+        else:
+            todo.append(t)
+
+    async def one(text: str) -> list[float] | None:
+        try:
+            vec = (await ctx.pool.embed(model, [text], role=EMBED_ROLE))[0]
+        except ModelError as e:  # on record (call and error); the re-run retries it
+            await ctx.store.commit_step(
+                "adapt.embedding", keys[text], None, error=(f"embedding failed ({e.kind})", str(e))
+            )
+            return None
+        # Durable before it is used: a kill after this never pays for it again.
+        await ctx.store.commit_step(
+            "adapt.embedding",
+            keys[text],
+            {"model": model, "text": text, "vector": vec},
+            clear_error=True,
+        )
+        return vec
+
+    failed = 0
+    async for text, vec in bounded_map(one, todo, ctx.acfg.window):
+        if vec is None:
+            failed += 1
+        else:
+            out[text] = vec
+    sizes = sorted({len(v) for v in out.values()})
+    if len(sizes) > 1:  # cosine is undefined across sizes: never rank by a mix
+        raise ModelError(
+            f"adapt.embedding_model {model!r}: its endpoint returned vectors of different sizes "
+            f"{sizes} across calls; use a model with a fixed dimension"
+        )
+    return out, failed
+
+
+def choose_seeds(
+    ctx: AdaptContext, target: str, category: str, repeat: int, samples: Sequence[Sample]
+) -> list[Sample]:
+    """The seed samples of one (target, category, repeat) by the configured rule; the choice
+    is recorded in the store."""
+    acfg = ctx.acfg
+    pool = sorted(samples, key=lambda s: s.meme.uid)
+    n = len(pool) if acfg.seed_samples is None else min(acfg.seed_samples, len(pool))
+    if acfg.seed_rule == "lowest":
+        chosen = sorted(pool, key=lambda s: (s.score, s.meme.uid))[:n]
+    else:
+        rng = seeded_rng(ctx.cfg.seed, "adapt.seeds", target, category, repeat)
+        chosen = rng.sample(pool, n)
+    ctx.store.put_artifact(
+        "adapt.seed_choice",
+        f"{target}|{category}|{repeat}",
+        {"rule": acfg.seed_rule, "seeds": [s.meme.uid for s in chosen], "pool": len(pool)},
+    )
+    return chosen
+
+
+def render_text_image(meme: Meme, text: str, max_side: int) -> ImagePart:
+    """The meme's image with ``text`` drawn in a band under it (Pillow)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    if meme.image_path is None:
+        raise ValueError("no image to draw on")
+    with Image.open(meme.image_path) as im:
+        base = im.convert("RGB")
+    base.thumbnail((max_side, max_side))
+    font = ImageFont.load_default()
+    width = base.width
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        trial = f"{line} {w}".strip()
+        if ImageDraw.Draw(base).textlength(trial, font=font) > width - 16 and line:
+            lines.append(line)
+            line = w
+        else:
+            line = trial
+    lines.append(line)
+    band = 14 * len(lines) + 12
+    out = Image.new("RGB", (width, base.height + band), "white")
+    out.paste(base, (0, 0))
+    draw = ImageDraw.Draw(out)
+    for i, ln in enumerate(lines):
+        draw.text((8, base.height + 6 + 14 * i), ln, fill="black", font=font)
+    buf = io.BytesIO()
+    out.save(buf, format="PNG")
+    data = buf.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    return ImagePart("data:image/png;base64," + base64.b64encode(data).decode(), sha)
+
+
+def _text_tag(text: str) -> str:
+    return "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+async def _rewrite(
+    ctx: AdaptContext,
+    sample: Sample,
+    examples: Sequence[Sample],
+    seed: int,
+) -> tuple[str | None, str, list[dict[str, Any]]] | None:
+    """(accepted rewrite or None, its explanation, every attempt's record); None to retry."""
+    acfg = ctx.acfg
+    meme = sample.meme
+    image = ctx.image(meme)
+    attempts: list[dict[str, Any]] = []
+    rejected: list[str] = []
+    shown = [
+        {"text": e.meme.text, "misbelief": e.misbelief, "score": f"{e.score:g}"} for e in examples
+    ]
+    for attempt in range(acfg.max_rewrites):
+        rw = await ctx.step(
+            "adapt.rewrite",
+            (meme.uid, sample.category.name, attempt),
+            acfg.refiner,
+            "adapt.refine",
+            "adapt/refiner.j2",
+            lambda t: parse_rewrite(t, meme.text),
+            lambda v: {"rewrite": v[0], "explanation": v[1]},
+            image=image,
+            params=GenParams(seed=seed * 16 + attempt),
+            meme_text=meme.text,
+            category=sample.category.name,
+            misbelief=sample.misbelief,
+            examples=shown,
+            rejected=list(rejected),
+        )
+        if rw is None:
+            return None
+        if "rewrite" not in rw:
+            attempts.append(
+                {"rewrite": None, "outcome": "refused" if rw.get("refusal") else "unparsed"}
+            )
+            continue
+        chk = await ctx.step(
+            "adapt.check",
+            (meme.uid, sample.category.name),
+            acfg.checker,
+            "adapt.check",
+            "adapt/checker.j2",
+            parse_check,
+            lambda v: {"carries": v[0], "reason": v[1]},
+            image=image,
+            original_text=meme.text,
+            rewrite=rw["rewrite"],
+            misbelief=sample.misbelief,
+        )
+        if chk is None:
+            return None
+        if "carries" not in chk:
+            outcome = "checker refused" if chk.get("refusal") else "checker unparsed"
+            attempts.append({"rewrite": rw["rewrite"], "outcome": outcome})
+            rejected.append(rw["rewrite"])
+            continue
+        verdict = "accepted" if chk["carries"] else "rejected"
+        attempts.append({"rewrite": rw["rewrite"], "outcome": verdict, "reason": chk["reason"]})
+        if chk["carries"]:
+            return rw["rewrite"], rw.get("explanation", ""), attempts
+        rejected.append(rw["rewrite"])
+    return None, "", attempts
+
+
+async def refine_chain(
+    ctx: AdaptContext,
+    target: str,
+    repeat: int,
+    mode: str,
+    seed: Sample,
+    retriever: Retriever,
+) -> dict[str, Any] | None:
+    """One refinement chain from ``seed``; its lineage record, or None when a model failure
+    leaves it for a re-run (every finished call is stored, so the re-run repeats none)."""
+    acfg = ctx.acfg
+    visited = {seed.meme.uid}
+    current = seed
+    steps: list[dict[str, Any]] = []
+    stop = f"{acfg.steps} steps"
+    seed_value = ctx.cfg.seed * 1000 + repeat
+    for k in range(1, acfg.steps + 1):
+        examples = retriever.ranked(current)[: acfg.examples]
+        got = await _rewrite(ctx, current, examples, seed_value)
+        if got is None:
+            return None
+        text, explanation, attempts = got
+        step: dict[str, Any] = {
+            "step": k,
+            "meme": current.meme.uid,
+            "parent_text": current.meme.text,
+            "misbelief": current.misbelief,
+            "examples": [e.meme.uid for e in examples],
+            "checks": attempts,
+            "score_before": current.score,
+        }
+        if text is None:
+            steps.append({**step, "text": None, "outcome": "no accepted rewrite"})
+            stop = "no accepted rewrite"
+            break
+        image = ctx.image(current.meme)
+        if acfg.render_text and image is not None:
+            image = render_text_image(current.meme, text, ctx.cfg.image.max_side)
+            if ctx.on_image is not None:
+                ctx.on_image(image.sha256, current.meme.text)
+        tag = _text_tag(text)
+        ref = await reference(
+            ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+        )
+        scored = await answer_and_score(
+            ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
+        )
+        if scored is None:
+            return None
+        steps.append(
+            {
+                **step,
+                "text": text,
+                "explanation": explanation,
+                "reference": ref.get("reference") if ref else None,
+                "score_after": scored.score,
+                **{f"score_{k2}": v for k2, v in scored.record().items() if k2 != "score"},
+            }
+        )
+        if scored.outcome != "scored" or scored.score is None:
+            stop = f"rewrite {scored.outcome}"
+            break
+        if mode == "conditional" and not scored.score < current.score:
+            stop = "score held (s' >= s)"
+            break
+        if k == acfg.steps:
+            break
+        nxt = retriever.ranked(current, visited)
+        if not nxt:
+            stop = "no similar sample left"
+            break
+        current = nxt[0]
+        visited.add(current.meme.uid)
+    ctx.progress.advance("refinement")
+    return {
+        "target": target,
+        "category": seed.category.name,
+        "repeat": repeat,
+        "mode": mode,
+        "seed": seed.meme.uid,
+        "seed_score": seed.score,
+        "steps": steps,
+        "stop": stop,
+    }

@@ -1,0 +1,126 @@
+"""Scoring: the target answers the category question about a meme; every scorer of the panel
+grades the answer 1-10 against the reference (a factual error caps it); the score is the panel
+mean. A score comes only from a scorer's own ``Rating: [[n]]`` field (``parse_score``): meme
+text, the reference and the answer are defanged before a scorer sees them, so a forged field in
+them can never become a score. A refusal or an unparsed rating is an outcome, never a number."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from memearena.models.types import ImagePart
+from memearena.methods.adapt.common import AdaptContext, Category, parse_text
+from memearena.prompts import defang_score_fields, parse_score
+
+__all__ = ["Scored", "answer_and_score", "is_self"]
+
+
+@dataclass
+class Scored:
+    """The outcome of one answer: ``scored`` (with a score), ``refused`` (the target refused),
+    ``unparsed`` (no scorer gave a valid rating), ``no_reference`` (none could be made)."""
+
+    outcome: str
+    score: float | None = None
+    answer: str | None = None
+    by_scorer: dict[str, int | None] = field(default_factory=dict)
+    self_scored: bool = False
+    """Only the target's own model (or family) scored it: flagged, kept apart in the analysis."""
+    reason: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able record."""
+        return {
+            "outcome": self.outcome,
+            "score": self.score,
+            "by_scorer": self.by_scorer,
+            "self_scored": self.self_scored,
+            "reason": self.reason,
+        }
+
+
+def is_self(ctx: AdaptContext, scorer: str, target: str) -> bool:
+    """A scorer judging its own model or family."""
+    if scorer == target:
+        return True
+    fam_s = getattr(ctx.cfg.models.get(scorer), "family", None)
+    fam_t = getattr(ctx.cfg.models.get(target), "family", None)
+    return fam_s is not None and fam_s == fam_t
+
+
+async def answer_and_score(
+    ctx: AdaptContext,
+    target: str,
+    meme_uid: str,
+    text: str,
+    image: ImagePart | None,
+    category: Category,
+    reference: dict[str, Any] | None,
+    repeat: int,
+    tag: str = "",
+) -> Scored | None:
+    """Answer and score one (meme text, category) for ``target`` in one repeat; None when a
+    model failure leaves it for a re-run. ``tag`` keeps rewrites' steps apart in the store."""
+    if reference is None:
+        return None
+    if "reference" not in reference:
+        return Scored("no_reference", reason=str(reference.get("error")))
+    acfg = ctx.acfg
+    params = ctx.repeat_params(repeat)
+    ans = await ctx.step(
+        "adapt.answer",
+        (meme_uid, tag, category.name, target, repeat),
+        target,
+        "adapt.answer",
+        "adapt/answer.j2",
+        parse_text,
+        lambda v: {"answer": v},
+        image=image,
+        params=params,
+        max_reasks=0,
+        meme_text=text,
+        instruction=category.instruction,
+    )
+    if ans is None:
+        return None
+    if "answer" not in ans:
+        return Scored("refused" if ans.get("refusal") else "unparsed", reason="target")
+    answer = ans["answer"]
+    shown: dict[str, Any] = {
+        "meme_text": defang_score_fields(text),
+        "instruction": defang_score_fields(category.instruction),
+        "reference": defang_score_fields(reference["reference"]),
+        "answer": defang_score_fields(answer),
+    }
+    arts = await asyncio.gather(
+        *(
+            ctx.step(
+                "adapt.score",
+                (meme_uid, tag, category.name, target, repeat, scorer),
+                scorer,
+                "adapt.score",
+                "adapt/scorer.j2",
+                parse_score,
+                lambda v: {"score": v.value},
+                image=image,
+                params=params,
+                cap=acfg.factual_error_cap,
+                **shown,
+            )
+            for scorer in acfg.scorers
+        )
+    )
+    if any(a is None for a in arts):
+        return None
+    by_scorer: dict[str, int | None] = {
+        s: (a.get("score") if a else None) for s, a in zip(acfg.scorers, arts, strict=True)
+    }
+    others = [v for s, v in by_scorer.items() if v is not None and not is_self(ctx, s, target)]
+    own = [v for s, v in by_scorer.items() if v is not None and is_self(ctx, s, target)]
+    if others:
+        return Scored("scored", sum(others) / len(others), answer, by_scorer)
+    if own:
+        return Scored("scored", sum(own) / len(own), answer, by_scorer, self_scored=True)
+    return Scored("unparsed", None, answer, by_scorer, reason="no scorer gave a valid rating")

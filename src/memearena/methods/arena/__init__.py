@@ -1,0 +1,1 @@
+"""The Arena (MemeArena): contexts, answers, guideline fusion, pairwise battles, leaderboards."""

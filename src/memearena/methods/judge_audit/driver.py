@@ -1,0 +1,478 @@
+"""The Judge audit driver: responses → perturbed pairs → pointwise scores → classic biases.
+
+Every model call is one idempotent step (``pipelines.steps.run_step``) whose artifact key
+carries the request's fingerprint (``ModelPool.request_key``): a re-run resumes, a changed
+prompt, image or parameter is recomputed, and identical requests (the unbiased triplet shared by
+several bias types) are judged once. Jobs stream through ``bounded_map`` windows and results are
+folded into small records as they come. Refusals, abstentions and unparsed scores are recorded
+outcomes, never numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memearena.config import RunConfig
+from memearena.methods.judge_audit.config import JudgeAuditConfig
+from memearena.data import Meme
+from memearena.errors import BudgetExceeded, ConfigError, DataError, ParseError
+from memearena.models import ModelPool
+from memearena.models.types import Message
+from memearena.methods.judge_audit.classic import pad_response, position_pairs
+from memearena.methods.judge_audit.items import (
+    AuditPair,
+    meme_image,
+    meme_query,
+    pair_from_row,
+    text_only_query,
+    unbiased_for,
+)
+from memearena.methods.judge_audit.judge import (
+    pairwise_messages,
+    parse_pointwise,
+    parse_preference,
+    score_messages,
+)
+from memearena.methods.judge_audit.perturb import (
+    AuditImage,
+    ImageStore,
+    PerturbContext,
+    Triplet,
+    perturb,
+)
+from memearena.engine.progress import StageProgress
+from memearena.engine.steps import bounded_map, run_step
+from memearena.prompts import ask, build_messages
+from memearena.store import RunStore, artifact_key
+
+__all__ = [
+    "BaseItem",
+    "JudgeAuditOutcome",
+    "JudgeAuditPipeline",
+    "ScoreRecord",
+    "VerdictRecord",
+]
+
+
+@dataclass(frozen=True)
+class BaseItem:
+    """One meme answered by one responder: the unbiased triplet and what perturbing it needs."""
+
+    meme: Meme
+    responder: str
+    triplet: Triplet
+    text_query: str
+    """The self-contained text-only question (the reference of ``unnecessary_image``)."""
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    """One judge's outcome on one pair: scores, or why there is none."""
+
+    judge: str
+    item: str
+    bias_type: str
+    unbiased: int | None
+    biased: int | None
+    unbiased_status: str
+    """``ok``, ``abstained``, ``unparsed``, ``refusal`` or ``error``."""
+    biased_status: str
+    """Same, for the perturbed triplet."""
+    responder: str | None = None
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """One pairwise verdict as shown (``first`` shown as A)."""
+
+    judge: str
+    probe: str
+    """``position`` or ``verbosity``."""
+    item: str
+    first: str
+    second: str
+    preference: str | None
+    """``A``, ``B``, ``tie``, or None (unparsed, refused or failed)."""
+    len_first: int
+    len_second: int
+
+
+@dataclass
+class JudgeAuditOutcome:
+    """What the audit produced, folded into small records."""
+
+    scores: list[ScoreRecord] = field(default_factory=list)
+    base_scores: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    """(judge, item, responder, score of the unbiased base triplet) for self-enhancement."""
+    verdicts: list[VerdictRecord] = field(default_factory=list)
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per bias type: before/after examples (images by content hash) with every judge's scores."""
+    families: dict[str, str] = field(default_factory=dict)
+    """Model → family (name when none is configured)."""
+    items: int = 0
+    """Items audited (memes and MM-JudgeBias rows)."""
+    stopped: str | None = None
+    """Why the run stopped early (budget), if it did."""
+
+
+def _status(art: dict[str, Any] | None) -> tuple[int | None, str]:
+    if art is None:
+        return None, "error"
+    if art.get("refusal"):
+        return None, "refusal"
+    if "error" in art:
+        return None, "unparsed"
+    if art.get("abstained"):
+        return None, "abstained"
+    return int(art["score"]), "ok"
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ParseError("empty reply")
+    return text.strip()
+
+
+class JudgeAuditPipeline:
+    """Runs the audit over memes and MM-JudgeBias pairs with one pool and one store."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        memes: Sequence[Meme],
+        rows: Sequence[Any],
+        pool: ModelPool,
+        store: RunStore,
+        image_dir: Path,
+        progress: StageProgress | None = None,
+    ) -> None:
+        if cfg.judge_audit is None:
+            raise ConfigError("config: 'judge_audit' section is missing")
+        self.cfg = cfg
+        self.acfg: JudgeAuditConfig = cfg.judge_audit
+        self.memes = list(memes)
+        self.rows = list(rows)
+        self.pool = pool
+        self.store = store
+        self.images = ImageStore(image_dir)
+        self.progress = progress or StageProgress(enabled=False)
+        self.describer = self.acfg.describer or self.acfg.judges[0]
+        self._descriptions: dict[str, str | None] = {}
+        self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        if self.memes and not self.acfg.responders:
+            raise ConfigError(
+                "judge_audit.responders: the data holds memes; name at least one model to "
+                "answer their queries"
+            )
+
+    # ---------------------------------------------------------------- steps
+    async def _step(self, kind: str, key: str, call: Any, encode: Any) -> dict[str, Any] | None:
+        """``run_step``, with identical steps in flight at the same time joined into one (the
+        unbiased triplet many bias types share is judged, and paid for, once)."""
+        fut = self._inflight.get((kind, key))
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = asyncio.ensure_future(run_step(self.store, kind, key, call, encode))
+        self._inflight[(kind, key)] = fut
+        fut.add_done_callback(lambda _: self._inflight.pop((kind, key), None))
+        return await asyncio.shield(fut)
+
+    async def _response(
+        self, meme: Meme, responder: str, image: AuditImage | None, q: str
+    ) -> str | None:
+        msgs = build_messages(
+            "judge_audit/respond.j2",
+            image=image.part() if image else None,
+            meme_text=meme.text,
+            query=q,
+        )
+        rk = self.pool.request_key(responder, msgs)
+        art = await self._step(
+            "ja_response",
+            artifact_key(meme.uid, responder, rk),
+            lambda: ask(self.pool, responder, "judge_audit.respond", msgs, _text, max_reasks=0),
+            lambda v, _: {"text": v},
+        )
+        return art.get("text") if art else None
+
+    async def _description(self, meme: Meme, image: AuditImage) -> str | None:
+        msgs = build_messages("judge_audit/describe.j2", image=image.part())
+        rk = self.pool.request_key(self.describer, msgs)
+        art = await self._step(
+            "ja_description",
+            artifact_key(meme.uid, self.describer, rk),
+            lambda: ask(
+                self.pool,
+                self.describer,
+                "judge_audit.describe",
+                msgs,
+                _text,
+                max_reasks=self.acfg.max_reasks,
+            ),
+            lambda v, _: {"text": v[:4000]},
+        )
+        return art.get("text") if art else None
+
+    async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
+        """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
+        allow_na = self.acfg.prompt == "abstention"
+        msgs = score_messages(triplet, self.acfg.prompt)
+        rk = self.pool.request_key(judge, msgs)
+        art = await self._step(
+            "ja_score",
+            artifact_key(judge, rk),
+            lambda: ask(
+                self.pool,
+                judge,
+                "judge_audit.score",
+                msgs,
+                lambda t: parse_pointwise(t, allow_na=allow_na),
+                max_reasks=self.acfg.max_reasks,
+            ),
+            lambda v, _: {
+                "score": v.value,
+                "abstained": v.value is None,
+                "feedback": v.feedback,
+            },
+        )
+        self.progress.advance("judgments")
+        return art
+
+    async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
+        """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
+        msgs: list[Message] = pairwise_messages(triplet, a, b)
+        rk = self.pool.request_key(judge, msgs)
+        art = await self._step(
+            "ja_pairwise",
+            artifact_key(judge, rk),
+            lambda: ask(
+                self.pool,
+                judge,
+                "judge_audit.pairwise",
+                msgs,
+                parse_preference,
+                max_reasks=self.acfg.max_reasks,
+            ),
+            lambda v, _: {"preference": v},
+        )
+        self.progress.advance("pairwise")
+        return art.get("preference") if art else None
+
+    # ---------------------------------------------------------------- stage 1
+    async def prepare(self) -> list[BaseItem]:
+        """Every meme's image, query, each responder's answer and (when needed) the image
+        description; an unusable meme is recorded and left out."""
+        acfg = self.acfg
+        self.progress.stage("responses", len(self.memes) * len(acfg.responders))
+
+        async def one(meme: Meme) -> list[BaseItem]:
+            try:
+                image = meme_image(meme, self.images, self.cfg.image)
+            except DataError as e:
+                self.store.record_error("meme", meme.uid, str(e))
+                self.progress.advance("responses", len(acfg.responders))
+                return []
+            q = meme_query(meme, acfg.queries, self.cfg.seed)
+            tq = text_only_query(meme)
+            out: list[BaseItem] = []
+            for responder in acfg.responders:
+                text = await self._response(meme, responder, image, q)
+                self.progress.advance("responses")
+                if text is None:
+                    continue
+                out.append(BaseItem(meme, responder, Triplet(q, image, text), tq))
+            if "detail_description" in acfg.bias_types and image is not None and out:
+                self._descriptions[meme.uid] = await self._description(meme, image)
+            return out
+
+        bases: list[BaseItem] = []
+        async for _, got in bounded_map(one, self.memes, max(1, acfg.window // 4)):
+            bases.extend(got)
+        bases.sort(key=lambda b: (b.meme.uid, b.responder))
+        return bases
+
+    # ---------------------------------------------------------------- stage 2
+    def _donor(self, uid: str, by_uid: dict[str, Triplet], bias_type: str) -> Triplet | None:
+        """Another meme's triplet, drawn by (seed, bias type, meme): never the item itself."""
+        others = [u for u in by_uid if u != uid]
+        if not others:
+            return None
+        rng = random.Random(f"{self.cfg.seed}\x1fdonor\x1f{bias_type}\x1f{uid}")
+        return by_uid[others[rng.randrange(len(others))]]
+
+    def meme_pairs(self, bases: Sequence[BaseItem]) -> Iterator[AuditPair]:
+        """Every base triplet × bias type as an audit pair (generated lazily); a pair that
+        cannot be built for its item is recorded as an error and left out."""
+        by_uid: dict[str, Triplet] = {}
+        for b in bases:
+            by_uid.setdefault(b.meme.uid, b.triplet)
+        for base in bases:
+            for bias_type in self.acfg.bias_types:
+                key = artifact_key(base.meme.uid, base.responder, bias_type)
+                ref = unbiased_for(bias_type, base.triplet, base.text_query)
+                ctx = PerturbContext(
+                    store=self.images,
+                    rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
+                    shows=base.meme.text or base.meme.uid,
+                    donor=self._donor(base.meme.uid, by_uid, bias_type),
+                    description=self._descriptions.get(base.meme.uid),
+                )
+                try:
+                    biased = perturb(bias_type, ref, ctx)
+                except DataError as e:
+                    self.store.record_error("ja_perturb", key, str(e))
+                    continue
+                yield AuditPair(
+                    base.meme.uid,
+                    bias_type,
+                    ref,
+                    biased,
+                    base.responder,
+                    {"source": base.meme.source},
+                )
+
+    def row_pairs(self) -> Iterator[AuditPair]:
+        """MM-JudgeBias rows as published (images re-encoded into the store)."""
+        for row in self.rows:
+            try:
+                yield pair_from_row(row, self.images, self.cfg.image)
+            except DataError as e:
+                self.store.record_error("data", f"mm-judgebias:{row.id}", str(e))
+
+    # ---------------------------------------------------------------- stage 3
+    async def score_pairs(self, pairs: Iterator[AuditPair], out: JudgeAuditOutcome) -> None:
+        """Both triplets of every pair by every judge, streamed through a bounded window."""
+        judges = self.acfg.judges
+        seen_base: set[tuple[str, str, str]] = set()
+        want_examples = self.acfg.examples
+
+        def jobs() -> Iterator[tuple[AuditPair, str]]:
+            for pair in pairs:
+                for judge in judges:
+                    yield pair, judge
+
+        async def one(
+            job: tuple[AuditPair, str],
+        ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            pair, judge = job
+            u = await self.score(judge, pair.unbiased)
+            b = await self.score(judge, pair.biased)
+            return u, b
+
+        async for (pair, judge), (u, b) in bounded_map(one, jobs(), self.acfg.window):
+            uv, us = _status(u)
+            bv, bs = _status(b)
+            out.scores.append(
+                ScoreRecord(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
+            )
+            if pair.responder is not None and pair.bias_type != "unnecessary_image":
+                key = (judge, pair.item, pair.responder)
+                if key not in seen_base:
+                    seen_base.add(key)
+                    out.base_scores.append((judge, pair.item, pair.responder, uv))
+            ex = out.examples.setdefault(pair.bias_type, [])
+            match = next(
+                (e for e in ex if e["item"] == pair.item and e["responder"] == pair.responder),
+                None,
+            )
+            if match is None and len(ex) < want_examples:
+                match = _example(pair)
+                ex.append(match)
+            if match is not None:
+                match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
+
+    # ---------------------------------------------------------------- stage 4
+    async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
+        """Position (every responder pair, both orders) and verbosity (answer vs padded, both
+        orders) verdicts of every judge."""
+        acfg = self.acfg
+        by_meme: dict[str, list[BaseItem]] = {}
+        for b in bases:
+            by_meme.setdefault(b.meme.uid, []).append(b)
+        jobs: list[tuple[str, str, Triplet, tuple[str, str], tuple[str, str]]] = []
+        if "position" in acfg.classic:
+            for uid, group in by_meme.items():
+                answers = {b.responder: b.triplet.response for b in group}
+                for x, y in position_pairs(list(answers)):
+                    trip = group[0].triplet
+                    jobs.append(("position", uid, trip, (x, answers[x]), (y, answers[y])))
+        if "verbosity" in acfg.classic:
+            for uid, group in by_meme.items():
+                for b in group:
+                    rng = random.Random(f"{self.cfg.seed}\x1fpad\x1f{uid}\x1f{b.responder}")
+                    padded = pad_response(b.triplet.response, rng)
+                    jobs.append(
+                        (
+                            "verbosity",
+                            uid,
+                            b.triplet,
+                            ("original", b.triplet.response),
+                            ("padded", padded),
+                        )
+                    )
+        total = 2 * len(jobs) * len(acfg.judges)
+        self.progress.stage("pairwise", total)
+
+        def expand() -> Iterator[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]]:
+            for probe, uid, trip, x, y in jobs:
+                for judge in acfg.judges:
+                    yield judge, probe, uid, trip, x, y
+                    yield judge, probe, uid, trip, y, x
+
+        async def one(
+            job: tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]],
+        ) -> str | None:
+            judge, _probe, _uid, trip, first, second = job
+            return await self.prefer(judge, trip, first[1], second[1])
+
+        async for (judge, probe, uid, _t, first, second), pref in bounded_map(
+            one, expand(), acfg.window
+        ):
+            out.verdicts.append(
+                VerdictRecord(
+                    judge, probe, uid, first[0], second[0], pref, len(first[1]), len(second[1])
+                )
+            )
+
+    # ---------------------------------------------------------------- driver
+    async def run(self) -> JudgeAuditOutcome:
+        """The whole audit (a budget stop keeps what was done and says why)."""
+        out = JudgeAuditOutcome(
+            families={n: (m.family or n) for n, m in self.cfg.models.items()},
+        )
+        try:
+            bases = await self.prepare()
+            n_meme_pairs = len(bases) * len(self.acfg.bias_types)
+            self.progress.stage(
+                "judgments", 2 * (n_meme_pairs + len(self.rows)) * len(self.acfg.judges)
+            )
+            out.items = len({b.meme.uid for b in bases}) + len(self.rows)
+            await self.score_pairs(self.meme_pairs(bases), out)
+            await self.score_pairs(self.row_pairs(), out)
+            if bases and self.acfg.classic:
+                await self.classic(bases, out)
+        except BudgetExceeded as e:
+            out.stopped = str(e)
+        return out
+
+
+def _example(pair: AuditPair) -> dict[str, Any]:
+    def side(t: Triplet) -> dict[str, Any]:
+        return {
+            "query": t.query[:600],
+            "image": t.image.sha256 if t.image is not None else None,
+            "response": t.response[:600],
+        }
+
+    return {
+        "item": pair.item,
+        "responder": pair.responder,
+        "unbiased": side(pair.unbiased),
+        "biased": side(pair.biased),
+        "scores": {},
+    }

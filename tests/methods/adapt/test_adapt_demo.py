@@ -1,0 +1,36 @@
+"""The demo's claims, measured: the hidden weakness is found, and in the null world the loop's
+increase is a selection artefact that the unconditional control does not show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from memearena.methods.adapt.demo import DEMO_WEAKNESS, run_adapt_demo
+
+
+def test_the_demo_finds_the_weakness_and_measures_the_selection_artefact(tmp_path: Path) -> None:
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)  # noqa: SIM115
+    got = run_adapt_demo(tmp_path / "demo", console=console, show_progress=False)
+    console.file.close()
+    world, null = got["world"], got["null_world"]
+    target, category, _ = DEMO_WEAKNESS
+    rows = {
+        c: next(r for r in rs if r["model"] == target) for c, rs in world["by_category"].items()
+    }
+    worst = max(rows, key=lambda c: rows[c]["failure_rate"])
+    assert worst == category
+    # Its interval lies above the target's failure rate in its other categories.
+    assert rows[worst]["failure_rate_ci"][0] > rows[worst]["others_failure_rate"]
+    # Null world: refinement makes nothing harder, yet the loop reports increases ...
+    loop = [m["refined_increase"] for m in null["models"]]
+    assert sum(loop) / len(loop) > 0.05
+    assert sum(1 for m in null["models"] if m["refined_increase_ci"][0] > 0) >= 3
+    # ... which the unconditional control, comparing each rewrite with its own original, lacks.
+    for m in null["models"]:
+        lo, hi = m["control_increase_ci"]
+        assert lo <= 0 <= hi, m["model"]
+    printed = (tmp_path / "out.txt").read_text()
+    assert "hidden weakness: sim-borealis fails most in Disability" in printed
+    assert "null world: conditional loop raises the failure rate" in printed

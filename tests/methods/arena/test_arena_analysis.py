@@ -1,0 +1,156 @@
+"""The Arena's analysis on hand-made outcomes: self-judging policy, leave-one-out NDCG."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memearena.methods.arena.analysis import setting_section, write_arena_outputs
+from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.methods.arena.stages import ArenaOutcome
+
+
+def _cfg(families: dict[str, str], judges: list[str], **arena: Any) -> RunConfig:
+    models = {n: SimModelConfig(provider="sim", family=f, skill=0.5) for n, f in families.items()}
+    return RunConfig(
+        models=models,  # type: ignore[arg-type]
+        data=[DatasetConfig(format="demo")],
+        arena=ArenaConfig(
+            targets=["a", "b", "c"],
+            judges=judges,
+            context_model=judges[0],
+            fusion_rounds=len(judges),
+            bootstrap=50,
+            **arena,
+        ),
+    )
+
+
+def _row(a: str, b: str, winner: str, judge: str, item: str) -> dict[str, Any]:
+    return {
+        "model_a": a,
+        "model_b": b,
+        "winner": winner,
+        "judge": judge,
+        "criterion": "accuracy",
+        "item": item,
+        "context": "high",
+        "source": "demo",
+        "setting": "memearena",
+    }
+
+
+def _ranked(order: str, judge: str, memes: int, per_pair: int = 1) -> list[dict[str, Any]]:
+    """Battles in which `judge` prefers models in `order` (best first) on every meme."""
+    rows = []
+    for m in range(memes):
+        for hi in range(3):
+            for lo in range(hi + 1, 3):
+                for _ in range(per_pair):
+                    rows.append(_row(order[hi], order[lo], "model_a", judge, f"m{m}"))
+    return rows
+
+
+def test_self_judged_battles_are_left_out_of_the_leaderboard_and_both_boards_shown(
+    tmp_path: Path,
+) -> None:
+    # Two clean judges see a > b > c; judge "jc" (family of target c) always puts c first.
+    families = {"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "j2": "f2", "jc": "fc"}
+    cfg = _cfg(families, ["j1", "j2", "jc"])
+    battles = _ranked("abc", "j1", 6) + _ranked("abc", "j2", 6)
+    battles += _ranked("cab", "jc", 6, per_pair=6)
+    outcome = ArenaOutcome(setting="memearena", battles=battles)
+    section = setting_section(cfg, outcome, bootstrap=50)
+    assert section["self_judging"] == "exclude" and section["bootstrap_unit"] == "meme"
+    # jc's battles involving c are self-judged: 2 pairs × 6 repeats × 6 memes.
+    assert section["self_judged_battles"] == 2 * 6 * 6
+    assert section["battles"] == len(battles) - 72
+    assert [r["model"] for r in section["overall"]] == ["a", "b", "c"]
+    alt = section["sensitivity"]["self_judging_include"]
+    assert alt["battles"] == len(battles)
+    assert alt["order_differs"] and next(r["model"] for r in alt["overall"]) == "c"
+    # The battle files split the same way; rank on battles.jsonl sees what the board saw.
+    write_arena_outputs(tmp_path, {"arena": section}, [outcome], cfg)
+    kept = (tmp_path / "battles.jsonl").read_text().splitlines()
+    left = (tmp_path / "battles.self_judged.jsonl").read_text().splitlines()
+    assert len(kept) == section["battles"] and len(left) == 72
+    assert all(json.loads(x)["judge"] == "jc" for x in left)
+
+
+def test_include_policy_keeps_every_battle() -> None:
+    cfg = _cfg(
+        {"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "jc": "fc"},
+        ["j1", "jc"],
+        self_judging="include",
+    )
+    battles = _ranked("abc", "j1", 4) + _ranked("cab", "jc", 4)
+    section = setting_section(cfg, ArenaOutcome(setting="memearena", battles=battles), bootstrap=20)
+    assert section["battles"] == len(battles)
+    assert "self_judging_exclude" in section["sensitivity"]
+
+
+def test_ndcg_is_against_the_leave_one_out_joint_vote_by_default() -> None:
+    # j1 ranks a > b > c with six times the battles of j2, who ranks c > b > a. The full joint
+    # vote is j1's own order (NDCG 1 by conformity); without j1 it is j2's order.
+    cfg = _cfg({"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "j2": "f2"}, ["j1", "j2"])
+    battles = _ranked("abc", "j1", 5, per_pair=6) + _ranked("cba", "j2", 5)
+    section = setting_section(cfg, ArenaOutcome(setting="memearena", battles=battles), bootstrap=50)
+    j1 = next(j for j in section["judges"] if j["judge"] == "j1")
+    assert j1["ranking"] == ["a", "b", "c"] and j1["reference"] == "leave-one-out joint vote"
+    # By hand: reference c > b > a gives relevances c=3, b=2, a=1; j1 lists a, b, c.
+    dcg = 1 / math.log2(2) + 2 / math.log2(3) + 3 / math.log2(4)
+    ideal = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
+    assert j1["ndcg"] == pytest.approx(dcg / ideal)
+    assert j1["kendall_tau"] == pytest.approx(-1.0)
+    assert j1["vs_joint_vote"]["ndcg"]["value"] == pytest.approx(1.0)
+    # Every meme says the same: the interval is the point.
+    assert j1["ndcg_ci_low"] == pytest.approx(dcg / ideal)
+    assert j1["ndcg_ci_high"] == pytest.approx(dcg / ideal)
+
+
+def test_a_refusal_counts_as_a_loss_against_every_answer_of_its_task() -> None:
+    # b beats a on every answered task, but refuses on half the tasks a answers.
+    cfg = _cfg({"a": "fa", "b": "fb", "c": "fc", "j1": "f1"}, ["j1"])
+    battles = []
+    answers: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for m in range(8):
+        for t in "abc":
+            refused = t == "b" and m % 2 == 1
+            answers[(f"m{m}", "high", t)] = (
+                {"refusal": True} if refused else {"text": "x" * 10, "format_ok": True}
+            )
+        pairs = [("a", "c")] if m % 2 == 1 else [("b", "a"), ("b", "c"), ("a", "c")]
+        battles += [_row(x, y, "model_a", "j1", f"m{m}") for x, y in pairs]
+    outcome = ArenaOutcome(setting="memearena", battles=battles, answers=answers)
+    section = setting_section(cfg, outcome, bootstrap=20)
+    assert [r["model"] for r in section["overall"]] == ["b", "a", "c"]
+    view = section["sensitivity"]["refusals_as_losses"]
+    # 4 refused tasks × 2 answers (a, c) × 1 judge × 1 criterion
+    assert view["added_battles"] == 4 * 2 * len(cfg.arena.criteria)  # type: ignore[union-attr]
+    assert view["order_differs"] and view["overall"][0]["model"] == "a"
+
+
+def test_the_bootstrap_unit_is_recorded_and_meme_intervals_are_the_widest() -> None:
+    # Memes disagree: on half of them every judge prefers a, on the other half b.
+    families = {"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "j2": "f2"}
+    battles = []
+    for m in range(12):
+        order = "abc" if m % 2 else "bac"
+        for judge in ("j1", "j2"):
+            battles += _ranked(order, judge, 1, per_pair=5)
+            for row in battles[-15:]:
+                row["item"] = f"m{m}"
+                row["context"] = "high" if judge == "j1" else "moderate"
+    widths = {}
+    for unit in ("battle", "task", "meme"):
+        cfg = _cfg(families, ["j1", "j2"], bootstrap_unit=unit)
+        outcome = ArenaOutcome(setting="memearena", battles=battles)
+        section = setting_section(cfg, outcome, bootstrap=300)
+        assert section["bootstrap_unit"] == unit
+        top = section["overall"][0]
+        widths[unit] = top["ci_high"] - top["ci_low"]
+    assert widths["meme"] > 1.5 * widths["battle"]

@@ -1,0 +1,40 @@
+"""The demo's audit: every injected bias is flagged on the judge that has it (its interval
+excludes the clean judge's value) and the clean judge is flagged on none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from memearena.demo import demo_config
+from memearena.methods.judge_audit.view import demo_check
+from memearena.runner_judge_audit import run_demo_audit
+from memearena.sim.judge_audit import DEMO_AUDIT_REFERENCE
+
+
+def test_demo_audit_recovers_every_injected_bias(tmp_path: Path) -> None:
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=160)  # noqa: SIM115
+    cfg = run_demo_audit(demo_config(bootstrap=300), tmp_path, console=console, show_progress=False)
+    console.file.close()
+    printed = (tmp_path / "out.txt").read_text()
+    assert "every injected bias is flagged on its judge and the clean judge on none" in printed
+    import json
+
+    section = json.loads((tmp_path / "leaderboard.json").read_text())["judge_audit"]
+    lines, ok = demo_check(section)
+    assert ok, lines
+    rows = {r["judge"]: r for r in section["leaderboard"]}
+    assert rows[DEMO_AUDIT_REFERENCE]["flags"] == []
+    injected = section["simulated"]["injected"]
+    assert sum(len(v) for v in injected.values()) >= 8  # six failure modes, eight signatures
+    for judge, expected in injected.items():
+        for bias in expected:
+            assert bias in rows[judge]["flags"]
+            # Flagged relative to the clean judge: its interval excludes the clean judge's value.
+            if bias in rows[judge]["types"]:
+                mine = rows[judge]["types"][bias]
+                clean = rows[DEMO_AUDIT_REFERENCE]["types"][bias]["value"]
+                assert mine["ci_high"] < clean
+    # The Arena is then pointed at this audit.
+    assert cfg.arena is not None and cfg.arena.judge_audit == tmp_path / "leaderboard.json"
