@@ -23,8 +23,8 @@ from PIL import Image
 
 from memearena.config import DatasetConfig, RunConfig
 from memearena.data.demo import demo_dir
-from memearena.methods.adapt.driver import run_adapt
 from memearena.methods.adapt.demo import adapt_demo_config
+from memearena.methods.adapt.driver import run_adapt
 
 
 def cloned_set(root: Path, scale: int) -> Path:

@@ -117,8 +117,8 @@ def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
 def child_baseline(calls: int) -> dict[str, Any]:
     """CPU per call of the model layer alone on Arena-shaped requests."""
     from memearena.demo import demo_config
-    from memearena.models import ModelPool, ResponseCache
     from memearena.engine.steps import bounded_map
+    from memearena.models import ModelPool, ResponseCache
     from memearena.prompts import build_messages
     from memearena.runner import sim_world
     from memearena.store import RunStore

@@ -17,8 +17,9 @@ from rich.console import Console
 
 from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, check_wall_time
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
+from memearena.engine.progress import StageProgress
+from memearena.engine.status import RunStatus, arena_status
 from memearena.errors import DataError, IncompatibleRunError
-from memearena.models import ModelPool, ResponseCache
 from memearena.methods.arena.stages import (
     ANSWERS_VIEW,
     STAGES,
@@ -27,9 +28,8 @@ from memearena.methods.arena.stages import (
     StageCount,
     judged_view,
 )
-from memearena.engine.progress import StageProgress
+from memearena.models import ModelPool, ResponseCache
 from memearena.prompts import template_hashes
-from memearena.engine.status import RunStatus, arena_status
 from memearena.sim.world import SimWorld
 from memearena.store import CallRecord, RunLock, RunStore
 

@@ -21,9 +21,9 @@ from rich.console import Console
 from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
+from memearena.engine.progress import StageProgress
 from memearena.errors import DataError
 from memearena.methods.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
-from memearena.engine.progress import StageProgress
 from memearena.runner import (
     CACHE_FILE,
     PlannedCalls,
@@ -166,8 +166,8 @@ def _run_locked(
     bootstrap: int | None,
 ) -> JudgeAuditRunResult:
     from memearena.methods.judge_audit.analysis import judge_audit_section, score_rows
-    from memearena.report.html import write_report
     from memearena.methods.judge_audit.view import attach_thumbnails
+    from memearena.report.html import write_report
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")

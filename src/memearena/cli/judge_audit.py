@@ -200,8 +200,8 @@ def run_command(
 ) -> None:
     """Run (or resume) the Judge audit of a config's judges."""
     from memearena.config import load_config
-    from memearena.report.console import print_plan
     from memearena.methods.judge_audit.view import print_judge_audit_summary
+    from memearena.report.console import print_plan
     from memearena.runner_judge_audit import plan_judge_audit, run_judge_audit
 
     try:

@@ -149,10 +149,10 @@ def arena(
 ) -> None:
     """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
     from memearena.config import check_wall_time, load_config
+    from memearena.engine.status import print_run_status
     from memearena.methods.arena.stages import load_human_guidelines
     from memearena.report.console import print_arena_summary, print_plan
     from memearena.runner import plan_arena, run_arena
-    from memearena.engine.status import print_run_status
 
     cfg = load_config(config)
     if cfg.arena is None:
@@ -285,8 +285,8 @@ def export(
 @one_line_errors
 def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).")]) -> None:
     """Ping every configured model with a tiny multimodal request."""
-    from memearena.config import load_config
     from memearena.cli.models import check_models
+    from memearena.config import load_config
 
     ok = check_models(load_config(config), console)
     if not ok:

@@ -1,6 +1,6 @@
 """The run config: models, data, limits and each method's section (YAML -> pydantic).
 
-    from memearena.config import load_config, RunConfig
+from memearena.config import load_config, RunConfig
 """
 
 from memearena.config.run import (

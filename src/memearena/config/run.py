@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memearena.errors import ConfigError
 from memearena.methods.adapt.config import AdaptConfig
 from memearena.methods.judge_audit.config import JudgeAuditConfig
-from memearena.errors import ConfigError
 from memearena.models.types import GenParams
 
 CRITERIA: tuple[str, ...] = (

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memearena.config import SimModelConfig
-from memearena.methods.judge_audit.config import JudgeAuditConfig
-from memearena.models.types import ImagePart, Message
 from memearena.methods.judge_audit.classic import FILLER
+from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
+from memearena.models.types import ImagePart, Message
 
 if TYPE_CHECKING:
     from memearena.sim.world import SimWorld, _Meme, _Profile

@@ -10,9 +10,9 @@ from typing import Any
 
 from memearena.config import DatasetConfig, RunConfig
 from memearena.methods.adapt.config import AdaptConfig
+from memearena.methods.adapt.driver import AdaptOutcome, AdaptPipeline
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, Message, TextPart
-from memearena.methods.adapt.driver import AdaptOutcome, AdaptPipeline
 from memearena.runner import load_memes, sim_world
 from memearena.sim.catalogue import demo_models
 from memearena.store import RunStore

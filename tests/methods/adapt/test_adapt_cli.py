@@ -10,8 +10,8 @@ from pathlib import Path
 from adapt_helpers import run_pipeline, small_config
 from typer.testing import CliRunner
 
-from memearena.methods.adapt.analysis import adapt_section
 from memearena.cli import app
+from memearena.methods.adapt.analysis import adapt_section
 from memearena.methods.adapt.view import adapt_view
 from memearena.report.html import render_report
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from memearena.config import parse_config
-from memearena.methods.adapt.config import SEED_TAXONOMY
 from memearena.errors import ConfigError
+from memearena.methods.adapt.config import SEED_TAXONOMY
 
 MODELS = {n: {"provider": "sim"} for n in ("t1", "t2", "judge", "refiner", "checker")}
 ADAPT = {

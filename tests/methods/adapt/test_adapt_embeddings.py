@@ -10,10 +10,10 @@ from adapt_helpers import run_pipeline, small_config
 
 from memearena.data import Meme
 from memearena.errors import TransientModelError
-from memearena.models.embeddings import SimEmbedder
 from memearena.methods.adapt.common import Category
 from memearena.methods.adapt.driver import plan_adapt
 from memearena.methods.adapt.refine import EMBED_ROLE, EmbeddingRetriever, Sample
+from memearena.models.embeddings import SimEmbedder
 
 CAT = Category("Race", "d", "i")
 EMB = "sim-judge-harbor"

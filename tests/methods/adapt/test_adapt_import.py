@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from memearena.cli import app
 from memearena.methods.adapt.published import (
     _null_any_failure,
     analyse_published_logs,
     category_of,
     read_published_logs,
 )
-from memearena.cli import app
 
 REAL = Path(__file__).parents[3] / ".." / "shared" / "realdata" / "adammeme_llava_5k"
 runner = CliRunner()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from adapt_helpers import prompt_text, run_pipeline, small_config, tag
 
-from memearena.methods.adapt.config import SEED_TAXONOMY
-from memearena.models.types import GenParams, Message
 from memearena.methods.adapt.common import Vote, name_filter, parse_vote
+from memearena.methods.adapt.config import SEED_TAXONOMY
 from memearena.methods.adapt.mining import count_votes
+from memearena.models.types import GenParams, Message
 
 WITHOUT_GENDER = {k: v for k, v in SEED_TAXONOMY.items() if k != "Gender"}
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from memearena.methods.arena.analysis import setting_section, write_arena_outputs
 from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.methods.arena.analysis import setting_section, write_arena_outputs
 from memearena.methods.arena.stages import ArenaOutcome
 
 

@@ -10,7 +10,6 @@ import pytest
 from PIL import Image, ImageDraw
 
 from memearena.errors import DataError
-from memearena.models.types import ImagePart
 from memearena.methods.judge_audit.judge import score_messages
 from memearena.methods.judge_audit.perturb import (
     GENERATORS,
@@ -23,6 +22,7 @@ from memearena.methods.judge_audit.perturb import (
     insert_text,
     perturb,
 )
+from memearena.models.types import ImagePart
 from memearena.stats import BIAS_TYPES
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from memearena.report.html import render_report
 from memearena.methods.judge_audit.view import attach_thumbnails
+from memearena.report.html import render_report
 
 
 def _section(sha: str) -> dict[str, object]:

@@ -17,14 +17,14 @@ from difflib import SequenceMatcher
 from typing import Any, TypeVar
 
 from memearena.config import RunConfig
-from memearena.methods.adapt.config import AdaptConfig
 from memearena.data import Meme, prepare_image
-from memearena.errors import ConfigError, DataError, ParseError
-from memearena.jsonsafe import loads_bounded
-from memearena.models import ModelPool
-from memearena.models.types import GenParams, ImagePart
 from memearena.engine.progress import StageProgress
 from memearena.engine.steps import run_step
+from memearena.errors import ConfigError, DataError, ParseError
+from memearena.jsonsafe import loads_bounded
+from memearena.methods.adapt.config import AdaptConfig
+from memearena.models import ModelPool
+from memearena.models.types import GenParams, ImagePart
 from memearena.prompts import ask, build_messages, extract_json_objects
 from memearena.prompts.parsers import final_block
 from memearena.store import RunStore, artifact_key

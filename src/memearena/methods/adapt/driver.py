@@ -19,8 +19,9 @@ from rich.console import Console
 
 from memearena.config import RunConfig
 from memearena.data import Meme
+from memearena.engine.progress import StageProgress
+from memearena.engine.steps import bounded_map
 from memearena.errors import BudgetExceeded, ConfigError
-from memearena.models import ModelPool, ResponseCache
 from memearena.methods.adapt.common import AdaptContext, Category
 from memearena.methods.adapt.mining import mine
 from memearena.methods.adapt.misbelief import misbelief
@@ -35,8 +36,7 @@ from memearena.methods.adapt.refine import (
     refine_chain,
 )
 from memearena.methods.adapt.scoring import answer_and_score
-from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map
+from memearena.models import ModelPool, ResponseCache
 from memearena.store import RunStore
 
 __all__ = [

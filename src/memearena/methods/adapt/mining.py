@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memearena.data import Meme
-from memearena.models.types import GenParams
+from memearena.engine.steps import bounded_map
 from memearena.methods.adapt.common import (
     AdaptContext,
     Category,
@@ -29,7 +29,7 @@ from memearena.methods.adapt.common import (
     parse_judgement,
     parse_vote,
 )
-from memearena.engine.steps import bounded_map
+from memearena.models.types import GenParams
 from memearena.prompts import render
 
 __all__ = ["MemeVotes", "Mining", "count_votes", "mine"]

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from memearena.methods.adapt.analysis import cluster_interval
 from memearena.errors import DataError, ParseError
+from memearena.methods.adapt.analysis import cluster_interval
 from memearena.prompts.scores import parse_score
 
 __all__ = ["PublishedStep", "analyse_published_logs", "read_published_logs"]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from memearena.models.types import GenParams, ImagePart
 from memearena.methods.adapt.common import (
     AdaptContext,
     Category,
     parse_reference_choice,
     parse_text,
 )
+from memearena.models.types import GenParams, ImagePart
 from memearena.prompts import defang_score_fields
 
 __all__ = ["reference"]

@@ -10,8 +10,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from memearena.models.types import ImagePart
 from memearena.methods.adapt.common import AdaptContext, Category, parse_text
+from memearena.models.types import ImagePart
 from memearena.prompts import defang_score_fields, parse_score
 
 __all__ = ["Scored", "answer_and_score", "is_self"]

@@ -1,7 +1,7 @@
 """Rendering of the Adapt method: its leaderboard.json section, lineage file, human-labelling
 export, console summary and the report's Adapt section. Rendering only: the numbers come from
-``memearena.methods.adapt.analysis``. Meme text and model output are untrusted: the HTML escapes them,
-the console prints them as plain text, and the CSV export defuses spreadsheet formulas."""
+``memearena.methods.adapt.analysis``. Meme text and model output are untrusted: the HTML escapes
+them, the console prints them as plain text, and the CSV export defuses spreadsheet formulas."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ import msgspec
 import numpy as np
 
 from memearena.config import ArenaConfig, RunConfig, SimModelConfig
-from memearena.methods.arena.stages import ArenaOutcome, JudgedStream
 from memearena.methods.arena.schedule import owns
+from memearena.methods.arena.stages import ArenaOutcome, JudgedStream
 from memearena.stats import (
     Estimate,
     StatsError,

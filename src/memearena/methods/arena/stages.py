@@ -29,10 +29,9 @@ from typing import Any, TypeVar
 
 from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
-from memearena.errors import BudgetExceeded, ConfigError, DataError
-from memearena.models import ModelPool
-from memearena.models.types import GenParams, ImagePart, Message
 from memearena.engine.progress import StageProgress
+from memearena.engine.steps import bounded_map, run_step
+from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
@@ -40,7 +39,8 @@ from memearena.methods.arena.schedule import (
     seeded_rng,
     target_pairs,
 )
-from memearena.engine.steps import bounded_map, run_step
+from memearena.models import ModelPool
+from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts import (
     AskResult,
     ask,

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import RunConfig
-from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.data import Meme
+from memearena.engine.progress import StageProgress
+from memearena.engine.steps import bounded_map, run_step
 from memearena.errors import BudgetExceeded, ConfigError, DataError, ParseError
-from memearena.models import ModelPool
-from memearena.models.types import Message
 from memearena.methods.judge_audit.classic import pad_response, position_pairs
+from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.items import (
     AuditPair,
     meme_image,
@@ -45,8 +45,8 @@ from memearena.methods.judge_audit.perturb import (
     Triplet,
     perturb,
 )
-from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map, run_step
+from memearena.models import ModelPool
+from memearena.models.types import Message
 from memearena.prompts import ask, build_messages
 from memearena.store import RunStore, artifact_key
 

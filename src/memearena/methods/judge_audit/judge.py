@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 
 from memearena.errors import ParseError
-from memearena.models.types import Message
 from memearena.methods.judge_audit.perturb import Triplet
+from memearena.models.types import Message
 from memearena.prompts import build_messages, defang_score_fields, parse_score
 
 __all__ = [
