@@ -130,8 +130,8 @@ def test_report_shows_every_section_of_a_demo_document(board: dict[str, Any]) ->
     ):
         assert heading in text, heading
     assert html.count("<details") >= 4
-    # two charts: BT ratings with CI whiskers, and NDCG bars
-    assert html.count("<svg") == 2
+    # three charts: BT ratings with CI whiskers, NDCG bars, the judges' P(first) and P(longer)
+    assert html.count("<svg") == 3
     assert html.count('class="whisker"') == 3 * len(MODELS)
     assert html.count('class="bar"') == len(JUDGES)
     # numbers are formatted, not dumped

@@ -23,7 +23,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
+
+from memearena.report.svg import estimate, interval_chart, matrix_chart
 
 __all__ = ["SECTIONS", "Section", "render_report", "write_report"]
 
@@ -57,15 +59,17 @@ JUDGE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("calls", "Calls"),
+    ("cost_usd", "Cost (USD)"),
+    ("input_tokens", "Input tokens"),
+    ("output_tokens", "Output tokens"),
     ("cached", "Cached"),
     ("errors", "Errors"),
     ("refusals", "Refusals"),
     ("budget", "Over budget"),
-    ("input_tokens", "Input tokens"),
-    ("output_tokens", "Output tokens"),
-    ("cost_usd", "Cost (USD)"),
+    ("unsettled", "Unsettled"),
     ("latency_s", "Latency (s)"),
 )
+"""Usage columns, the money first: on a narrow screen the cost is never the column pushed out."""
 
 _CHART_WIDTH = 720
 _LABEL_WIDTH = 190
@@ -282,33 +286,110 @@ def _leaderboard(rows: Any) -> list[dict[str, Any]]:
     return out
 
 
+PANEL_COLUMNS = ("battles", "ndcg", "kendall_tau", "parse_failures")
+"""Judge-table columns about agreement with the panel; the classic biases get their own table."""
+BIAS_COLUMNS = ("position_consistency", "p_prefer_first", "p_prefer_longer", "self_preference")
+"""Classic-bias columns of the judge tables (an estimate each, with its interval)."""
+
+
+def _with_interval(row: dict[str, Any], key: str) -> Any:
+    """``row[key]`` as an estimate when the row spells its interval as ``key_ci_low`` and
+    ``key_ci_high`` beside it (the Arena's NDCG and Kendall τ)."""
+    low, high = row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
+    if _is_number(row.get(key)) and _is_number(low) and _is_number(high):
+        return {"value": row[key], "ci_low": low, "ci_high": high}
+    return row.get(key)
+
+
+def _judge_flags(row: dict[str, Any]) -> list[str]:
+    flags = [str(f) for f in _list(row.get("flags"))]
+    flags += [k.removesuffix("_flagged") for k, v in row.items() if k.endswith("_flagged") and v]
+    return flags
+
+
 def _judges(rows: Any) -> dict[str, Any] | None:
     judges = _rows(rows)
     if not judges:
         return None
-    known = {k for k, _ in JUDGE_COLUMNS} | {"judge", "ranking"}
-    columns = [(k, label) for k, label in JUDGE_COLUMNS if any(k in j for j in judges)]
+    labels = dict(JUDGE_COLUMNS)
+    known = set(labels) | {"judge", "ranking", "flags", "reference"}
+    columns = [k for k in PANEL_COLUMNS if any(k in j for j in judges)]
     extras: list[str] = []
     for j in judges:
         for k, v in j.items():
             scalar = v is None or isinstance(v, str | int | float | bool)
-            if k not in known and k not in extras and scalar:
+            folded = k.endswith(("_ci_low", "_ci_high", "_flagged"))
+            if k not in known and k not in extras and scalar and not folded:
                 extras.append(k)
-    columns += [(k, k.replace("_", " ")) for k in extras]
-    table = [
-        {
-            "judge": str(j.get("judge", "?")),
-            "cells": [fmt_cell(j.get(k), k) for k, _ in columns],
-            "ranking": " > ".join(str(m) for m in _list(j.get("ranking"))),
-        }
-        for j in judges
+    columns += extras
+    bias = [k for k in BIAS_COLUMNS if any(k in j for j in judges)]
+    references = {str(j["reference"]) for j in judges if j.get("reference") is not None}
+    table = []
+    for j in judges:
+        table.append(
+            {
+                "judge": str(j.get("judge", "?")),
+                "cells": [fmt_cell(_with_interval(j, k), k) for k in columns],
+                "bias": [fmt_cell(j.get(k), k) for k in bias],
+                "flags": _judge_flags(j),
+                "ranking": " > ".join(str(m) for m in _list(j.get("ranking"))),
+            }
+        )
+    names = [r["judge"] for r in table]
+    probabilities = [
+        (label, [estimate(n, j.get(key)) for n, j in zip(names, judges, strict=True)])
+        for key, label in (
+            ("p_prefer_first", "P(first): prefers the answer shown first"),
+            ("p_prefer_longer", "P(longer): prefers the longer answer"),
+        )
+        if any(key in j for j in judges)
     ]
+    selfish = [estimate(n, j.get("self_preference")) for n, j in zip(names, judges, strict=True)]
     return {
-        "columns": [label for _, label in columns],
+        "columns": [labels.get(k, k.replace("_", " ")) for k in columns],
+        "bias_columns": [labels[k] for k in bias],
         "rows": table,
+        "reference": ", ".join(sorted(references)),
         "has_ranking": any(r["ranking"] for r in table),
         "chart": bar_chart([(str(j.get("judge", "?")), j.get("ndcg")) for j in judges]),
+        "bias_chart": interval_chart(
+            probabilities,
+            title="Position and length bias per judge, with 95% intervals (0.5: no bias)",
+            domain=(0.0, 1.0),
+            reference=0.5,
+        ),
+        "self_chart": interval_chart(
+            [("Self-preference: own model's win rate minus the panel's", selfish)],
+            title="Self-preference per judge, with 95% intervals (0: none)",
+            reference=0.0,
+        ),
     }
+
+
+def _win_rates(arena: dict[str, Any]) -> dict[str, Any] | None:
+    """The average win rate per model (with intervals) and the pairwise win-rate matrix."""
+    rates = _dict(arena.get("win_rates"))
+    order = [str(r.get("model")) for r in _rows(arena.get("overall")) if r.get("model") in rates]
+    order += [str(m) for m in rates if m not in order]
+    average = interval_chart(
+        [("", [estimate(m, rates.get(m)) for m in order])],
+        title="Average win rate against the other models, with 95% intervals (ties count half)",
+        domain=(0.0, 1.0),
+        reference=0.5,
+        percent=True,
+    )
+    pairwise = _dict(arena.get("pairwise"))
+    names = [str(m) for m in _list(pairwise.get("models"))]
+    matrix = matrix_chart(
+        names,
+        [_list(r) for r in _list(pairwise.get("win_rate"))],
+        [_list(r) for r in _list(pairwise.get("battles"))] or None,
+        title="Pairwise win rate: the row model's share of its battles against the column "
+        "model (ties count half)",
+    )
+    if average is None and matrix is None:
+        return None
+    return {"average": average, "matrix": matrix}
 
 
 def _settings(value: Any) -> dict[str, Any] | None:
@@ -380,19 +461,37 @@ def _usage(value: Any) -> dict[str, Any] | None:
     keys = [k for k, _ in USAGE_COLUMNS if any(k in u for u in usage.values())]
     labels = dict(USAGE_COLUMNS)
     for u in usage.values():
-        keys += [k for k, v in u.items() if k not in keys and _is_number(v)]
+        keys += [
+            k
+            for k, v in u.items()
+            if k not in keys and k != "unsettled_usd" and _is_number(v)
+        ]
     totals: dict[str, float] = {}
     for u in usage.values():
-        for k in keys:
+        for k in [*keys, "unsettled_usd"]:
             if _is_number(u.get(k)):
                 totals[k] = totals.get(k, 0) + u[k]
+
+    def cell(u: Mapping[str, Any], k: str) -> str:
+        text = fmt_cell(u.get(k), k)
+        # Calls sent but never settled (a kill mid-call) show the most they can have cost.
+        if k == "unsettled" and u.get(k) and _is_number(u.get("unsettled_usd")):
+            text += f" (≤ {fmt_usd(u['unsettled_usd'])})"
+        return text
+
     return {
         "columns": [labels.get(k, k.replace("_", " ")) for k in keys],
-        "rows": [
-            {"model": m, "cells": [fmt_cell(u.get(k), k) for k in keys]} for m, u in usage.items()
-        ],
-        "totals": [fmt_cell(totals.get(k), k) for k in keys],
+        "rows": [{"model": m, "cells": [cell(u, k) for k in keys]} for m, u in usage.items()],
+        "totals": [cell(totals, k) for k in keys],
+        "note": "Latency: summed seconds of the calls. Unsettled: calls sent but never "
+        "settled (a kill mid-call), with the most they can have cost."
+        if "unsettled" in keys
+        else "",
     }
+
+
+def _errors(section: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(str(k), fmt_num(v)) for k, v in _dict(section.get("errors")).items()]
 
 
 def _simulated(value: Any) -> dict[str, Any] | None:
@@ -452,20 +551,18 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
     ]
     if views:
         groups.insert(0, {"id": "sensitivity", "title": "Sensitivity", "tables": views})
-    errors = [(str(k), fmt_num(v)) for k, v in _dict(arena.get("errors")).items()]
     judges = _judges(arena.get("judges"))
     settings = _settings(arena.get("settings"))
     answers = _answers(arena.get("answers"))
-    usage = _usage(arena.get("usage"))
     panel = _panel(arena.get("panel"))
+    win_rates = _win_rates(arena)
     nav = [("overall", "Leaderboard")]
+    nav += [("win-rates", "Win rates")] if win_rates else []
     nav += [("groups", "Breakdowns")] if groups else []
     nav += [("judges", "Judge bias")] if judges else []
     nav += [("agreement", "Agreement")] if panel else []
     nav += [("settings", "Settings")] if settings else []
     nav += [("answers", "Answers")] if answers else []
-    nav += [("usage", "Usage")] if usage else []
-    nav += [("errors", "Errors")] if "errors" in arena else []
     return {
         "setting": str(arena["setting"]) if arena.get("setting") is not None else None,
         "battles": fmt_num(arena["battles"]) if arena.get("battles") is not None else None,
@@ -478,9 +575,7 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
         "panel": panel,
         "settings": settings,
         "answers": answers,
-        "usage": usage,
-        "errors": errors,
-        "has_errors_key": "errors" in arena,
+        "win_rates": win_rates,
         "nav": nav,
     }
 
@@ -559,10 +654,16 @@ def _run_facts(value: Any) -> dict[str, Any] | None:
     }
 
 
-def _status(value: Any) -> dict[str, Any] | None:
-    """The failure banner's content, when the run says it is not complete."""
+_CAPPED = ("capped", "budget", "spend cap", "max-cost", "max_cost")
+
+
+def _status(value: Any, stopped: Any = None) -> dict[str, Any] | None:
+    """The banner's content when a status says the run is not complete (``complete`` false, or
+    a ``state`` other than complete), or when a method says it ``stopped`` early."""
     status = _dict(value)
-    if not status or status.get("complete") is not False:
+    state = str(status.get("state", "")).lower()
+    incomplete = status.get("complete") is False or state not in ("", "complete")
+    if not incomplete and not stopped:
         return None
     spent = [
         (label, fmt_usd(status[key]))
@@ -574,7 +675,29 @@ def _status(value: Any) -> dict[str, Any] | None:
         if _is_number(status.get(key))
     ]
     problems = [str(p) for p in _list(status.get("problems"))]
-    return {"problems": problems, "spent": spent}
+    reasons = [str(r) for r in (status.get("stopped"), stopped) if r and r is not True]
+    problems += [r for r in reasons if r not in problems]
+    said = " ".join([state, *problems]).lower()
+    capped = bool(status.get("stopped") or stopped) or any(w in said for w in _CAPPED)
+    return {"problems": problems, "spent": spent, "capped": capped}
+
+
+def _health(key: str, title: str, section: dict[str, Any]) -> dict[str, Any]:
+    """What the shell shows for every method section alike (``_health.html.j2``): its banner
+    when it is incomplete or capped, its own run facts, usage and errors."""
+    anchor = key.replace("_", "-")
+    usage = _usage(section.get("usage"))
+    nav = [(f"{anchor}-usage", f"{title} usage")] if usage else []
+    nav += [(f"{anchor}-errors", f"{title} errors")] if "errors" in section else []
+    return {
+        "anchor": anchor,
+        "status": _status(section.get("status"), section.get("stopped")),
+        "run": _run_facts(section.get("run")),
+        "usage": usage,
+        "errors": _errors(section),
+        "has_errors": "errors" in section,
+        "nav": nav,
+    }
 
 
 def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
@@ -585,13 +708,29 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
     sections = []
     for sec in SECTIONS:
         if sec.key in board:
-            view = sec.build(_dict(board.get(sec.key)), board)
+            data = _dict(board.get(sec.key))
+            view = sec.build(data, board)
             if view is not None:
+                health = _health(sec.key, sec.title, data)
                 sections.append(
-                    {"key": sec.key, "title": sec.title, "template": sec.template, **view}
+                    {
+                        "key": sec.key,
+                        "title": sec.title,
+                        "template": sec.template,
+                        **view,
+                        "nav": [*_list(view.get("nav")), *health["nav"]],
+                        "health": health,
+                    }
                 )
     arena = next((s for s in sections if s["key"] == "arena"), None)
     run = _run_facts(board.get("run"))
+    if run is None:
+        # A document written by one method alone may carry its facts in its section only.
+        run = next((s["health"]["run"] for s in sections if s["health"]["run"]), None)
+    for s in sections:
+        own = s["health"]["run"]
+        if own is not None and run is not None and own["facts"] == run["facts"]:
+            s["health"]["run"] = None  # the same facts as the page's: said once, at the top
     return {
         "title": title,
         "subtitle": (run or {}).get("name") or (arena or {}).get("setting"),
@@ -607,6 +746,15 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
 # rendering --------------------------------------------------------------------------------
 
 
+def _printable(value: Any) -> Any:
+    """Every ``{{ ... }}`` of a template passes here: a method or function printed by mistake
+    (``{{ ja.items }}`` is ``dict.items``) fails the render instead of putting a Python repr on
+    the page."""
+    if callable(value) and not isinstance(value, Undefined):
+        raise TypeError(f"a report template printed a callable: {value!r}")
+    return value
+
+
 @cache
 def _environment() -> Environment:
     # Autoescape unconditionally: the template's suffix is .j2, which extension-based
@@ -614,6 +762,7 @@ def _environment() -> Environment:
     return Environment(
         loader=PackageLoader("memearena.report", "templates"),
         autoescape=True,
+        finalize=_printable,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

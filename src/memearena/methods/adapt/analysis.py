@@ -268,6 +268,7 @@ def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None)
         "taxonomy_version": outcome.taxonomy_version,
         "taxonomy_decisions": outcome.decisions,
         "chains": shown_chains,
+        "chains_total": sum(1 for c in chains if c["steps"]),
         "scorer_agreement": _agreement(originals, acfg.scorers, thr, rounds),
         "pending": outcome.pending,
         "stopped": outcome.stopped,

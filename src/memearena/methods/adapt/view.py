@@ -21,6 +21,7 @@ from rich.text import Text
 from memearena.config import RunConfig
 from memearena.methods.arena.schedule import seeded_rng
 from memearena.report.safe import console_safe, csv_safe
+from memearena.report.svg import estimate, interval_chart
 
 __all__ = [
     "HUMAN_KEY_FILE",
@@ -232,6 +233,21 @@ def _cell(v: Any, ci: Sequence[Any] | None) -> dict[str, Any]:
     }
 
 
+MAX_REPORTED_WEAKNESSES = 20
+"""Weakness steps the report lists (largest score drops first); the section holds them all."""
+
+
+def _count(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "—"
+
+
+def _shown(shown: int, total: Any) -> str:
+    """``showing 20 of 131``: a cut list always says so."""
+    if isinstance(total, int) and not isinstance(total, bool) and total != shown:
+        return f"showing {shown:,} of {total:,}"
+    return f"all {shown:,}"
+
+
 def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
     """What the report's Adapt section shows (None when the board has no Adapt section)."""
     sec = board.get("adapt")
@@ -248,18 +264,44 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
     models = [
         {
             "model": m["model"],
+            "answers": _count(m.get("answers")),
+            "scored": _count(m.get("scored")),
             "avg": _ci(m["avg_score"], m["avg_score_ci"], pct=False),
             "fr": _ci(m["failure_rate"], m["failure_rate_ci"]),
+            "seed_chains": _count(m.get("seed_chains")),
             "refined": _ci(m["refined_failure_rate"], m["refined_failure_rate_ci"]),
             "loop_inc": _ci(m["refined_increase"], m["refined_increase_ci"]),
+            "control_steps": _count(m.get("control_steps")),
             "control": _ci(m["control_failure_rate"], m["control_failure_rate_ci"]),
             "control_inc": _ci(m["control_increase"], m["control_increase_ci"]),
             "refused": m["refused"],
             "unparsed": m["unparsed"],
-            "self": ", ".join(m.get("scored_by_itself") or []),
+            "self": ", ".join(m.get("scored_by_itself") or []) or "no",
+            "flag": bool(m.get("scored_by_itself")),
         }
         for m in sec["models"]
     ]
+    loop_chart = interval_chart(
+        [
+            (
+                str(m["model"]),
+                [
+                    estimate("conditional loop", (m["refined_increase"], m["refined_increase_ci"])),
+                    estimate(
+                        "unconditional control",
+                        (m["control_increase"], m["control_increase_ci"]),
+                        1,
+                    ),
+                ],
+            )
+            for m in sec["models"]
+        ],
+        title="Failure-rate increase from refinement: conditional loop vs unconditional control, "
+        "with 95% intervals (0: no change)",
+        reference=0.0,
+        percent=True,
+        legend=["conditional loop", "unconditional control"],
+    )
     chains = []
     for c in sec.get("chains", []):
         steps = []
@@ -270,6 +312,7 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
                     "step": s["step"],
                     "meme": s["meme"],
                     "from": s.get("parent_text") or "",
+                    "misbelief": s.get("misbelief") or "",
                     "text": s.get("text") or "(no accepted rewrite)",
                     "before": f"{s['score_before']:g}",
                     "after": "—" if s.get("score_after") is None else f"{s['score_after']:g}",
@@ -285,16 +328,35 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
                 "category": c["category"],
                 "mode": c["mode"],
                 "repeat": c["repeat"],
+                "meme": c.get("seed") or (c["steps"][0]["meme"] if c["steps"] else ""),
                 "stop": c["stop"],
                 "steps": steps,
             }
         )
+    weaknesses = [w for w in sec.get("weaknesses", []) if isinstance(w, dict)]
+    shown = weaknesses[:MAX_REPORTED_WEAKNESSES]
     return {
         "categories": cats,
         "heat": heat,
         "models": models,
+        "loop_chart": loop_chart,
         "chains": chains,
-        "weaknesses": sec.get("weaknesses", [])[:20],
+        "chains_shown": _shown(len(chains), sec.get("chains_total")),
+        "weaknesses": [
+            {
+                "model": w.get("model", ""),
+                "category": w.get("category", ""),
+                "meme": w.get("meme", ""),
+                "repeat": w.get("repeat", ""),
+                "misbelief": w.get("misbelief", ""),
+                "steps": w.get("steps", ""),
+                "score_drop": f"{w['score_drop']:.1f}"
+                if isinstance(w.get("score_drop"), int | float)
+                else "—",
+            }
+            for w in shown
+        ],
+        "weaknesses_shown": _shown(len(shown), len(weaknesses)),
         "taxonomy": sec.get("taxonomy", []),
         "decisions": sec.get("taxonomy_decisions", []),
         "version": sec.get("taxonomy_version", ""),

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memearena.report.console import fitted_tables
+from memearena.report.svg import estimate, interval_chart
 from memearena.report.safe import console_safe, strip_control
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
 
@@ -318,16 +319,67 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
                 }
             )
     sim = section.get("simulated")
+    judges = [r["judge"] for r in rows]
+    boards = _rows(section)
+    type_rows = [
+        {
+            "label": f"{t.replace('_', ' ')} ({metric.upper()}, {category})",
+            "cells": [
+                f"{row['types'][i]} ({row['pairs'][i]})" for row in rows
+            ],
+        }
+        for i, (t, (category, metric)) in enumerate(BIAS_TYPES.items())
+    ]
     return {
         "nav": [("judge-audit", "Judge audit")],
         "rows": rows,
         "categories": list(BIAS_CATEGORIES),
         "types": list(BIAS_TYPES),
+        "type_rows": type_rows,
+        "type_chart": interval_chart(
+            [
+                (
+                    f"{t.replace('_', ' ')} ({metric.upper()})",
+                    [
+                        estimate(j, _mapping(r.get("types")).get(t), k)
+                        for k, (j, r) in enumerate(zip(judges, boards, strict=True))
+                    ],
+                )
+                for t, (_, metric) in BIAS_TYPES.items()
+            ],
+            title="BD / BC per bias type and judge, with 95% intervals (higher is better)",
+            domain=(0.0, 1.0),
+            legend=judges,
+        ),
+        "classic_chart": interval_chart(
+            [
+                (label, [estimate(j, r.get(key)) for j, r in zip(judges, boards, strict=True)])
+                for key, label in (
+                    ("p_prefer_first", "P(first): prefers the response shown first"),
+                    ("p_prefer_padded", "P(padded): prefers the padded, longer response"),
+                )
+            ],
+            title="Position and verbosity bias per judge, with 95% intervals (0.5: no bias)",
+            domain=(0.0, 1.0),
+            reference=0.5,
+        ),
+        "self_chart": interval_chart(
+            [
+                (
+                    "Self-enhancement: own family's responses scored above the others'",
+                    [
+                        estimate(j, r.get("self_enhancement"))
+                        for j, r in zip(judges, boards, strict=True)
+                    ],
+                )
+            ],
+            title="Self-enhancement per judge, with 95% intervals (0: none)",
+            reference=0.0,
+        ),
         "examples": examples,
-        "items": str(section.get("items", "")),
+        "item_count": str(section.get("items", "")),
         "prompt": str(section.get("prompt", "")),
         "note": str(section.get("note", "")),
         "reference": str(section.get("reference_judge") or "the panel's best"),
         "simulated": str(sim.get("note", "")) if isinstance(sim, dict) else None,
-        "errors": [(str(k), str(v)) for k, v in _mapping(section.get("errors")).items()],
     }
