@@ -29,6 +29,7 @@ from memearena.runner import (
     PlannedCalls,
     open_pool,
     planned_from_calls,
+    run_facts,
     snapshot_config,
     stand_in_config,
 )
@@ -190,6 +191,7 @@ def _run_locked(
 
         outcome = asyncio.run(go())
         section = judge_audit_section(cfg, outcome, store, bootstrap=bootstrap)
+        section["run"] = run_facts(cfg)  # the report shows every method's run facts
         attach_thumbnails(section, image_dir)
         lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
         _atomic_write(run_dir / SCORES_FILE, lines)

@@ -1,9 +1,14 @@
-"""The demo report in headless Chromium at 1400 and 800 px: judge and model names stay one line
-high (wide tables scroll sideways instead of squeezing names), and the page itself never
-scrolls sideways. Skips when Chromium is not installed (``.ci/run`` installs Debian's)."""
+"""The demo report in headless Chromium at 1400 and 800 px, for each method alone and all three
+together: no Python repr on the page, no table column outside the viewport or its scroll box
+(the verdict columns above all: Flags, Self-preference, Unparsed, Scored by itself, Cost), no
+box that scrolls sideways, judge names one line high, and a banner on a capped Adapt or Judge
+audit. Skips when Chromium is not installed (``.ci/run`` installs Debian's)."""
 
 from __future__ import annotations
 
+import copy
+import html
+import io
 import json
 import re
 import shutil
@@ -12,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from memearena.report.html import render_report
 
@@ -20,40 +26,95 @@ CHROMIUM = next(
 )
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 
-# Added to a test copy of the page only: the report itself carries no scripts.
+WIDTHS = [1400, 800]
+
+VERDICT_COLUMNS = {
+    "judge-audit": ["Flags", "Unparsed"],
+    "judges": ["Flags", "Self-preference (own − panel)"],
+    "adapt": ["Unparsed", "Scored by itself"],
+    "arena-usage": ["Cost (USD)"],
+    "adapt-usage": ["Cost (USD)"],
+    "judge-audit-usage": ["Cost (USD)"],
+}
+"""Section id -> columns that carry a verdict or the money: each must be on screen."""
+
+REPR = re.compile(
+    r"<built-in method|<bound method|<function |\bobject at 0x|dict_(items|keys|values)\(|"
+    r"<generator object|Undefined\b"
+)
+
+# Added to a test copy of the page only: the report itself carries no scripts. Every <details>
+# is opened first, so that what a reader can unfold is measured too.
 MEASURE = """<script>
-// The height of the name's own text (not of its cell, which a wrapping neighbour can grow).
-const cells = [...document.querySelectorAll('#judges td.name, #overall td.name')].map(td => {
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+const vw = document.documentElement.clientWidth;
+function clip(el) {  // the right edge of what is visible of el without scrolling sideways
+  let right = vw;
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    if (getComputedStyle(p).overflowX !== 'visible') {
+      right = Math.min(right, p.getBoundingClientRect().right);
+    }
+  }
+  return right;
+}
+function column(cell) {  // a cell's column: its data-label, or its table's header text
+  if (cell.tagName === 'TH') return cell.textContent.trim();
+  if (cell.dataset.label) return cell.dataset.label;
+  const head = cell.closest('table').querySelector('thead tr');
+  const th = head && head.children[cell.cellIndex];
+  return th ? th.textContent.trim() : '';
+}
+const cells = [...document.querySelectorAll('th, td')].map(c => {
+  const r = c.getBoundingClientRect();
+  return {col: column(c), section: (c.closest('section') || {}).id || '', tag: c.tagName,
+          right: r.right, left: r.left, limit: clip(c), visible: r.width > 0 && r.height > 0};
+});
+const boxes = [...document.querySelectorAll('*')].filter(e => {
+  const o = getComputedStyle(e).overflowX;
+  return (o === 'auto' || o === 'scroll') && e.scrollWidth > e.clientWidth + 1;
+}).map(e => ({section: (e.closest('section') || {}).id || '', tag: e.tagName,
+              scroll: e.scrollWidth, client: e.clientWidth}));
+const names = [...document.querySelectorAll('#judges td.name, #overall td.name')].map(td => {
   const range = document.createRange();
   range.selectNodeContents(td);
   return {text: td.textContent, h: range.getBoundingClientRect().height,
           line: parseFloat(getComputedStyle(td).lineHeight),
           visible: td.getClientRects().length > 0, table: td.closest('section').id};
 });
+const banners = [...document.querySelectorAll('.banner.failed')].map(b => ({
+  id: b.id, text: b.innerText, visible: b.getBoundingClientRect().height > 0}));
 const pre = document.createElement('pre');
 pre.id = 'measure';
-pre.textContent = JSON.stringify({width: window.innerWidth,
-  page: document.documentElement.scrollWidth, cells: cells});
+pre.textContent = JSON.stringify({width: window.innerWidth, client: vw,
+  page: document.documentElement.scrollWidth,
+  cells: cells, boxes: boxes, names: names, banners: banners, text: document.body.innerText});
 document.body.appendChild(pre);
 </script>"""
 
 
 @pytest.fixture(scope="module")
-def demo_board(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A real demo run (every demo model and judge; two memes to stay quick)."""
-    import memearena
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The documents of a real demo run: all three methods together, and each one alone (the
+    Adapt null-world run is a standalone Adapt run; the audit's section alone a standalone
+    Judge audit)."""
+    from memearena.demo import run_demo
 
-    cfg = memearena.demo_config(bootstrap=20)
-    cfg = cfg.model_copy(update={"data": [cfg.data[0].model_copy(update={"limit": 2})]})
     run = tmp_path_factory.mktemp("demo") / "run"
-    result = memearena.run_arena(cfg, run, show_progress=False)
-    assert result.leaderboard["arena"]["judges"]
-    return result.leaderboard
+    run_demo(run, console=Console(file=io.StringIO()), show_progress=False)
+    board = json.loads((run / "leaderboard.json").read_text(encoding="utf-8"))
+    assert {"arena", "adapt", "judge_audit"} <= set(board)
+    adapt = json.loads((run / "adapt-null-world" / "leaderboard.json").read_text("utf-8"))
+    return {
+        "all": board,
+        "arena": {k: v for k, v in board.items() if k not in ("adapt", "judge_audit")},
+        "adapt": adapt,
+        "judge_audit": {"judge_audit": board["judge_audit"]},
+    }
 
 
-def _measure(tmp_path: Path, html: str, width: int) -> dict[str, Any]:
+def _measure(tmp_path: Path, page_html: str, width: int) -> dict[str, Any]:
     page = tmp_path / f"report-{width}.html"
-    page.write_text(html.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    page.write_text(page_html.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     cmd = [
         str(CHROMIUM),
         "--headless",
@@ -69,39 +130,136 @@ def _measure(tmp_path: Path, html: str, width: int) -> dict[str, Any]:
         "--dump-dom",
         page.as_uri(),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     m = re.search(r'<pre id="measure">(.*?)</pre>', out.stdout, re.DOTALL)
     assert m, f"chromium gave no measurement (exit {out.returncode}): {out.stderr[-500:]}"
-    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    measured: dict[str, Any] = json.loads(html.unescape(m.group(1)))
+    assert measured["width"] == width
+    return measured
 
 
-def _check_one_line(m: dict[str, Any], width: int, names: set[str]) -> None:
-    assert m["width"] == width
-    judge_cells = [c for c in m["cells"] if c["table"] == "judges"]
-    assert {c["text"] for c in judge_cells} >= names
-    visible = [c for c in m["cells"] if c["visible"]]
-    assert len(visible) >= len(names)
+def _assert_fits(m: dict[str, Any], width: int) -> None:
+    """Every visible cell ends inside the viewport and inside every box that clips it, and no
+    box scrolls sideways: nothing of any table is off screen."""
+    off = [
+        (c["section"], c["col"], round(c["right"]))
+        for c in m["cells"]
+        if c["visible"] and c["right"] > c["limit"] + 1
+    ]
+    assert not off, f"{len(off)} cells off screen at {width}px, e.g. {off[:8]}"
+    assert not m["boxes"], f"{len(m['boxes'])} boxes scroll sideways at {width}px: {m['boxes'][:5]}"
+    assert m["page"] <= m["client"], "the page scrolls sideways"
+
+
+def _assert_verdicts_in_view(m: dict[str, Any], sections: set[str]) -> None:
+    for section, columns in VERDICT_COLUMNS.items():
+        if section not in sections:
+            continue
+        for col in columns:
+            shown = [
+                c for c in m["cells"] if c["section"] == section and c["col"] == col and c["visible"]
+            ]
+            assert shown, f"no visible {col!r} cell in #{section}"
+            assert all(0 <= c["left"] and c["right"] <= c["limit"] + 1 for c in shown), (
+                section,
+                col,
+            )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("method", ["all", "arena", "adapt", "judge_audit"])
+def test_every_table_fits_and_no_repr_shows(
+    tmp_path: Path, demo: dict[str, dict[str, Any]], method: str, width: int
+) -> None:
+    m = _measure(tmp_path, render_report(demo[method], title="memearena demo"), width)
+    assert not REPR.search(m["text"]), REPR.search(m["text"])
+    _assert_fits(m, width)
+    sections = {c["section"] for c in m["cells"]}
+    expected = {
+        "all": {"judges", "adapt", "judge-audit", "arena-usage", "adapt-usage"},
+        "arena": {"judges", "arena-usage"},
+        "adapt": {"adapt", "adapt-usage"},
+        "judge_audit": {"judge-audit", "judge-audit-usage"},
+    }[method]
+    assert expected <= sections, sections
+    _assert_verdicts_in_view(m, sections)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_standalone_method_report_has_run_facts_usage_and_errors(
+    tmp_path: Path, demo: dict[str, dict[str, Any]], width: int
+) -> None:
+    for method, anchor in (("adapt", "adapt"), ("judge_audit", "judge-audit")):
+        doc = demo[method]
+        assert doc[method]["run"]["config_sha256"], method
+        m = _measure(tmp_path, render_report(doc), width)
+        sections = {c["section"] for c in m["cells"]}
+        assert {"run", f"{anchor}-usage"} <= sections, (method, sections)
+        assert doc[method]["run"]["config_sha256"] in m["text"]
+        assert f"Errors — {'Adapt' if method == 'adapt' else 'Judge audit'}" in m["text"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_demo_judge_names_stay_on_one_line(
+    tmp_path: Path, demo: dict[str, dict[str, Any]], width: int
+) -> None:
+    board = demo["all"]
+    judges = {j["judge"] for j in board["arena"]["judges"]}
+    m = _measure(tmp_path, render_report(board), width)
+    assert {c["text"] for c in m["names"] if c["table"] == "judges"} >= judges
+    visible = [c for c in m["names"] if c["visible"]]
+    assert len(visible) >= len(judges)
     for c in visible:
         assert 0 < c["h"] < 1.5 * c["line"], f"{c['text']!r} wraps at {width}px: {c}"
-    assert m["page"] <= width, "the page scrolls sideways: a table escaped its scroll box"
 
 
-@pytest.mark.parametrize("width", [1400, 800])
-def test_demo_report_keeps_judge_names_on_one_line(
-    tmp_path: Path, demo_board: dict[str, Any], width: int
+@pytest.mark.parametrize("width", WIDTHS)
+def test_long_names_wrap_and_push_no_column_out_of_view(
+    tmp_path: Path, demo: dict[str, dict[str, Any]], width: int
 ) -> None:
-    judges = {j["judge"] for j in demo_board["arena"]["judges"]}
-    m = _measure(tmp_path, render_report(demo_board, title="memearena demo"), width)
-    _check_one_line(m, width, judges)
-
-
-@pytest.mark.parametrize("width", [1400, 800])
-def test_long_names_scroll_instead_of_squeezing(
-    tmp_path: Path, demo_board: dict[str, Any], width: int
-) -> None:
-    board = json.loads(json.dumps(demo_board))
+    board = copy.deepcopy(demo["all"])
     long = "Qwen/Qwen2.5-VL-72B-Instruct-AWQ served by vLLM on gpu-cluster-east-7 (replica 3)"
+    unbroken = "x" * 140  # no break opportunity at all
     board["arena"]["judges"][0]["judge"] = long
+    board["arena"]["judges"][1]["judge"] = unbroken
     board["arena"]["overall"][0]["model"] = long + " as a target"
+    board["judge_audit"]["leaderboard"][0]["judge"] = unbroken
+    board["adapt"]["models"][0]["model"] = long
+    usage = board["arena"]["usage"]
+    usage[unbroken] = usage.pop(next(iter(usage)))
     m = _measure(tmp_path, render_report(board), width)
-    _check_one_line(m, width, {long})
+    _assert_fits(m, width)
+    _assert_verdicts_in_view(m, {c["section"] for c in m["cells"]})
+    assert {long, unbroken} <= {c["text"] for c in m["names"]}
+
+
+CAPPED = {
+    "complete": False,
+    "state": "capped",
+    "problems": ["spend cap reached: $0.50 of --max-cost $0.50; 120 of 288 chains not run"],
+    "spent_usd": 0.5,
+    "spent_upper_bound_usd": 0.52,
+    "max_cost": 0.5,
+}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("method", ["adapt", "judge_audit"])
+def test_a_capped_adapt_or_judge_audit_run_shows_a_banner(
+    tmp_path: Path, demo: dict[str, dict[str, Any]], method: str, width: int
+) -> None:
+    # The status a capped run writes into its section of leaderboard.json.
+    doc = copy.deepcopy(demo[method])
+    doc[method]["status"] = dict(CAPPED)
+    m = _measure(tmp_path, render_report(doc), width)
+    anchor = method.replace("_", "-")
+    (banner,) = [b for b in m["banners"] if b["id"] == f"{anchor}-incomplete"]
+    assert banner["visible"]
+    title = "Adapt" if method == "adapt" else "Judge audit"
+    assert f"{title} is CAPPED — the results below are partial" in banner["text"]
+    assert "spend cap reached" in banner["text"] and "cap $0.5000" in banner["text"]
+    _assert_fits(m, width)
+    # A complete status shows none.
+    doc[method]["status"] = {**CAPPED, "complete": True, "state": "complete"}
+    again = _measure(tmp_path, render_report(doc), width)
+    assert not [b for b in again["banners"] if b["id"] == f"{anchor}-incomplete"]

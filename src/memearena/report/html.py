@@ -335,7 +335,7 @@ def _judges(rows: Any) -> dict[str, Any] | None:
                 "ranking": " > ".join(str(m) for m in _list(j.get("ranking"))),
             }
         )
-    names = [r["judge"] for r in table]
+    names = [str(j.get("judge", "?")) for j in judges]
     probabilities = [
         (label, [estimate(n, j.get(key)) for n, j in zip(names, judges, strict=True)])
         for key, label in (
@@ -380,10 +380,20 @@ def _win_rates(arena: dict[str, Any]) -> dict[str, Any] | None:
     )
     pairwise = _dict(arena.get("pairwise"))
     names = [str(m) for m in _list(pairwise.get("models"))]
+    wins = [_list(r) for r in _list(pairwise.get("win_rate"))]
+    games = [_list(r) for r in _list(pairwise.get("battles"))]
+    ranked = [m for m in order if m in names] + [m for m in names if m not in order]
+    if len(ranked) == len(names) == len(wins) and all(len(r) == len(names) for r in wins):
+        idx = [names.index(m) for m in ranked]  # best first, as in the leaderboard
+        names, wins = ranked, [[wins[i][j] for j in idx] for i in idx]
+        if len(games) == len(idx) and all(len(r) == len(idx) for r in games):
+            games = [[games[i][j] for j in idx] for i in idx]
+        else:
+            games = []
     matrix = matrix_chart(
         names,
-        [_list(r) for r in _list(pairwise.get("win_rate"))],
-        [_list(r) for r in _list(pairwise.get("battles"))] or None,
+        wins,
+        games or None,
         title="Pairwise win rate: the row model's share of its battles against the column "
         "model (ties count half)",
     )
@@ -462,9 +472,7 @@ def _usage(value: Any) -> dict[str, Any] | None:
     labels = dict(USAGE_COLUMNS)
     for u in usage.values():
         keys += [
-            k
-            for k, v in u.items()
-            if k not in keys and k != "unsettled_usd" and _is_number(v)
+            k for k, v in u.items() if k not in keys and k != "unsettled_usd" and _is_number(v)
         ]
     totals: dict[str, float] = {}
     for u in usage.values():

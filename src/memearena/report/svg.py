@@ -151,12 +151,16 @@ def interval_chart(
         if not members:
             continue
         if name:
-            heads.append({"label": _short(name, 3 * MAX_LABEL), "full": name, "y": y + GROUP_HEIGHT - 7})
+            heads.append(
+                {"label": _short(name, 3 * MAX_LABEL), "full": name, "y": y + GROUP_HEIGHT - 7}
+            )
             y += GROUP_HEIGHT
         for p in members:
             mid = y + ROW_HEIGHT / 2
-            ci = "" if p.low is None or p.high is None else (
-                f" [{_fmt(p.low, percent)}, {_fmt(p.high, percent)}]"
+            ci = (
+                ""
+                if p.low is None or p.high is None
+                else (f" [{_fmt(p.low, percent)}, {_fmt(p.high, percent)}]")
             )
             points.append(
                 {

@@ -407,16 +407,18 @@ class RunStore:
         sql = "SELECT COUNT(*) FROM calls WHERE id > ? AND status NOT IN ('cached', 'budget')"
         return int(self._read(sql, (after_id,))[0][0])
 
-    def usage_summary(self) -> dict[str, dict[str, float]]:
+    def usage_summary(self, role_prefix: str = "") -> dict[str, dict[str, float]]:
         """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency, and
-        calls sent but never settled (``unsettled``) with the most they can have cost."""
+        calls sent but never settled (``unsettled``) with the most they can have cost; only the
+        calls whose role starts with ``role_prefix`` (one method's: ``"adapt."``)."""
         rows = self._read(
             "SELECT model, COUNT(*),"
             " SUM(status='cached'), SUM(status='error'), SUM(status='refusal'),"
             " SUM(status='budget'), SUM(input_tokens), SUM(output_tokens),"
             " SUM(cost_usd), SUM(latency_s), SUM(status='sent'),"
             " SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END)"
-            " FROM calls GROUP BY model ORDER BY model"
+            " FROM calls WHERE substr(role, 1, ?) = ? GROUP BY model ORDER BY model",
+            (len(role_prefix), role_prefix),
         )
         return {r[0]: dict(zip(USAGE_FIELDS, (v or 0 for v in r[1:]), strict=True)) for r in rows}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,7 +266,7 @@ def run_adapt(
     report, the lineage (``adapt_chains.jsonl``) and the human-labelling export."""
     from memearena.methods.adapt.analysis import adapt_section
     from memearena.methods.adapt.view import write_adapt_outputs
-    from memearena.runner import load_memes, snapshot_config
+    from memearena.runner import load_memes, run_facts, snapshot_config
 
     if cfg.adapt is None:
         raise ConfigError("config: 'adapt' section is missing")
@@ -288,6 +289,18 @@ def run_adapt(
 
         outcome = asyncio.run(go())
         section = adapt_section(cfg, outcome, bootstrap=bootstrap)
+        # What the report shows for every method alike: the run's facts, usage and errors.
+        section["run"] = run_facts(cfg)
+        section["usage"] = store.usage_summary("adapt.")
+        section["errors"] = dict(
+            sorted(
+                Counter(
+                    f"{e.kind}: {e.reason.split(':')[0]}"
+                    for e in store.errors()
+                    if e.kind.startswith("adapt.")
+                ).items()
+            )
+        )
         write_adapt_outputs(run_dir, cfg, outcome, section)
         new_calls = sum(
             1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")

@@ -203,6 +203,32 @@ def _win_rate_intervals(
     }
 
 
+def _pairwise(counts: ClusteredCounts) -> dict[str, Any]:
+    """The pairwise win-rate matrix (row's share of its battles against column, ties half;
+    None where two models never met) and the battle counts behind each cell."""
+    names = [m for m, g in zip(counts.models, counts.total.battles_per_model, strict=True) if g]
+    counts = counts.subset(names)
+    ci, cj, co, n = counts.total.cells()
+    m = len(names)
+    scores = np.zeros((m, m))
+    games = np.zeros((m, m))
+    # cell outcome 0: i won, 1: j won, 2: tie (half each way)
+    for kind, share_i in ((0, 1.0), (1, 0.0), (2, 0.5)):
+        sel = co == kind
+        np.add.at(scores, (ci[sel], cj[sel]), share_i * n[sel])
+        np.add.at(scores, (cj[sel], ci[sel]), (1 - share_i) * n[sel])
+        np.add.at(games, (ci[sel], cj[sel]), n[sel])
+        np.add.at(games, (cj[sel], ci[sel]), n[sel])
+    return {
+        "models": names,
+        "win_rate": [
+            [_finite(float(scores[i, j] / games[i, j])) if games[i, j] else None for j in range(m)]
+            for i in range(m)
+        ],
+        "battles": [[round(float(games[i, j])) for j in range(m)] for i in range(m)],
+    }
+
+
 class _Pass:
     """Everything the analysis aggregates in one pass over a setting's battle rows."""
 
@@ -458,6 +484,7 @@ def setting_section(
     if truth is not None and len(fit.models) > 1:
         section["vs_truth"] = _vs_truth(fit, truth, p.main.counts().clusters_met)
     section["win_rates"] = _win_rate_intervals(p.main.counts(), min(bootstrap, 1000), seed)
+    section["pairwise"] = _pairwise(p.main.counts())
     if with_groups:
         for key, groups in p.groups.items():
             section[key] = {}
@@ -749,7 +776,7 @@ def arena_leaderboard(
     main["errors"] = dict(
         sorted(Counter(f"{e.kind}: {e.reason.split(':')[0]}" for e in store.errors()).items())
     )
-    main["usage"] = store.usage_summary()
+    main["usage"] = store.usage_summary("arena.")  # a run directory may hold other methods'
     truth = true_ranking(cfg)
     if len(outcomes) > 1:
         # Settings are compared with a smaller bootstrap: their point figures are the contrast.

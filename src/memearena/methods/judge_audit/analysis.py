@@ -255,6 +255,7 @@ def judge_audit_section(
             if e.kind.startswith("ja_") or e.kind in ("meme", "data"):
                 errs[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
         doc["errors"] = dict(sorted(errs.items()))
+        doc["usage"] = store.usage_summary("judge_audit.")
     sims = {j: cfg.models[j] for j in acfg.judges if isinstance(cfg.models.get(j), SimModelConfig)}
     if len(sims) == len(acfg.judges):
         doc["simulated"] = {

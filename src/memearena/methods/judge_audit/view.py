@@ -20,8 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from memearena.report.console import fitted_tables
-from memearena.report.svg import estimate, interval_chart
 from memearena.report.safe import console_safe, strip_control
+from memearena.report.svg import estimate, interval_chart
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
 
 if TYPE_CHECKING:
@@ -319,14 +319,12 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
                 }
             )
     sim = section.get("simulated")
-    judges = [r["judge"] for r in rows]
+    judges = [str(r.get("judge", "")) for r in _rows(section)]
     boards = _rows(section)
     type_rows = [
         {
             "label": f"{t.replace('_', ' ')} ({metric.upper()}, {category})",
-            "cells": [
-                f"{row['types'][i]} ({row['pairs'][i]})" for row in rows
-            ],
+            "cells": [f"{row['types'][i]} ({row['pairs'][i]})" for row in rows],
         }
         for i, (t, (category, metric)) in enumerate(BIAS_TYPES.items())
     ]
