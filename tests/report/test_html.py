@@ -344,3 +344,181 @@ def test_every_partial_boxes_its_tables_for_sideways_scrolling() -> None:
         text = (templates / name).read_text(encoding="utf-8")
         boxed = re.findall(r'<div class="scroll">\s*<table', text)
         assert len(boxed) == text.count("<table"), f"{name}: a table outside a scroll box"
+
+
+# --- every method alike: banner, usage, errors, run facts; no repr; cut lists say so --------
+
+
+def _est(v: float) -> list[Any]:
+    return [v, [v - 0.1, v + 0.1]]
+
+
+def _adapt(models: list[str], chains: int = 2, weaknesses: int = 25) -> dict[str, Any]:
+    """An ``adapt`` section shaped as the analysis writes it (few rows, every key a view reads)."""
+
+    def model(m: str) -> dict[str, Any]:
+        row: dict[str, Any] = {"model": m, "answers": 54, "scored": 51, "refused": 3}
+        for key in ("avg_score", "failure_rate", "refined_failure_rate", "refined_increase"):
+            row[key], row[key + "_ci"] = _est(0.3)
+        for key in ("control_failure_rate", "control_increase"):
+            row[key], row[key + "_ci"] = _est(0.1)
+        return {**row, "unparsed": 2, "scored_by_itself": [m] if m == models[0] else []}
+
+    step = {
+        "step": 1,
+        "meme": "demo:m02",
+        "parent_text": "COPPER EYES",
+        "misbelief": "a false belief",
+        "text": "those folks EYES",
+        "score_before": 10.0,
+        "score_after": 1.0,
+        "checks": [{"outcome": "accepted", "reason": "still recognisable"}],
+    }
+    return {
+        "failure_threshold": 4.0,
+        "repeats": 3,
+        "models": [model(m) for m in models],
+        "by_category": {
+            "Race": [
+                {
+                    "model": m,
+                    **dict(zip(("failure_rate", "failure_rate_ci"), _est(0.2), strict=True)),
+                }
+                for m in models
+            ]
+        },
+        "chains": [
+            {
+                "target": models[0],
+                "category": "Race",
+                "mode": "conditional",
+                "repeat": i,
+                "seed": f"demo:m{i:02d}",
+                "stop": "no similar sample left",
+                "steps": [step],
+            }
+            for i in range(chains)
+        ],
+        "chains_total": 288,
+        "weaknesses": [
+            {
+                "model": models[0],
+                "category": "Race",
+                "misbelief": f"belief {i}",
+                "steps": 1,
+                "score_drop": 9.0 - i / 10,
+                "meme": f"demo:m{i:02d}",
+                "repeat": i % 3,
+            }
+            for i in range(weaknesses)
+        ],
+        "taxonomy": [{"name": "Race", "origin": "seed", "description": "d"}],
+        "taxonomy_version": "v1",
+    }
+
+
+def _judge_audit() -> dict[str, Any]:
+    fig = {"metric": "bd", "value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "pairs": 3}
+    return {
+        "items": 24,
+        "prompt": "plain",
+        "leaderboard": [
+            {
+                "rank": 1,
+                "judge": "sim-judge-first",
+                "overall": fig,
+                "categories": {"integrality": fig},
+                "types": {"text_dominance": fig},
+                "p_prefer_first": {"value": 0.74, "ci_low": 0.65, "ci_high": 0.82},
+                "flags": ["position"],
+            }
+        ],
+    }
+
+
+def test_a_printed_method_fails_the_render_instead_of_showing_its_repr() -> None:
+    from memearena.report import html as report_html
+
+    env = report_html._environment()
+    with pytest.raises(TypeError, match="printed a callable"):
+        env.from_string("{{ d.items }}").render(d={"items": 3})
+    page = render_report({"judge_audit": _judge_audit()})
+    assert "24 items; prompt" in _text(page)
+    assert "built-in method" not in page and "object at 0x" not in page
+
+
+def test_every_method_section_gets_its_usage_errors_and_run_facts() -> None:
+    usage = {"sim-aurora": {"calls": 3, "cost_usd": 0.25, "unsettled": 1, "unsettled_usd": 0.01}}
+    run = {"name": "adapt-run", "date": "2026-12-01", "seed": 3, "config_sha256": "ef" * 32}
+    adapt = {**_adapt(["sim-aurora"]), "usage": usage, "errors": {"adapt.answer: refusal": 5}}
+    ja = {**_judge_audit(), "usage": usage, "errors": {}, "run": {**run, "name": "audit-run"}}
+    page = render_report({"adapt": {**adapt, "run": run}, "judge_audit": ja})
+    text = _text(page)
+    for anchor in ("adapt-usage", "adapt-errors", "judge-audit-usage", "judge-audit-errors"):
+        assert f'id="{anchor}"' in page and f'href="#{anchor}"' in page, anchor
+    assert "Usage and cost — Adapt" in text and "Usage and cost — Judge audit" in text
+    assert "adapt.answer: refusal 5" in text and "No errors recorded." in text
+    assert "1 (≤ $0.0100)" in text  # an unsettled call shows the most it can have cost
+    # The page's facts are the first section's; another method's own facts are shown with it.
+    assert "<title>memearena report — adapt-run</title>" in page
+    assert "ef" * 32 in text and 'id="judge-audit-run"' in page and "audit-run" in text
+    assert 'id="adapt-run"' not in page  # the same facts as the page's: said once
+
+
+def test_a_capped_or_stopped_method_section_shows_a_banner() -> None:
+    capped = {
+        "complete": False,
+        "state": "capped",
+        "problems": ["spend cap reached"],
+        "spent_usd": 0.5,
+        "max_cost": 0.5,
+    }
+    page = render_report(
+        {"adapt": {**_adapt(["m"]), "status": capped}, "judge_audit": _judge_audit()}
+    )
+    text = _text(page)
+    assert 'id="adapt-incomplete"' in page and 'id="judge-audit-incomplete"' not in page
+    assert "Adapt is CAPPED — the results below are partial" in text
+    assert "spent $0.5000 · cap $0.5000" in text
+    # Adapt's own ``stopped`` (written by a budget stop) is a banner too, status or not.
+    stopped = render_report({"adapt": {**_adapt(["m"]), "stopped": "over budget <b>x</b>"}})
+    assert 'id="adapt-incomplete"' in stopped and "&lt;b&gt;x&lt;/b&gt;" in stopped
+    ja = render_report({"judge_audit": {**_judge_audit(), "status": {**capped, "state": "x"}}})
+    assert 'id="judge-audit-incomplete"' in ja and "Judge audit is CAPPED" in _text(ja)
+    done = {**capped, "complete": True, "state": "complete"}
+    assert "-incomplete" not in render_report({"judge_audit": {**_judge_audit(), "status": done}})
+
+
+def test_adapt_says_how_much_of_each_list_it_shows_with_meme_and_repeat() -> None:
+    page = render_report({"adapt": _adapt(["sim-aurora", "sim-cirrus"], chains=2)})
+    text = _text(page)
+    assert "Chains showing 2 of 288, largest score drops first" in text
+    assert "Weakness steps showing 20 of 25" in text
+    assert "meme demo:m01 · repeat 1" in text  # a chain names its meme and repeat
+    rows = re.findall(
+        r"<tr><td class=\"text name\">sim-aurora</td><td class=\"text\">Race</td>"
+        r"<td class=\"text\">(demo:m\d+)</td><td>(\d)</td>",
+        page,
+    )
+    assert len(rows) == 20 and len(set(rows)) == 20  # no row looks like another
+    everything = render_report({"adapt": {**_adapt(["m"], weaknesses=3), "chains_total": 2}})
+    assert "Chains all 2" in _text(everything) and "Weakness steps all 3" in _text(everything)
+
+
+def test_the_win_rate_matrix_is_drawn_in_leaderboard_order(board: dict[str, Any]) -> None:
+    names = ["sim-cirrus", "sim-aurora", "sim-borealis"]  # the order the analysis wrote
+    rate = {"sim-cirrus": 0.3, "sim-aurora": 0.7, "sim-borealis": 0.5}
+    board["arena"]["pairwise"] = {
+        "models": names,
+        "win_rate": [[None if a == b else 0.5 + (rate[a] - rate[b]) for b in names] for a in names],
+        "battles": [[0 if a == b else 10 for b in names] for a in names],
+    }
+    board["arena"]["win_rates"] = {
+        m: {"value": v, "ci_low": v - 0.05, "ci_high": v + 0.05} for m, v in rate.items()
+    }
+    page = render_report(board)
+    assert 'href="#win-rates"' in page
+    (matrix,) = [s for s in re.findall(r"<svg.*?</svg>", page, re.DOTALL) if "Pairwise" in s]
+    titles = re.findall(r"<title>([^<]*) vs ([^<]*):", matrix)
+    assert titles[0] == ("sim-aurora", "sim-borealis")  # best first, as in the leaderboard
+    assert "sim-aurora vs sim-cirrus: 90.0% won (10 battles)" in matrix

@@ -157,7 +157,9 @@ def _assert_verdicts_in_view(m: dict[str, Any], sections: set[str]) -> None:
             continue
         for col in columns:
             shown = [
-                c for c in m["cells"] if c["section"] == section and c["col"] == col and c["visible"]
+                c
+                for c in m["cells"]
+                if c["section"] == section and c["col"] == col and c["visible"]
             ]
             assert shown, f"no visible {col!r} cell in #{section}"
             assert all(0 <= c["left"] and c["right"] <= c["limit"] + 1 for c in shown), (

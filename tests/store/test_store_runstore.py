@@ -235,3 +235,14 @@ def test_record_calls_commits_all_in_one_transaction_or_none(store):
     assert len(store.calls()) == 2  # the batch was rolled back whole
     store.record_call(_call("d", "error", error="boom"))  # and the store is still usable
     assert [c.model for c in store.calls()] == ["a", "b", "d"]
+
+
+def test_usage_summary_of_one_method_counts_only_its_roles(store):
+    store.record_call(CallRecord("h" * 64, "m", "arena.judge", "ok", cost_usd=0.5))
+    store.record_call(CallRecord("h" * 64, "m", "adapt.score", "ok", cost_usd=0.25))
+    store.record_call(CallRecord("h" * 64, "n", "adapt.answer", "refusal"))
+    assert store.usage_summary("arena.")["m"]["cost_usd"] == pytest.approx(0.5)
+    adapt = store.usage_summary("adapt.")
+    assert adapt["m"]["calls"] == 1 and adapt["n"]["refusals"] == 1
+    assert store.usage_summary()["m"]["calls"] == 2
+    assert store.usage_summary("judge_audit.") == {}

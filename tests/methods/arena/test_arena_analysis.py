@@ -154,3 +154,17 @@ def test_the_bootstrap_unit_is_recorded_and_meme_intervals_are_the_widest() -> N
         top = section["overall"][0]
         widths[unit] = top["ci_high"] - top["ci_low"]
     assert widths["meme"] > 1.5 * widths["battle"]
+
+
+def test_the_pairwise_win_rate_matrix_counts_each_pair_and_halves_ties() -> None:
+    cfg = _cfg({"a": "fa", "b": "fb", "c": "fc", "j1": "f1"}, ["j1"])
+    battles = _ranked("abc", "j1", 4)  # a beats b and c, b beats c, on every meme
+    battles += [_row("a", "b", "tie", "j1", f"m{m}") for m in range(4)]
+    section = setting_section(cfg, ArenaOutcome(setting="memearena", battles=battles), bootstrap=20)
+    pw = section["pairwise"]
+    assert pw["models"] == ["a", "b", "c"]
+    w, n = pw["win_rate"], pw["battles"]
+    assert w[0][0] is None and n[0][0] == 0
+    assert n[0][1] == n[1][0] == 8 and n[1][2] == 4
+    assert w[0][1] == pytest.approx(0.75) and w[1][0] == pytest.approx(0.25)  # 4 wins + 4 ties
+    assert w[0][2] == 1.0 and w[2][0] == 0.0 and w[1][2] == 1.0

@@ -83,6 +83,10 @@ def test_outputs_and_leaderboard(audit_run: tuple[Path, Any]) -> None:
     assert images and all(p.stem == p.name.split(".")[0] for p in images)
     html = (run_dir / "report.html").read_text()
     assert 'id="judge-audit"' in html and "data:image/jpeg;base64," in html
+    # A standalone audit's report has what every method's has: run facts, usage, errors.
+    assert section["run"]["config_sha256"] in html
+    assert set(section["usage"]) >= {"clean", "blind", "broken"}
+    assert 'id="judge-audit-usage"' in html and 'id="judge-audit-errors"' in html
 
 
 def test_unparsed_scores_are_excluded_and_counted(audit_run: tuple[Path, Any]) -> None:
