@@ -162,7 +162,7 @@ def _assert_verdicts_in_view(m: dict[str, Any], sections: set[str]) -> None:
                 if c["section"] == section and c["col"] == col and c["visible"]
             ]
             assert shown, f"no visible {col!r} cell in #{section}"
-            assert all(0 <= c["left"] and c["right"] <= c["limit"] + 1 for c in shown), (
+            assert all(c["left"] >= 0 and c["right"] <= c["limit"] + 1 for c in shown), (
                 section,
                 col,
             )
