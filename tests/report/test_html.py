@@ -196,6 +196,11 @@ def test_the_report_loads_nothing_from_outside(board: dict[str, Any]) -> None:
     assert "<link" not in html
     assert "@import" not in html and "url(" not in html
     assert not re.search(r"\ssrc\s*=", html)
+    # and says so to the browser: nothing may load or run, whatever the page holds
+    assert (
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:;'
+        in html
+    )
 
 
 def test_write_report_replaces_the_file_atomically(
@@ -333,8 +338,9 @@ def test_a_method_adds_its_section_as_a_partial(
 
 
 def test_every_partial_boxes_its_tables_for_sideways_scrolling() -> None:
-    """A method's partial keeps wide tables in a scroll box (names are never squeezed and the
-    page itself never scrolls sideways; the browser test measures the Arena's)."""
+    """A method's partial keeps every table in a scroll box: the last resort for a table with
+    more columns than a screen holds, so the page itself never scrolls sideways (the browser
+    test measures that no box needs to on the demo)."""
     from importlib.resources import files
 
     templates = files("memearena.report") / "templates"

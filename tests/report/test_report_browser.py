@@ -112,9 +112,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     }
 
 
-def _measure(tmp_path: Path, page_html: str, width: int) -> dict[str, Any]:
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'"
+
+
+def _chromium(tmp_path: Path, page_html: str, width: int) -> str:
+    """The DOM of ``page_html`` after Chromium loaded it at ``width`` px."""
     page = tmp_path / f"report-{width}.html"
-    page.write_text(page_html.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    page.write_text(page_html, encoding="utf-8")
     cmd = [
         str(CHROMIUM),
         "--headless",
@@ -131,8 +135,17 @@ def _measure(tmp_path: Path, page_html: str, width: int) -> dict[str, Any]:
         page.as_uri(),
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    m = re.search(r'<pre id="measure">(.*?)</pre>', out.stdout, re.DOTALL)
-    assert m, f"chromium gave no measurement (exit {out.returncode}): {out.stderr[-500:]}"
+    assert out.stdout, f"chromium gave no page (exit {out.returncode}): {out.stderr[-500:]}"
+    return out.stdout
+
+
+def _measure(tmp_path: Path, page_html: str, width: int) -> dict[str, Any]:
+    # The report's policy forbids every script; the test copy lets the measuring one run.
+    assert CSP in page_html
+    page_html = page_html.replace(CSP, CSP + "; script-src 'unsafe-inline'")
+    dom = _chromium(tmp_path, page_html.replace("</body>", MEASURE + "</body>"), width)
+    m = re.search(r'<pre id="measure">(.*?)</pre>', dom, re.DOTALL)
+    assert m, "the measuring script did not run"
     measured: dict[str, Any] = json.loads(html.unescape(m.group(1)))
     assert measured["width"] == width
     return measured
@@ -265,3 +278,16 @@ def test_a_capped_adapt_or_judge_audit_run_shows_a_banner(
     doc[method]["status"] = {**CAPPED, "complete": True, "state": "complete"}
     again = _measure(tmp_path, render_report(doc), width)
     assert not [b for b in again["banners"] if b["id"] == f"{anchor}-incomplete"]
+
+
+def test_the_page_policy_runs_no_script_even_one_slipped_into_the_page(
+    tmp_path: Path, demo: dict[str, dict[str, Any]]
+) -> None:
+    page = render_report(demo["judge_audit"])
+    probe = "<script>document.body.setAttribute('data-ran', 'yes')</script>"
+    dom = _chromium(tmp_path, page.replace("</body>", probe + "</body>"), 800)
+    assert "<footer" in dom and 'data-ran="yes"' not in dom
+    # The positive control: the same probe runs once the policy allows inline scripts.
+    allowed = page.replace(CSP, CSP + "; script-src 'unsafe-inline'")
+    dom = _chromium(tmp_path, allowed.replace("</body>", probe + "</body>"), 800)
+    assert 'data-ran="yes"' in dom

@@ -6,8 +6,11 @@ section by registering ``(key, title, partial, builder)`` in :data:`SECTIONS`.
 
 Everything the document holds reaches the page through Jinja2 with autoescape on: model names,
 judge names, setting and group labels come from users and from models, so any of them may carry
-markup. Charts are inline SVG whose geometry is computed here and whose text is escaped by the
-template like every other string. The page loads nothing from anywhere (no CSS, fonts, scripts).
+markup. Charts are inline SVG whose geometry is computed in Python (here and in
+:mod:`memearena.report.svg`) and whose text is escaped by the template like every other string.
+The page loads nothing from anywhere (no CSS, fonts, scripts) and says so in its
+Content-Security-Policy. Every method section gets the same frame from the shell
+(``_health.html.j2``: its banner when incomplete or capped, its run facts, usage and errors).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
 
-from memearena.report.svg import estimate, interval_chart, matrix_chart
+from memearena.report.svg import estimate, interval_chart, matrix_chart, nice_ticks
 
 __all__ = ["SECTIONS", "Section", "render_report", "write_report"]
 
@@ -165,29 +168,13 @@ def _float(value: Any) -> float | None:
 # charts -----------------------------------------------------------------------------------
 
 
-def _nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
-    """Round tick values covering [lo, hi]."""
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / max(count, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step) * step
-    ticks = []
-    t = first
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 10) + 0.0)  # no "-0" label
-        t += step
-    return ticks
-
-
 def _axis(lo: float, hi: float, width: float) -> tuple[Any, list[dict[str, Any]]]:
     span = hi - lo or 1.0
 
     def x(v: float) -> float:
         return round(_LABEL_WIDTH + (v - lo) / span * width, 2)
 
-    ticks = [{"x": x(t), "label": f"{t:.6g}"} for t in _nice_ticks(lo, hi)]
+    ticks = [{"x": x(t), "label": f"{t:.6g}"} for t in nice_ticks(lo, hi)]
     return x, ticks
 
 
