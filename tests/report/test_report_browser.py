@@ -251,7 +251,7 @@ def test_long_names_wrap_and_push_no_column_out_of_view(
 CAPPED = {
     "complete": False,
     "state": "capped",
-    "problems": ["spend cap reached: $0.50 of --max-cost $0.50; 120 of 288 chains not run"],
+    "problems": ["spend cap reached (--max-cost $0.5000): re-run with a higher --max-cost"],
     "spent_usd": 0.5,
     "spent_upper_bound_usd": 0.52,
     "max_cost": 0.5,
@@ -259,25 +259,32 @@ CAPPED = {
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("where", ["section", "document"])
 @pytest.mark.parametrize("method", ["adapt", "judge_audit"])
 def test_a_capped_adapt_or_judge_audit_run_shows_a_banner(
-    tmp_path: Path, demo: dict[str, dict[str, Any]], method: str, width: int
+    tmp_path: Path, demo: dict[str, dict[str, Any]], method: str, where: str, width: int
 ) -> None:
-    # The status a capped run writes into its section of leaderboard.json.
+    # The status a capped run writes: in its own section, or as the document's "status" (the
+    # latest run's, as the run lifecycle writes it for every method).
     doc = copy.deepcopy(demo[method])
-    doc[method]["status"] = dict(CAPPED)
+    target = doc[method] if where == "section" else doc
+    status = dict(CAPPED)
+    if where == "document":
+        del status["state"]  # engine.status.RunStatus.as_json: the problem line says "cap"
+    target["status"] = status
     m = _measure(tmp_path, render_report(doc), width)
-    anchor = method.replace("_", "-")
-    (banner,) = [b for b in m["banners"] if b["id"] == f"{anchor}-incomplete"]
+    anchor = method.replace("_", "-") + "-incomplete" if where == "section" else "run-failed"
+    (banner,) = [b for b in m["banners"] if b["id"] == anchor]
     assert banner["visible"]
-    title = "Adapt" if method == "adapt" else "Judge audit"
-    assert f"{title} is CAPPED — the results below are partial" in banner["text"]
+    title = {"adapt": "Adapt", "judge_audit": "Judge audit"}[method]
+    what = title if where == "section" else "This run"
+    assert f"{what} is CAPPED — the results below are partial" in banner["text"]
     assert "spend cap reached" in banner["text"] and "cap $0.5000" in banner["text"]
     _assert_fits(m, width)
     # A complete status shows none.
-    doc[method]["status"] = {**CAPPED, "complete": True, "state": "complete"}
+    target["status"] = {**CAPPED, "complete": True, "state": "complete"}
     again = _measure(tmp_path, render_report(doc), width)
-    assert not [b for b in again["banners"] if b["id"] == f"{anchor}-incomplete"]
+    assert not again["banners"]
 
 
 def test_the_page_policy_runs_no_script_even_one_slipped_into_the_page(

@@ -9,6 +9,7 @@ move together); the spread across seeds is reported beside it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from memearena.config import RunConfig
+from memearena.store import RunStore
 
 __all__ = [
     "MAX_REPORTED_CHAINS",
@@ -175,8 +177,11 @@ def _agreement(
     return out
 
 
-def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None) -> dict[str, Any]:
-    """The ``"adapt"`` section of ``leaderboard.json`` from one run's records."""
+def adapt_section(
+    cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None, store: RunStore | None = None
+) -> dict[str, Any]:
+    """The ``"adapt"`` section of ``leaderboard.json`` from one run's records; with the run's
+    ``store``, also Adapt's own usage and errors (what the report shows for every method)."""
     acfg = cfg.adapt
     assert acfg is not None
     rounds = acfg.bootstrap if bootstrap is None else bootstrap
@@ -273,6 +278,17 @@ def adapt_section(cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None)
         "pending": outcome.pending,
         "stopped": outcome.stopped,
     }
+    if store is not None:
+        section["usage"] = store.usage_summary("adapt.")
+        section["errors"] = dict(
+            sorted(
+                Counter(
+                    f"{e.kind}: {e.reason.split(':')[0]}"
+                    for e in store.errors()
+                    if e.kind.startswith("adapt.")
+                ).items()
+            )
+        )
     sims = {n: m for n, m in cfg.models.items() if getattr(m, "provider", "") == "sim"}
     if acfg.targets and all(t in sims for t in acfg.targets):
         section["simulated"] = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,19 +287,8 @@ def run_adapt(
                 await pool.aclose()
 
         outcome = asyncio.run(go())
-        section = adapt_section(cfg, outcome, bootstrap=bootstrap)
-        # What the report shows for every method alike: the run's facts, usage and errors.
-        section["run"] = run_facts(cfg)
-        section["usage"] = store.usage_summary("adapt.")
-        section["errors"] = dict(
-            sorted(
-                Counter(
-                    f"{e.kind}: {e.reason.split(':')[0]}"
-                    for e in store.errors()
-                    if e.kind.startswith("adapt.")
-                ).items()
-            )
-        )
+        section = adapt_section(cfg, outcome, bootstrap=bootstrap, store=store)
+        section["run"] = run_facts(cfg)  # the report shows every method's run facts
         write_adapt_outputs(run_dir, cfg, outcome, section)
         new_calls = sum(
             1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
