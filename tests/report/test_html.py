@@ -528,3 +528,14 @@ def test_the_win_rate_matrix_is_drawn_in_leaderboard_order(board: dict[str, Any]
     titles = re.findall(r"<title>([^<]*) vs ([^<]*):", matrix)
     assert titles[0] == ("sim-aurora", "sim-borealis")  # best first, as in the leaderboard
     assert "sim-aurora vs sim-cirrus: 90.0% won (10 battles)" in matrix
+
+
+def test_the_audit_examples_say_they_are_a_sample_and_where_the_rest_is() -> None:
+    ex = {"item": "demo:1", "unbiased": {"query": "q"}, "biased": {"query": "q2"}, "scores": {}}
+    section = {
+        **_judge_audit(),
+        "examples": {"texture_insertion": [ex, ex], "text_dominance": [ex]},
+    }
+    text = _text(render_report({"judge_audit": section}))
+    assert "3 example(s) of 2 bias type(s), at most 2 per type" in text
+    assert "judge_audit_scores.jsonl" in text

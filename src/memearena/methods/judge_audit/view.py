@@ -37,6 +37,7 @@ __all__ = [
     "thumbnail",
 ]
 
+_SCORES_FILE = "judge_audit_scores.jsonl"  # every scored pair, beside leaderboard.json
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _THUMB = 240
 
@@ -270,6 +271,18 @@ def _side(side: Any) -> dict[str, Any]:
     }
 
 
+def _examples_shown(examples: list[dict[str, Any]]) -> str:
+    """What part of the audit the before/after examples are (a sample, and where the rest is)."""
+    per_type: dict[str, int] = {}
+    for ex in examples:
+        per_type[ex["bias_type"]] = per_type.get(ex["bias_type"], 0) + 1
+    most = max(per_type.values(), default=0)
+    return (
+        f"{len(examples)} example(s) of {len(per_type)} bias type(s), at most {most} per type "
+        f"(the config's judge_audit.examples); every scored pair is in {_SCORES_FILE}."
+    )
+
+
 def judge_audit_view(section: Any) -> dict[str, Any] | None:
     """Everything the report's Judge audit partial shows, formatted (None: no section)."""
     if not isinstance(section, dict) or not section:
@@ -375,6 +388,7 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
             reference=0.0,
         ),
         "examples": examples,
+        "examples_shown": _examples_shown(examples),
         "item_count": str(section.get("items", "")),
         "prompt": str(section.get("prompt", "")),
         "note": str(section.get("note", "")),
