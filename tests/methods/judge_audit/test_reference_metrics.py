@@ -124,7 +124,7 @@ def test_two_thousand_random_score_sets_agree_with_the_reference() -> None:
         for t in types:
             all_one = rng.random() < 0.15
             all_one_cases += all_one
-            for i in range(rng.randint(1, 6)):
+            for _ in range(rng.randint(1, 6)):
                 y = 1 if all_one else rng.randint(1, 10)
                 h = rng.randint(1, 10)
                 if rng.random() < 0.1:
