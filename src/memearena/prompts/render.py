@@ -61,6 +61,7 @@ _SYSTEM_TEMPLATES: dict[str, str] = {
     "arena/guideline_refine.j2": "common/system_judge.j2",
     "arena/judge_pairwise.j2": "common/system_judge.j2",
     "judge_audit/respond.j2": "common/system_target.j2",
+    "judge_audit/respond_text.j2": "common/system_target.j2",
     "judge_audit/score_plain.j2": "judge_audit/system_judge.j2",
     "judge_audit/score_score_guided.j2": "judge_audit/system_judge.j2",
     "judge_audit/score_modality_constraints.j2": "judge_audit/system_judge.j2",

@@ -73,7 +73,7 @@ def judge_audit_table(section: dict[str, Any]) -> Table:
     for r in _rows(section):
         cats = r.get("categories") or {}
         table.add_row(
-            str(r.get("rank", "")),
+            str(r.get("rank_label", r.get("rank", ""))),
             escape(str(r.get("judge", ""))),
             _short(r.get("overall")),
             *(_short(cats.get(c)) for c in BIAS_CATEGORIES),
@@ -143,7 +143,7 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
     lead_headers = ["#", "overall", *BIAS_CATEGORIES]
     lead_cells = [
         [
-            str(r.get("rank", "")),
+            str(r.get("rank_label", r.get("rank", ""))),
             _short(r.get("overall")),
             *(_short((r.get("categories") or {}).get(c)) for c in BIAS_CATEGORIES),
         ]
@@ -279,7 +279,7 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         types = _mapping(r.get("types"))
         rows.append(
             {
-                "rank": str(r.get("rank", "")),
+                "rank": str(r.get("rank_label", r.get("rank", ""))),
                 "judge": str(r.get("judge", "")),
                 "overall": _fig(r.get("overall")),
                 "categories": [_fig(cats.get(c)) for c in BIAS_CATEGORIES],
