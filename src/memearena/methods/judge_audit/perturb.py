@@ -400,7 +400,10 @@ class Transformed:
     geometric: Image.Image
     """After the geometric edit only: the appearance edits are measured against this."""
     edits: list[str]
-    """The edits applied, geometric first."""
+    """The edits applied with their strengths, geometric first."""
+    names: list[str]
+    """The names of the edits applied (a ``GEOMETRIC_EDITS`` entry, then ``AESTHETIC_EDITS``
+    keys)."""
 
 
 def transform_image(im: Image.Image, rng: random.Random) -> Transformed:
@@ -408,14 +411,15 @@ def transform_image(im: Image.Image, rng: random.Random) -> Transformed:
     + 7–9 aesthetic operations preserving the semantics); the size is unchanged and nothing is
     cut off."""
     im = im.convert("RGB")
-    geo = _rotate_fit if rng.choice(GEOMETRIC_EDITS) == "rotate" else _zoom_out
-    out, what = geo(im, rng)
-    edits = [what]
+    geo_name = rng.choice(GEOMETRIC_EDITS)
+    out, what = (_rotate_fit if geo_name == "rotate" else _zoom_out)(im, rng)
+    edits, names = [what], [geo_name]
     geometric = out
     for name in rng.sample(list(AESTHETIC_EDITS), rng.randint(7, 9)):
         out, what = AESTHETIC_EDITS[name](out, rng)
         edits.append(what)
-    return Transformed(out, geometric, edits)
+        names.append(name)
+    return Transformed(out, geometric, edits, names)
 
 
 def structural_similarity(a: Image.Image, b: Image.Image, window: int = 7) -> float:
