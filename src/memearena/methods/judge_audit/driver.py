@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -351,6 +351,8 @@ class JudgeAuditPipeline:
         by_uid: dict[str, BaseItem] = {}
         for b in bases:
             by_uid.setdefault(b.meme.uid, b)
+        memo_uid: str | None = None
+        memo: dict[str, tuple[Triplet, dict[str, str]] | str] = {}
         for base in bases:
             for bias_type in self.acfg.bias_types:
                 key = artifact_key(base.meme.uid, base.responder, bias_type)
@@ -368,27 +370,36 @@ class JudgeAuditPipeline:
                         "ja_perturb", key, f"{bias_type}: no answer to the text-only question"
                     )
                     continue
-                ctx = PerturbContext(
-                    store=self.images,
-                    rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
-                    shows=base.meme.text or base.meme.uid,
-                    donor=self._donor(base.meme.uid, by_uid, bias_type),
-                    description=self._descriptions.get(base.meme.uid),
-                    own_image=base.triplet.image,
-                    max_cover=self.acfg.texture_max_cover,
-                )
-                try:
-                    biased = perturb(bias_type, ref, ctx)
-                except DataError as e:
-                    self.store.record_error("ja_perturb", key, str(e))
+                # A variant depends on the item, never on the response: build it once per
+                # meme and reuse it for every responder (bases come sorted by meme).
+                if memo_uid != base.meme.uid:
+                    memo_uid, memo = base.meme.uid, {}
+                got = memo.get(bias_type)
+                if got is None:
+                    ctx = PerturbContext(
+                        store=self.images,
+                        rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
+                        shows=base.meme.text or base.meme.uid,
+                        donor=self._donor(base.meme.uid, by_uid, bias_type),
+                        description=self._descriptions.get(base.meme.uid),
+                        own_image=base.triplet.image,
+                        max_cover=self.acfg.texture_max_cover,
+                    )
+                    try:
+                        got = memo[bias_type] = (perturb(bias_type, ref, ctx), dict(ctx.notes))
+                    except DataError as e:
+                        got = memo[bias_type] = str(e)
+                if isinstance(got, str):
+                    self.store.record_error("ja_perturb", key, got)
                     continue
+                biased, notes = got
                 yield AuditPair(
                     base.meme.uid,
                     bias_type,
                     ref,
-                    biased,
+                    replace(biased, response=ref.response),
                     base.responder,
-                    {"source": base.meme.source, **ctx.notes},
+                    {"source": base.meme.source, **notes},
                 )
 
     def row_pairs(self) -> Iterator[AuditPair]:
