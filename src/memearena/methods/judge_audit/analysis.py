@@ -216,8 +216,9 @@ class _JudgeFigures:
 def _rates(
     recs: Sequence[Any], index: dict[str, int], W: np.ndarray, status: str
 ) -> dict[str, Any]:
-    """The share of judgements with ``status``, per side (unbiased / biased) and per bias type;
-    the unbiased triplet shared by several types is one judgement in the per-side figure."""
+    """The share of judgements with ``status``: over all distinct judgements, per side
+    (unbiased / biased) and per bias type and side; the unbiased triplet shared by several
+    types is one judgement in the overall and per-side figures."""
     seen: set[tuple[str, str | None, bool]] = set()
     uni: list[tuple[str, float, float]] = []
     bia: list[tuple[str, float, float]] = []
@@ -243,6 +244,7 @@ def _rates(
         return out
 
     return {
+        "all": est(uni + bia),
         "unbiased": est(uni),
         "biased": est(bia),
         "by_type": {t: {k: est(v) for k, v in sides.items()} for t, sides in by_type.items()},
@@ -344,8 +346,8 @@ def judge_audit_section(
             "overall": with_ci(table.overall, "overall"),
             "categories": {k: with_ci(v, k) for k, v in table.categories.items()},
             "types": {k: with_ci(v, k) for k, v in table.types.items()},
-            "abstention_rate": _pooled(abst),
-            "parse_failure_rate": _pooled(unparsed),
+            "abstention_rate": abst["all"],
+            "parse_failure_rate": unparsed["all"],
             "abstention": abst,
             "unparsed": unparsed,
             "refusals": sum(s == "refusal" for s in statuses),
@@ -441,27 +443,6 @@ def judge_audit_section(
     if outcome.stopped:
         doc["stopped"] = outcome.stopped
     return doc
-
-
-def _pooled(rates: dict[str, Any]) -> dict[str, Any]:
-    """The overall rate over distinct judgements (the shared unbiased one counted once):
-    the per-side figures' judgement-weighted mean, with the wider side's interval bounds
-    widened by neither (the per-side figures carry the intervals)."""
-    u, b = rates["unbiased"], rates["biased"]
-    n = u["judgements"] + b["judgements"]
-    if not n:
-        return {"value": None, "ci_low": None, "ci_high": None, "n": 0}
-    vu = (u["value"] or 0.0) * u["judgements"]
-    vb = (b["value"] or 0.0) * b["judgements"]
-    lows = [x for x in (u.get("ci_low"), b.get("ci_low")) if x is not None]
-    highs = [x for x in (u.get("ci_high"), b.get("ci_high")) if x is not None]
-    return {
-        "value": (vu + vb) / n,
-        "ci_low": min(lows) if lows else None,
-        "ci_high": max(highs) if highs else None,
-        "n": max(u["n"], b["n"]),
-        "judgements": n,
-    }
 
 
 def _construction(outcome: JudgeAuditOutcome, max_cover: float) -> dict[str, Any]:
