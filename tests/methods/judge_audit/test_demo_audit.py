@@ -46,7 +46,7 @@ def test_demo_audit_recovers_every_injected_bias(tmp_path: Path) -> None:
             assert r["rank"] > ref_rank, r["judge"]
         assert r["rank_label"].endswith("*") == bool(r["flags"])
         lo, hi = r["rank_ci"]
-        assert lo <= hi and 1 <= lo and hi <= len(rows)
+        assert 1 <= lo <= hi <= len(rows)
         assert set(r["trust"]["components"]) == {
             "bd_bc",
             "position",

@@ -189,6 +189,20 @@ def test_unnecessary_image_attaches_another_items_image_to_a_text_only_item(tmp_
         perturb("unnecessary_image", text_only, same)
 
 
+@pytest.mark.parametrize("k", range(20))
+def test_unnecessary_image_on_rendered_memes_is_another_memes_image(tmp_path: Path, k: int) -> None:
+    store = ImageStore(tmp_path)
+    own = store.put(RENDERED[k][0], {SHOWS_KEY: f"r{k}"})
+    other = store.put(RENDERED[(k + 1) % 20][0], {SHOWS_KEY: f"r{k + 1}"})
+    text_only = Triplet("A meme's overlaid text reads “x”. Is it harmful?", None, "An answer.")
+    ctx = PerturbContext(
+        store, random.Random(k), f"r{k}", donor=Triplet("q", other, "r"), own_image=own
+    )
+    ui = perturb("unnecessary_image", text_only, ctx)
+    assert text_only.image is None and ui.image is not None
+    assert ui.image.sha256 != own.sha256 and ctx.notes["attached_image"] == other.sha256
+
+
 def _pipeline(tmp_path: Path, **audit: object) -> tuple[JudgeAuditPipeline, RunStore]:
     raw = {
         "run": "props",
