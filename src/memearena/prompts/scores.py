@@ -98,15 +98,32 @@ def _ratings(text: str) -> list[_Rating]:
                 label = _LABEL_BEFORE.search(text, line, m.start())
                 at = label.start() if label is not None else m.start()
                 found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
-    for m in _LINE_FIELD.finditer(text):
-        rest = m.group("rest")
+    for line in _label_lines(text):  # only a line holding a label can be a rating line
+        lm = _LINE_FIELD.match(text, line)
+        if lm is None:
+            continue
+        rest = lm.group("rest")
         if "[[" in rest:
             continue  # "Rating: [[5]]": read above, once
         v = _VALUE_ONLY.fullmatch(rest)
         if v is not None:  # "Score: the answer misses ..." is prose, not a rating
-            found.append(_Rating(m.start(), rest.strip(), v.group("num"), v.group("den")))
+            found.append(_Rating(lm.start(), rest.strip(), v.group("num"), v.group("den")))
     found.sort(key=lambda r: r.at)
     return found
+
+
+def _label_lines(text: str) -> list[int]:
+    """Start offsets of the lines holding "rating" or "score" (any ASCII case). One character
+    per character (non-ASCII ones become "?"), so offsets are the text's; str.find is far
+    cheaper than a case-insensitive regex scan."""
+    low = text.encode("ascii", "replace").lower()
+    starts: set[int] = set()
+    for word in (b"rating", b"score"):
+        i = low.find(word)
+        while i != -1:
+            starts.add(text.rfind("\n", 0, i) + 1)
+            i = low.find(word, i + len(word))
+    return sorted(starts)
 
 
 def first_rating_at(text: str) -> int | None:
