@@ -275,3 +275,12 @@ def test_the_published_llava_logs() -> None:
     table = runner.invoke(app, ["adapt", "import", str(REAL), "--bootstrap", "100"])
     assert table.exit_code == 0 and "child_exploitation" in table.output
     assert "no original figures" in " ".join(table.output.split())
+
+
+def test_a_bad_originals_file_is_a_one_line_error(tmp_path: Path) -> None:
+    logs = write_logs(tmp_path / "logs", {"race": [step(2, 0, "a")]})
+    bad = tmp_path / "scoring_res.json"
+    for content, says in (("[1,", "invalid JSON"), ('{"race": [{"score": 3}]}', "no scored")):
+        bad.write_text(content)
+        r = runner.invoke(app, ["adapt", "import", str(logs), "--originals", str(bad)])
+        assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
