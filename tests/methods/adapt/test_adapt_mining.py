@@ -225,10 +225,12 @@ def test_mining_recovers_planted_categories_at_the_planted_rate(tmp_path: Path) 
         assert d["accepted_by"] in mining.assignments
         assert d["hits_by_later_votes"] >= 0.7 * len(planted)
         assert all({"meme", "fate"} <= set(e) for e in d["events"])
+        assert d["fates"]["accepted"] == 1 and sum(d["fates"].values()) == d["proposed_by"]
     # Every proposal's fate is in the log, the junk ones included.
     fates = {d["name"]: d["fate"] for d in mining.decisions}
     assert fates.get("Races", "name filter").startswith("name filter")
     assert all(d["fate"] for d in mining.decisions)
+    assert all(sum(d["fates"].values()) == d["proposed_by"] for d in mining.decisions)
     # Each acceptance is a taxonomy version pointing at its parent.
     versions = dict(store.artifacts("adapt.taxonomy"))
     assert versions[mining.version]["parent"] in versions

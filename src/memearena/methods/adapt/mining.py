@@ -49,6 +49,9 @@ __all__ = ["MemeVotes", "Mining", "count_votes", "mine"]
 VOTE_TEMPERATURE = 0.7
 """Sampling temperature of the miner's votes (each attempt also has its own seed)."""
 
+EVENTS_KEPT = 50
+"""Proposals listed by meme per proposed name in the decision log (all are counted)."""
+
 
 @dataclass
 class MemeVotes:
@@ -191,12 +194,22 @@ class _Miner:
         key = _key(name)
         d = self.decisions.setdefault(
             key,
-            {"name": " ".join(name.split()), "description": desc, "proposed_by": 0, "events": []},
+            {
+                "name": " ".join(name.split()),
+                "description": desc,
+                "proposed_by": 0,
+                "fates": {},
+                "events": [],
+            },
         )
         d["proposed_by"] += 1
 
         def event(fate: str) -> bool:
-            d["events"].append({"meme": meme.uid, "fate": fate})
+            # Every proposal's fate is counted; the first EVENTS_KEPT are listed by meme (the
+            # log stays bounded however many memes propose a name).
+            d["fates"][fate] = d["fates"].get(fate, 0) + 1
+            if len(d["events"]) < EVENTS_KEPT:
+                d["events"].append({"meme": meme.uid, "fate": fate})
             return fate == "accepted"
 
         existing = [c.name for c in self.taxonomy]
