@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from memearena.errors import ParseError
 from memearena.methods.judge_audit.perturb import Triplet
 from memearena.models.types import Message
-from memearena.prompts import build_messages, defang_score_fields, parse_score
-from memearena.prompts.scores import first_rating_at
+from memearena.prompts import build_messages, defang_score_fields, first_rating_at, parse_score
 
 __all__ = [
     "PREFERENCES",
