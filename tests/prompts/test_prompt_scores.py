@@ -169,3 +169,24 @@ def test_real_mtbench_judge_replies(name: str, agree: int, refused: int) -> None
         "disagree": 0,
         "extra": 0,
     }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x [[5]]" * 20_000,  # many ratings on one line
+        "score rating " * 20_000,  # many labels on one line, no rating
+        "Rating: 5\n" * 20_000,
+        "[[" * 100_000 + "]]" * 100_000,
+        "Rating:" + " " * 200_000,
+    ],
+)
+def test_long_replies_are_parsed_in_linear_time(text: str) -> None:
+    import contextlib
+    import time
+
+    t0 = time.process_time()
+    with contextlib.suppress(ParseError):
+        parse_score(text)
+    assert time.process_time() - t0 < 2.0
+    assert len(defang_score_fields(text)) >= len(text)

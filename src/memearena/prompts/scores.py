@@ -51,6 +51,7 @@ _LINE_FIELD = re.compile(
     rf"{_LINE_START}{_LABEL}{_DECOR}[:=]{_DECOR}(?P<rest>[^\n]*?)[ \t]*$",
     re.IGNORECASE | re.MULTILINE | re.ASCII,
 )
+_LOOK_BACK = 48
 _LABEL_BEFORE = re.compile(rf"{_LABEL}{_DECOR}[:=]?{_DECOR}\Z", re.IGNORECASE | re.ASCII)
 _VALUE_ONLY = re.compile(rf"{_DECOR}{_VALUE}{_DECOR}\.?{_DECOR}", re.IGNORECASE | re.ASCII)
 
@@ -94,7 +95,10 @@ def _ratings(text: str) -> list[_Rating]:
         for m in _BRACKET_FIELD.finditer(text):
             v = _VALUE_ONLY.fullmatch(m.group("inner"))
             if v is not None:  # "[[rating]]" (a copied placeholder) is no rating
-                line = text.rfind("\n", 0, m.start()) + 1
+                # A label stands just before the brackets ("Rating: [[5]]"): a bounded look-back
+                # keeps a long line of brackets linear.
+                line = text.rfind("\n", max(0, m.start() - _LOOK_BACK), m.start()) + 1
+                line = max(line, m.start() - _LOOK_BACK)
                 label = _LABEL_BEFORE.search(text, line, m.start())
                 at = label.start() if label is not None else m.start()
                 found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
@@ -113,17 +117,25 @@ def _ratings(text: str) -> list[_Rating]:
 
 
 def _label_lines(text: str) -> list[int]:
-    """Start offsets of the lines holding "rating" or "score" (any ASCII case). One character
-    per character (non-ASCII ones become "?"), so offsets are the text's; str.find is far
-    cheaper than a case-insensitive regex scan."""
+    """Start offsets of the lines holding "rating" or "score" (any ASCII case), in order, in
+    one pass. One character per character (non-ASCII ones become "?"), so offsets are the
+    text's; str.find is far cheaper than a case-insensitive regex scan."""
     low = text.encode("ascii", "replace").lower()
-    starts: set[int] = set()
+    hits: list[int] = []
     for word in (b"rating", b"score"):
         i = low.find(word)
         while i != -1:
-            starts.add(text.rfind("\n", 0, i) + 1)
+            hits.append(i)
             i = low.find(word, i + len(word))
-    return sorted(starts)
+    starts: list[int] = []
+    prev = 0
+    for i in sorted(hits):
+        nl = text.rfind("\n", prev, i)  # only the text since the previous hit: linear
+        start = nl + 1 if nl != -1 else (starts[-1] if starts else 0)
+        if not starts or start != starts[-1]:
+            starts.append(start)
+        prev = i
+    return starts
 
 
 def first_rating_at(text: str) -> int | None:
