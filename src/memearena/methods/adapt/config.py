@@ -64,11 +64,16 @@ class AdaptConfig(_Strict):
     votes: int = Field(3, ge=1)
     """Valid miner votes collected per meme."""
     vote_min: int = Field(2, ge=1)
-    """Votes a category needs to be assigned to a meme."""
+    """Votes a category of the taxonomy (seeded or already mined) needs to be assigned to a
+    meme."""
+    proposal_votes: int = Field(1, ge=1)
+    """Votes that must propose the same new category (by name) for it to be judged: 1 (the
+    method: any single vote's proposal is judged), higher to be stricter."""
     max_vote_attempts: int = Field(6, ge=1)
     """Most miner calls per meme while collecting the valid votes (bounds the sampling)."""
     long_tail_per_100: float = Field(5.0, ge=0)
-    """A mined category with fewer hits per 100 memes is pruned."""
+    """A mined category with fewer hits (memes assigned it, by acceptance or by later votes)
+    per 100 memes at the end of mining is pruned."""
     reference_candidates: int = Field(3, ge=1)
     """Candidate reference answers per (meme, category)."""
     reference_temperature: float = Field(0.7, gt=0)
@@ -124,6 +129,10 @@ class AdaptConfig(_Strict):
     def _consistent(self) -> AdaptConfig:
         if self.vote_min > self.votes:
             raise ValueError(f"vote_min ({self.vote_min}) must be <= votes ({self.votes})")
+        if self.proposal_votes > self.votes:
+            raise ValueError(
+                f"proposal_votes ({self.proposal_votes}) must be <= votes ({self.votes})"
+            )
         if self.max_vote_attempts < self.votes:
             raise ValueError(
                 f"max_vote_attempts ({self.max_vote_attempts}) must be >= votes ({self.votes})"

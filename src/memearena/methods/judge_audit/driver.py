@@ -80,8 +80,8 @@ class ScoreRecord:
     judge: str
     item: str
     bias_type: str
-    unbiased: int | None
-    biased: int | None
+    unbiased: float | None
+    biased: float | None
     unbiased_status: str
     """``ok``, ``abstained``, ``unparsed``, ``refusal`` or ``error``."""
     biased_status: str
@@ -110,7 +110,7 @@ class JudgeAuditOutcome:
     """What the audit produced, folded into small records."""
 
     scores: list[ScoreRecord] = field(default_factory=list)
-    base_scores: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    base_scores: list[tuple[str, str, str, float | None]] = field(default_factory=list)
     """(judge, item, responder, score of the unbiased base triplet) for self-enhancement."""
     verdicts: list[VerdictRecord] = field(default_factory=list)
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -127,7 +127,7 @@ class JudgeAuditOutcome:
     """Why the run stopped early (budget), if it did."""
 
 
-def _status(art: dict[str, Any] | None) -> tuple[int | None, str]:
+def _status(art: dict[str, Any] | None) -> tuple[float | None, str]:
     if art is None:
         return None, "error"
     if art.get("refusal"):
@@ -136,7 +136,8 @@ def _status(art: dict[str, Any] | None) -> tuple[int | None, str]:
         return None, "unparsed"
     if art.get("abstained"):
         return None, "abstained"
-    return int(art["score"]), "ok"
+    score = art["score"]  # one decimal is allowed: never truncated to an int
+    return (score if isinstance(score, int) else float(score)), "ok"
 
 
 def _text(text: str) -> str:
