@@ -191,10 +191,9 @@ def test_rewritten_text_can_be_drawn_onto_the_erased_image(tmp_path: Path) -> No
         assert s["image"]["rendered"] and s["image"]["source"] == "dataset"
         assert world.caption_shown(s["image"]["sha256"]) == s["text"]
 
-    from memearena.data import load_datasets
+    from memearena.data import load_datasets, prepare_image
     from memearena.methods.adapt.erase import render_caption
     from memearena.models.types import ImagePart
-    from memearena.data import prepare_image
 
     meme = load_datasets(cfg.data, cfg.image).memes[0]
     assert meme.erased_image is not None

@@ -32,7 +32,9 @@ def test_the_demo_finds_the_weakness_and_measures_the_selection_artefact(tmp_pat
     # most one model's interval misses 0 by chance.
     control = [m["control_increase"] for m in null["models"]]
     assert abs(sum(control) / len(control)) < 0.5 * sum(loop) / len(loop)
-    covering = [m for m in null["models"] if m["control_increase_ci"][0] <= 0 <= m["control_increase_ci"][1]]
+    covering = [
+        m for m in null["models"] if m["control_increase_ci"][0] <= 0 <= m["control_increase_ci"][1]
+    ]
     assert len(covering) >= len(null["models"]) - 1
     printed = (tmp_path / "out.txt").read_text()
     assert "hidden weakness: sim-borealis fails most in Disability" in printed

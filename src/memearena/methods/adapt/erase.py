@@ -253,7 +253,9 @@ class RefineImages:
             return RefineImage(part, "planned")
         return await self._erase(ctx, meme, original)
 
-    async def _erase(self, ctx: AdaptContext, meme: Meme, original: ImagePart) -> RefineImage | None:
+    async def _erase(
+        self, ctx: AdaptContext, meme: Meme, original: ImagePart
+    ) -> RefineImage | None:
         key = f"{ERASER_ID}|{original.sha256}"
         folder = Path(ctx.store.path).parent / "erased"
         rec = ctx.store.get_artifact(ERASED_KIND, key)

@@ -6,8 +6,9 @@ embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as exam
 rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
 recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
 (the text-erased image with the new text, as the method does; or the text drawn into the erased
-image's caption region) and is scored against a fresh reference. In the *conditional* loop (the method) ``s' < s`` records a weakness and hops to the
-next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
+image's caption region) and is scored against a fresh reference; the refiner and the checker see
+the original image. In the *conditional* loop (the method) ``s' < s`` records a weakness and
+hops to the next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
 whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
 ``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
 step is kept as lineage.
