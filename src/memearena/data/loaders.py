@@ -772,7 +772,8 @@ def load_dataset(
             ctx.errors.append(ItemError(ctx.source, item.id, e.reason))
             continue
         except _RowError as e:
-            ctx.errors.append(ItemError(ctx.source, item.id, f"bad row: {e.message}"))
+            where = f"field {e.field!r}: " if e.field else ""
+            ctx.errors.append(ItemError(ctx.source, item.id, f"bad row: {where}{e.message}"))
             continue
         memes.append(
             Meme(

@@ -23,4 +23,5 @@ def wilson_interval(successes: float, n: float, z: float = 1.959964) -> tuple[fl
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # Rounding must not push an edge past the proportion itself (44 of 44 has upper bound 1).
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
