@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import importlib.util
 import io
@@ -64,9 +65,18 @@ _TEXT_SCORE = 0.5
 """A detected box counts as text when the recogniser reads it with at least this confidence."""
 
 
+@functools.cache
 def eraser_available() -> bool:
-    """Whether the built-in eraser's packages (RapidOCR, OpenCV) are installed."""
-    return all(importlib.util.find_spec(m) is not None for m in ("rapidocr_onnxruntime", "cv2"))
+    """Whether the built-in eraser's packages (RapidOCR, OpenCV) are installed and import (an
+    OpenCV build can be installed yet miss a system library)."""
+    if any(importlib.util.find_spec(m) is None for m in ("rapidocr_onnxruntime", "cv2")):
+        return False
+    try:
+        import cv2  # noqa: F401
+        import rapidocr_onnxruntime  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
 
 
 def _require() -> None:
