@@ -179,7 +179,8 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         title=Text(title),
         caption=Text(
             f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
-            f" increase (points); (95% interval: bootstrap over memes, {section['repeats']} seeds)"
+            f" increase (points); 95% intervals over memes (proportions: Wilson), "
+            f"{section['repeats']} seeds"
         ),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -197,6 +198,17 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             str(m["refused"]),
         )
     console.print(table)
+    print_loop_vs_control(console, section)
+    shown = section.get("refine_image")
+    if shown:
+        area = shown.get("mask_area")
+        console.print(
+            console_safe(
+                f"refined items: {shown['note']}"
+                + (f"; sources {shown['sources']}" if shown.get("sources") else "")
+                + (f"; eraser mask area mean {area['mean']:.1%}" if area else "")
+            )
+        )
     selfish = [m["model"] for m in section["models"] if m.get("scored_by_itself")]
     if selfish:
         console.print(
@@ -214,6 +226,43 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             + (f"; {section['pending']} step(s) pending a re-run" if section["pending"] else "")
         )
     )
+
+
+def print_loop_vs_control(console: Console, section: dict[str, Any]) -> None:
+    """The loop and the control in the same two quantities: the failure-rate change per step
+    and per chain minimum, with the mean number of scored rewrites (draws) per chain."""
+    rows = [m for m in section["models"] if m.get("loop_vs_control")]
+    if not rows:
+        return
+    table = Table(
+        title=Text("loop vs control, same quantities"),
+        caption=Text(
+            "failure-rate increase (points): /step = each rewrite vs its own original; /min = a "
+            "chain's hardest version vs its seed (more draws, lower minimum); draws: loop/ctrl"
+        ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    for col in ("model", "loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for m in rows:
+        q = m["loop_vs_control"]
+        step, chain = q["per_step"], q["per_chain_min"]
+
+        def inc(d: dict[str, Any]) -> str:
+            return fmt_interval(d["increase"], d["increase_ci"], 0, 100.0)
+
+        draws = [chain[k].get("draws_per_chain") for k in ("loop", "control")]
+        table.add_row(
+            console_safe(m["model"]),
+            inc(step["loop"]),
+            inc(step["control"]),
+            inc(chain["loop"]),
+            inc(chain["control"]),
+            "/".join("—" if d is None else f"{d:.1f}" for d in draws),
+        )
+    console.print(table)
 
 
 # ---- HTML view ------------------------------------------------------------------------------
@@ -303,4 +352,6 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
         "agreement": sec.get("scorer_agreement", []),
         "simulated": sec.get("simulated"),
         "pending": sec.get("pending", 0),
+        "interval": sec.get("interval"),
+        "refine_image": sec.get("refine_image"),
     }
