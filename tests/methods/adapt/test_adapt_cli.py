@@ -130,6 +130,11 @@ def test_human_labels_round_trip(tmp_path: Path) -> None:
     assert rows and set(rows[0]) == {"item", "image", "text", "harmful", "category"}
     kinds = {key[r["item"]]["kind"] for r in rows}
     assert kinds == {"refined", "original"}  # blind: the sheet itself does not say which
+    # A refined item is labelled on the image its target saw: the text-erased one.
+    for r in rows:
+        erased = "/erased/" in r["image"]
+        assert erased == (key[r["item"]]["kind"] == "refined"), r
+        assert Path(r["image"]).is_file()
     # Labellers: every original harmful, refined ones harmful only if a group name survived.
     labelled = run / "labels.csv"
     with labelled.open("w", newline="") as f:

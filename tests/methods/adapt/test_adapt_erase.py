@@ -275,3 +275,24 @@ def test_the_simulated_world_reads_the_caption_an_image_shows() -> None:
     assert on_original == full  # the original caption still shows: nothing is hidden
     assert on_erased < full
     assert world.caption_shown("unknown") is None
+
+
+def test_refine_image_original_shows_the_original_caption_to_the_simulated_target(
+    tmp_path: Path,
+) -> None:
+    cfg = small_config(steps=1, refine_image="original")
+    out, store, scripted = run_pipeline(cfg, tmp_path)
+    store.close()
+    memes = {m.uid: m for m in load_memes(cfg).memes}
+    steps = [s for c in out.chains for s in c["steps"] if s.get("text")]
+    assert steps
+    world = scripted.world.adapt
+    for s in steps:
+        m = memes[s["meme"]]
+        assert s["image"]["source"] == "original"
+        assert s["image"]["sha256"] == prepare_image(m.image_path).sha256
+        # The world knows that image still shows the original caption: nothing is hidden.
+        assert world.caption_shown(s["image"]["sha256"]) == m.text
+    from memearena.methods.adapt.analysis import adapt_section
+
+    assert "ORIGINAL image" in adapt_section(cfg, out, bootstrap=0)["refine_image"]["note"]

@@ -70,6 +70,17 @@ def _merge_board(run_dir: Path, section: dict[str, Any]) -> dict[str, Any]:
     return board
 
 
+def _refined_image(run_dir: Path, shown: dict[str, Any] | None) -> str | None:
+    """Where the image a rewrite was shown with is ("": it went out with none; None: the
+    meme's own image)."""
+    if not shown or shown.get("source") in ("original", "no image"):
+        return None
+    if not shown.get("path"):
+        return ""
+    path = Path(shown["path"])
+    return str(path if path.is_absolute() else run_dir / path)
+
+
 def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, Any]) -> int:
     """Refined items and their matched originals, shuffled, for blind harmfulness labels."""
     items: dict[tuple[str, str], dict[str, Any]] = {}
@@ -84,6 +95,8 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
                     "meme": s["meme"],
                     "text": s["text"],
                     "category": c["category"],
+                    # Labelled on what the target saw: the erased image, never the original.
+                    "image": _refined_image(run_dir, s.get("image")),
                 },
             )
             items.setdefault(
@@ -101,7 +114,7 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
     key: list[list[object]] = [["item", "kind", "meme", "category", "text"]]
     for i, r in enumerate(rows, start=1):
         item = f"item-{i:05d}"
-        image = memes.get(r["meme"])
+        image = r["image"] if r.get("image") is not None else memes.get(r["meme"])
         labels.append([item, csv_cell(image), csv_cell(r["text"]), "", ""])
         key.append(
             [item, r["kind"], csv_cell(r["meme"]), csv_cell(r["category"]), csv_cell(r["text"])]
