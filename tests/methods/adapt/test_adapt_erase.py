@@ -149,25 +149,29 @@ def _fhm_style(path: Path) -> str:
 def test_the_eraser_leaves_no_caption_text(tmp_path: Path) -> None:
     eraser = erase.TextEraser()
     memes = load_datasets([DatasetConfig(format="demo")]).memes
-    # One meme of each demo category, and an FHM-style rendered meme.
+    # One meme of each demo category (m07's loom threads once read as a glyph filling the
+    # image), and an FHM-style rendered meme.
     picked: dict[str, tuple[Path, str]] = {}
     for m in memes:
         assert m.image_path is not None
-        picked.setdefault(m.annotations["category"], (m.image_path, m.text))
+        if m.id in ("m01", "m07", "m09", "m13", "m18", "m21"):
+            picked[m.annotations["category"]] = (m.image_path, m.text)
+    assert len(picked) == 6
     fhm = tmp_path / "fhm.png"
     picked["fhm-style"] = (fhm, _fhm_style(fhm))
     areas = {}
     for name, (path, text) in picked.items():
         raw = path.read_bytes()
         words = _words(text)
-        if name in ("fhm-style", "Race"):
+        if name in ("fhm-style", "Gender"):
             # OCR reads the original caption: the check below can fail.
             before = "".join(eraser.read(raw)).upper()
             assert sum(w in before for w in words) >= len(words) // 2, name
         out = eraser.erase(raw)
         after = "".join(eraser.read(out.png)).upper()
         assert not [w for w in words if w in after], (name, after)
-        assert 0 < out.mask_area < 0.6 and out.boxes >= 2, name
+        # The captions only: two bands of a few lines, never the scene.
+        assert 0.05 < out.mask_area < 0.35 and out.boxes >= 2, (name, out.mask_area)
         assert out.sha256 == hashlib.sha256(out.png).hexdigest()
         areas[name] = round(out.mask_area, 3)
     print("mask areas:", json.dumps(areas))

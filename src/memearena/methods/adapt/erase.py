@@ -52,7 +52,7 @@ __all__ = [
     "render_caption",
 ]
 
-ERASER_ID = "rapidocr-det-rec+cv2-inpaint-telea/1"
+ERASER_ID = "rapidocr-det-rec+cv2-inpaint-telea/2"
 """The built-in eraser's identity (part of every stored erasure's key: a change re-erases)."""
 
 ERASED_KIND = "adapt.erased"
@@ -60,6 +60,9 @@ ERASED_KIND = "adapt.erased"
 
 ERASE_EXTRA = "pip install 'memearena[erase]'"
 """What installs the built-in eraser."""
+
+_MAX_LINE = 0.25
+"""A text line is at most this share of the image's height (a taller box is not a caption)."""
 
 _TEXT_SCORE = 0.5
 """A detected box counts as text when the recogniser reads it with at least this confidence."""
@@ -95,7 +98,8 @@ class Erased:
     boxes: int
     """Text boxes found, over every pass."""
     passes: int
-    """Detection passes run (another pass runs while text is still found, at most 3)."""
+    """Detection passes run (another runs while text is still found at what was erased, at
+    most 3)."""
 
 
 class TextEraser:
@@ -139,20 +143,27 @@ class TextEraser:
         passes = 0
         current = _png(img)
         for _ in range(self.max_passes):
-            found = self._ocr(current)
             passes += 1
-            if not found:
-                break
-            boxes += len(found)
-            for box, _, _ in found:
+            added = 0
+            for box, _, _ in self._ocr(current):
                 pts = np.asarray(box, dtype=np.float32)
-                height = float(np.linalg.norm(pts[3] - pts[0]))
+                height = float(min(np.ptp(pts[:, 1]), np.ptp(pts[:, 0])))
+                if height > _MAX_LINE * img.shape[0]:
+                    continue  # not a line of text: a texture the recogniser read as a glyph
                 one = np.zeros_like(mask)
                 cv2.fillPoly(one, [np.round(pts).astype(np.int32)], 255)
+                if passes > 1 and not np.any(one & mask):
+                    # Later passes only clean up what is left of text already found; a new
+                    # find there is an artefact of the inpainting or the scene.
+                    continue
                 # Outline strokes and antialiasing reach past the detected box.
                 grow = max(3, round(height * 0.25))
                 kernel = np.ones((2 * grow + 1, 2 * grow + 1), dtype=np.uint8)
                 mask |= cv2.dilate(one, kernel)
+                added += 1
+            if not added:
+                break
+            boxes += added
             img = cv2.inpaint(img, mask, self.radius, cv2.INPAINT_TELEA)
             current = _png(img)
         area = float(np.count_nonzero(mask)) / float(mask.size)
