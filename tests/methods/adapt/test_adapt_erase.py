@@ -300,3 +300,27 @@ def test_refine_image_original_shows_the_original_caption_to_the_simulated_targe
     from memearena.methods.adapt.analysis import adapt_section
 
     assert "ORIGINAL image" in adapt_section(cfg, out, bootstrap=0)["refine_image"]["note"]
+
+
+def test_the_cli_refuses_refinement_that_cannot_hide_the_text_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_adapt_cli import CONFIG, app, runner
+
+    monkeypatch.setattr(erase, "eraser_available", lambda: False)
+    data = _copy_demo_without_erased(tmp_path / "data")
+    cfg = tmp_path / "adapt.yaml"
+    cfg.write_text(
+        CONFIG.replace("PRICE", "1").replace(
+            "{format: demo, limit: 8}", f"{{format: demo, path: {data}, limit: 8}}"
+        )
+    )
+    for extra in (["--dry-run"], []):
+        r = runner.invoke(app, ["adapt", str(cfg), "--out", str(tmp_path / "runs"), *extra])
+        assert r.exit_code == 2, r.output
+        assert "memearena[erase]" in r.output and "Traceback" not in r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+    for db in (tmp_path / "runs").rglob("run.db"):
+        store = RunStore(db)
+        assert store.calls() == []  # refused before any call
+        store.close()

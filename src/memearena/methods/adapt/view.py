@@ -367,4 +367,24 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
         "pending": sec.get("pending", 0),
         "interval": sec.get("interval"),
         "refine_image": sec.get("refine_image"),
+        "same_quantities": [
+            {
+                "model": m["model"],
+                "cells": [
+                    _ci(q[kind][mode]["increase"], q[kind][mode]["increase_ci"])
+                    for kind in ("per_step", "per_chain_min")
+                    for mode in ("loop", "control")
+                ],
+                "draws": "/".join(
+                    "—" if d is None else f"{d:.1f}"
+                    for d in (
+                        q["per_chain_min"][mode].get("draws_per_chain")
+                        for mode in ("loop", "control")
+                    )
+                ),
+            }
+            for m in sec["models"]
+            for q in [m.get("loop_vs_control")]
+            if q
+        ],
     }
