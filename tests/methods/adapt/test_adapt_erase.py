@@ -324,3 +324,21 @@ def test_the_cli_refuses_refinement_that_cannot_hide_the_text_in_one_line(
         store = RunStore(db)
         assert store.calls() == []  # refused before any call
         store.close()
+
+
+def test_a_failing_eraser_leaves_its_chains_pending_with_the_reason_on_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: erase.TextEraser, image: bytes) -> erase.Erased:
+        raise RuntimeError("onnxruntime session failed")
+
+    monkeypatch.setattr(erase, "eraser_available", lambda: True)
+    monkeypatch.setattr(erase.TextEraser, "erase", broken)
+    cfg = _config_on(_copy_demo_without_erased(tmp_path / "data"), steps=1)
+    out, store, _ = run_pipeline(cfg, tmp_path / "run")
+    errors = [e for e in store.errors() if e.kind == erase.ERASED_KIND]
+    store.close()
+    assert out.pending > 0 and not [
+        s for c in out.chains for s in c["steps"] if s.get("score_after")
+    ]
+    assert errors and all("onnxruntime session failed" in e.reason for e in errors)

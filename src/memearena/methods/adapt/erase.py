@@ -259,7 +259,7 @@ class RefineImages:
             try:
                 img = prepare_image(meme.erased_image, ctx.cfg.image)
             except DataError as e:
-                ctx.store.record_error("meme", meme.uid, f"erased image: {e}")
+                ctx.store.record_error(ERASED_KIND, meme.uid, f"erased image: {e}")
                 return None
             part = ImagePart(img.data_url, img.sha256)
             self._register(ctx, part, meme)
@@ -291,7 +291,11 @@ class RefineImages:
                     self._eraser.erase, _decode_data_url(original.data_url)
                 )
             except DataError as e:
-                ctx.store.record_error("meme", meme.uid, f"eraser: {e}")
+                ctx.store.record_error(ERASED_KIND, meme.uid, f"eraser: {e}")
+                return None
+            except Exception as e:  # the OCR or inpainting runtime failed: on record, retried
+                reason = f"eraser failed ({type(e).__name__}: {str(e)[:200]})"
+                ctx.store.record_error(ERASED_KIND, meme.uid, reason)
                 return None
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{erased.sha256}.png"
