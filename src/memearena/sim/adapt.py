@@ -27,6 +27,7 @@ driver for the images it sends) or, failing that, from its text. Every draw is s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING
 from memearena.models.types import GenParams, ImagePart, Message
 
 if TYPE_CHECKING:
+    from memearena.config import ImageConfig
+    from memearena.data import Meme
     from memearena.sim.world import SimWorld, _Meme, _Profile
 
 __all__ = ["AdaptWorld", "cue_words"]
@@ -205,6 +208,31 @@ class AdaptWorld:
         image; a rewrite drawn onto the erased image)."""
         self._images[sha256] = meme_text
         self._captions[sha256] = meme_text if caption is None else caption
+
+    def register_dataset_images(self, memes: Sequence[Meme], image_cfg: ImageConfig | None) -> int:
+        """Register every meme's image and text-erased image (by the hash of the bytes a client
+        sends: the prepared image, and the file itself), so a world behind a server, which no
+        pipeline tells, still knows which meme an image is of and what caption it shows.
+        Returns how many hashes it registered; an unreadable image is skipped."""
+        from memearena.data import prepare_image
+        from memearena.errors import DataError
+
+        n = 0
+        for m in memes:
+            for path, caption in ((m.image_path, None), (m.erased_image, "")):
+                if path is None:
+                    continue
+                try:
+                    hashes = {
+                        prepare_image(path, image_cfg).sha256,
+                        hashlib.sha256(path.read_bytes()).hexdigest(),
+                    }
+                except (DataError, OSError):
+                    continue
+                for sha in hashes:
+                    self.register_image(sha, m.text, caption)
+                    n += 1
+        return n
 
     def caption_shown(self, image: str | None) -> str | None:
         """The caption a registered image (by hash) shows (None: not a registered image)."""

@@ -342,3 +342,14 @@ def test_a_failing_eraser_leaves_its_chains_pending_with_the_reason_on_record(
         s for c in out.chains for s in c["steps"] if s.get("score_after")
     ]
     assert errors and all("onnxruntime session failed" in e.reason for e in errors)
+
+
+def test_the_served_world_knows_which_image_shows_which_caption() -> None:
+    from memearena.sim.serve import demo_world
+
+    world = demo_world().adapt  # behind sim-serve: no pipeline registers anything
+    for m in load_datasets([DatasetConfig(format="demo", limit=4)]).memes:
+        assert m.image_path is not None and m.erased_image is not None
+        for path, caption in ((m.image_path, m.text), (m.erased_image, "")):
+            assert world.caption_shown(prepare_image(path).sha256) == caption
+            assert world.caption_shown(hashlib.sha256(path.read_bytes()).hexdigest()) == caption
