@@ -70,10 +70,11 @@ def http_config(base_url: str, **adapt: Any) -> RunConfig:
 
 
 def test_no_refined_request_carries_the_original_image(tmp_path: Path) -> None:
-    base = small_config()
-    memes = load_memes(base).memes
-    world = sim_world(base, memes)
-    recorder = Recorder(world)
+    from memearena.sim.serve import demo_world
+
+    memes = load_memes(small_config()).memes
+    # The served world, as `memearena sim-serve` builds it: the pipeline tells it nothing.
+    recorder = Recorder(demo_world(seed=0))
     with BackgroundServer(recorder) as srv:
         cfg = http_config(srv.base_url)
         store = RunStore(tmp_path / "run.db")
@@ -81,9 +82,7 @@ def test_no_refined_request_carries_the_original_image(tmp_path: Path) -> None:
 
         async def go() -> Any:
             try:
-                return await AdaptPipeline(
-                    cfg, memes, pool, store, on_image=world.adapt.register_image
-                ).run()
+                return await AdaptPipeline(cfg, memes, pool, store).run()
             finally:
                 await pool.aclose()
 
@@ -101,6 +100,8 @@ def test_no_refined_request_carries_the_original_image(tmp_path: Path) -> None:
     # image, and none carried the original's bytes.
     assert all(len(imgs) == 1 for _, _, imgs in refined)
     assert not [r for r in refined if set(r[2]) & originals]
+    # ... and the served world read them as the erased images they are: no caption shown.
+    assert all(recorder.world.adapt.caption_shown(imgs[0]) == "" for _, _, imgs in refined)
     # The refiner and the checker see the original, as the method does.
     checks = [r for r in recorder.requests if r[0] in ("adapt.refine", "adapt.check")]
     assert checks and all(set(imgs) <= originals for _, _, imgs in checks)
