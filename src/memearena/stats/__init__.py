@@ -65,6 +65,7 @@ from memearena.stats.leaderboard import (
     leaderboard_rows,
     rank_upper_bounds,
 )
+from memearena.stats.proportion import MIN_CELL, wilson_interval
 from memearena.stats.rank_table import TableRanking, rank_table
 from memearena.stats.ranking import (
     kendall_tau,
@@ -79,6 +80,7 @@ from memearena.stats.winrate import average_win_rate, win_rate_matrix
 __all__ = [
     "BIAS_CATEGORIES",
     "BIAS_TYPES",
+    "MIN_CELL",
     "WINNERS",
     "BTResult",
     "Battle",
@@ -144,5 +146,6 @@ __all__ = [
     "resample",
     "self_preference",
     "spearman_rho",
+    "wilson_interval",
     "win_rate_matrix",
 ]

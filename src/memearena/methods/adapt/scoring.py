@@ -108,7 +108,7 @@ async def answer_and_score(
                 parse_score,
                 lambda v: {"score": v.value},
                 image=image,
-                params=params,
+                params=ctx.repeat_params(repeat, temperature=acfg.scorer_temperature),
                 cap=acfg.factual_error_cap,
                 **shown,
             )
