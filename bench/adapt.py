@@ -95,8 +95,9 @@ def main() -> None:
         f"{(w1 / n1) / (w0 / n0):.2f}x"
     )
     print(
-        "refinement refines a fixed number of seed samples per (target, category, repeat) "
-        "(adapt.seed_samples), so its cost follows chains, not memes"
+        "refinement seeds adapt.seed_fraction (0.1) of each (target, category, repeat)'s "
+        "scored samples, at least adapt.seed_min (2): below 20 samples a group its cost follows "
+        "the groups, above it the memes"
     )
 
 

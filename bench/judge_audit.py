@@ -4,8 +4,10 @@ Run: python bench/judge_audit.py [--seeds 3] [--bootstrap 300] [--repeats 5]
 
 Part 1 runs the demo audit (``memearena demo``'s simulated panel: one judge per injected failure
 mode, a clean reference) for S = 0 … seeds−1 and prints, per seed, whether every injected bias
-is flagged on its judge, whether the clean judge is flagged on nothing, the other flags raised,
-and the wall time; then the detection rate per injected bias over the seeds.
+is flagged on its judge, whether the clean judge is flagged on nothing, whether the trust
+ranking keeps every judge with a flagged classic bias (position, consistency, verbosity,
+self-enhancement) below the clean reference judge, the other flags raised, and the wall time;
+then the detection rate per injected bias over the seeds.
 
 Part 2 times the image generators on the demo memes: median seconds per image over repeats for
 ``visual_transformation`` and ``texture_insertion``, against a baseline measured in the same
@@ -26,6 +28,7 @@ from rich.console import Console
 
 from memearena.data import load_datasets
 from memearena.demo import demo_config
+from memearena.methods.judge_audit.analysis import CLASSIC_FLAGS
 from memearena.methods.judge_audit.items import meme_image
 from memearena.methods.judge_audit.perturb import (
     SHOWS_KEY,
@@ -51,6 +54,15 @@ def seeds(n: int, bootstrap: int) -> bool:
             secs = time.perf_counter() - t0
         section = res.section
         lines, ok = demo_check(section)
+        board = section["leaderboard"]
+        ref = section["reference_judge"]
+        ref_rank = next(r["rank"] for r in board if r["judge"] == ref)
+        above = [
+            f"{r['judge']} (#{r['rank']}: {', '.join(set(r['flags']) & set(CLASSIC_FLAGS))})"
+            for r in board
+            if r["rank"] < ref_rank and set(r["flags"]) & set(CLASSIC_FLAGS)
+        ]
+        ok &= not above
         ok_all &= ok
         injected = section["simulated"]["injected"]
         flags = {r["judge"]: set(r["flags"]) for r in section["leaderboard"]}
@@ -69,6 +81,22 @@ def seeds(n: int, bootstrap: int) -> bool:
         for line in lines:
             if not line.startswith("ok"):
                 print("   ", line)
+        print(
+            f"    ranking: clean reference {ref} is #{ref_rank} of {len(board)}; "
+            + (
+                f"ranked above it with a classic flag: {'; '.join(above)}"
+                if above
+                else "no judge with a flagged classic bias above it"
+            )
+        )
+        print(
+            "    trust:",
+            ", ".join(
+                f"{r['rank_label']} {r['judge']} {r['trust']['value']:.3f} "
+                f"[{r['rank_ci'][0]}-{r['rank_ci'][1]}]"
+                for r in board
+            ),
+        )
         print("    other flags:", "; ".join(extra) or "none")
     print("detection rate per injected bias:")
     for bias in sorted(total):

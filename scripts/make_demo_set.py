@@ -1,6 +1,7 @@
 """Generate memearena's bundled demo set: synthetic memes about a FICTIONAL world.
 
-Writes ``src/memearena/data/demo/memes.jsonl`` and ``src/memearena/data/demo/img/<id>.png``.
+Writes ``src/memearena/data/demo/memes.jsonl``, ``src/memearena/data/demo/img/<id>.png`` and each
+meme's exact text-erased image ``img/erased/<id>.png`` (the scene without its caption layer).
 
 Every group, place, faith, condition and animal here is invented (the Vellmarians, the Quorvish,
 the town of Ostrava Pell, the Lanternfaith, glimmerblindness, skrells, ...). The "harmful" memes
@@ -802,12 +803,19 @@ def _caption(d: ImageDraw.ImageDraw, text: str, font: ImageFont.FreeTypeFont, to
         y += step
 
 
-def draw(spec: Spec) -> Image.Image:
-    """Draw one meme: its scene, then the top and bottom captions."""
+def scene(spec: Spec) -> Image.Image:
+    """The meme's scene alone: the caption is a separate layer, so this is its exact
+    text-erased image."""
     rng = random.Random(f"memearena-demo:{spec.id}")
     im = Image.new("RGB", (SIZE, SIZE))
+    SCENES[spec.scene](ImageDraw.Draw(im), rng)
+    return im
+
+
+def draw(spec: Spec) -> Image.Image:
+    """Draw one meme: its scene, then the top and bottom captions."""
+    im = scene(spec)
     d = ImageDraw.Draw(im)
-    SCENES[spec.scene](d, rng)
     font = ImageFont.load_default(size=FONT_SIZE)
     assert isinstance(font, ImageFont.FreeTypeFont), "Pillow needs FreeType for the demo font"
     _caption(d, spec.top, font, top=True)
@@ -820,11 +828,17 @@ def render(spec: Spec) -> Image.Image:
     return draw(spec).quantize(colors=128, dither=Image.Dither.NONE)
 
 
+def render_erased(spec: Spec) -> Image.Image:
+    """The text-erased image as saved: the scene, quantised like the meme."""
+    return scene(spec).quantize(colors=128, dither=Image.Dither.NONE)
+
+
 def row(spec: Spec) -> dict[str, object]:
     """The memes.jsonl row of one spec."""
     return {
         "id": spec.id,
         "img": f"img/{spec.id}.png",
+        "erased_image": f"img/erased/{spec.id}.png",
         "text": spec.text,
         "label": spec.label,
         "category": spec.category,
@@ -856,9 +870,10 @@ def main() -> None:
     img_dir = out / "img"
     if img_dir.exists():
         shutil.rmtree(img_dir)
-    img_dir.mkdir(parents=True)
+    (img_dir / "erased").mkdir(parents=True)
     for spec in SPECS:
         render(spec).save(img_dir / f"{spec.id}.png", optimize=True)
+        render_erased(spec).save(img_dir / "erased" / f"{spec.id}.png", optimize=True)
     with (out / "memes.jsonl").open("w", encoding="utf-8", newline="\n") as f:
         for spec in SPECS:
             f.write(json.dumps(row(spec), ensure_ascii=False) + "\n")

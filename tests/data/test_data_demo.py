@@ -74,8 +74,15 @@ def test_committed_demo_set_matches_the_generator(tmp_path: Path) -> None:
     committed = [json.loads(line) for line in (demo_dir() / "memes.jsonl").read_text().splitlines()]
     assert committed == [module.row(s) for s in module.SPECS]
     assert sorted(p.name for p in (demo_dir() / "img").iterdir()) == sorted(
+        [f"{s.id}.png" for s in module.SPECS] + ["erased"]
+    )
+    assert sorted(p.name for p in (demo_dir() / "img" / "erased").iterdir()) == sorted(
         f"{s.id}.png" for s in module.SPECS
     )
     for s in module.SPECS:  # pixels, not bytes: PNG bytes may differ across zlib builds
         with Image.open(demo_dir() / "img" / f"{s.id}.png") as im:
             assert im.convert("RGB").tobytes() == module.render(s).convert("RGB").tobytes(), s.id
+        # The erased image is the meme without its caption layer, pixel for pixel.
+        with Image.open(demo_dir() / "img" / "erased" / f"{s.id}.png") as im:
+            erased = im.convert("RGB").tobytes()
+            assert erased == module.render_erased(s).convert("RGB").tobytes(), s.id

@@ -224,20 +224,34 @@ def _read_csv(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, st
 def import_command(
     log_dir: Annotated[Path, typer.Argument(help="Folder of AdamMeme log_<category>.json files.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON.")] = False,
+    originals: Annotated[
+        Path | None,
+        typer.Option(
+            "--originals",
+            help="AdamMeme's scoring_res.json: the originals' scores (logs hold rewrites only).",
+        ),
+    ] = None,
     threshold: Annotated[
         float, typer.Option("--threshold", help="A score below this is a failure.")
     ] = 4.0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
 ) -> None:
-    """Re-analyse AdamMeme's published logs: scores and failure rates per category with
-    intervals over memes, refined vs original steps, and the selection rule's share."""
-    from memearena.methods.adapt.published import analyse_published_logs, read_published_logs
+    """Re-analyse AdamMeme's published logs as published: every judged step with the authors'
+    recorded score, per category with intervals over memes; chains per category file; first vs
+    later rewrites and the continuation rule's share (intervals over chains)."""
+    from memearena.methods.adapt.published import (
+        analyse_published_logs,
+        read_originals,
+        read_published_logs,
+    )
 
     logs = read_published_logs(log_dir)
+    if originals is not None:
+        logs.originals = read_originals(originals)
     doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
     if as_json:
-        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
         return
     print_import(_console, doc)
 
@@ -249,14 +263,14 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
     table = Table(
         title=console_safe(f"published AdamMeme logs — model {doc['model']}"),
         caption=Text(
-            "scored / refused / unparsed steps; (95% interval: bootstrap over memes); a score "
-            "only from the scorer's own 'Rating: [[n]]' field"
+            "every judged step with the authors' recorded score; scored / refused / unjudged "
+            "steps; (95% interval: bootstrap over memes)"
         ),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         padding=(0, 1),
     )
-    for col in ("category", "steps", "scored", "ref.", "unp.", "avg score", "failure %"):
+    for col in ("category", "steps", "scored", "ref.", "unj.", "avg score", "failure %"):
         table.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
     rows = [*doc["categories"].items(), ("overall", doc["overall"])]
     for name, c in rows:
@@ -265,40 +279,55 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
             str(c["steps"]),
             str(c["scored"]),
             str(c["refused"]),
-            str(c["unparsed"]),
+            str(c["unjudged"]),
             fmt_interval(c["avg_score"], c["avg_score_ci"], 1, 1.0),
             fmt_interval(c["failure_rate"], c["failure_rate_ci"], 0, 100.0),
         )
     console.print(table)
-    rvo = doc["refined_vs_original"]
-    for name in ("original", "refined"):
-        r = rvo[name]
-        hist = " ".join(f"{k}:{v}" for k, v in r["histogram"].items())
+    rp = doc["reparse"]
+    console.print(
+        Text(
+            f"re-reading the comparisons: {rp['agree']} agree with the recorded score, "
+            f"{rp['disagree']} disagree, {rp['unreadable']} unreadable"
+        )
+    )
+    sel = doc["selection"]
+    console.print(
+        Text(
+            f"chains: {sel['chains']} (per category file; {sel['chains_crossing_categories']} "
+            f"crossing categories; longest {sel['longest_chain']} steps)"
+        )
+    )
+    if sel.get("observed_increase") is not None:
+        share = sel.get("mechanical_share")
+        share_ci = sel.get("mechanical_share_ci") or [None, None]
+
+        def pct(name: str) -> str:
+            return _ci(sel[name], sel[name + "_ci"], pct=True)
+
         console.print(
             Text(
-                f"{name:>8} steps: {r['scored']} scored, avg "
-                f"{_ci(r['avg_score'], r['avg_score_ci'])}, failure rate "
-                f"{_ci(r['failure_rate'], r['failure_rate_ci'], pct=True)}; scores {hist}"
+                f"first rewrites fail {pct('first_rewrite_failure_rate')}; later rewrites of "
+                f"the same chains {pct('later_rewrite_failure_rate')} vs their first "
+                f"{pct('first_rewrite_failure_rate_in_chains_with_later')}"
             )
         )
-    sel = doc["selection"]
-    if sel.get("observed_increase") is not None:
-        share = sel.get("explained_share")
-        share_ci = sel.get("explained_share_ci") or [None, None]
         console.print(
             Text(
-                f"selection: chain failure rate exceeds the originals' by "
-                f"{_ci(sel['observed_increase'], sel['observed_increase_ci'], pct=True)}; "
-                f"the continuation rule alone (refinement changing nothing) gives "
+                f"selection: a chain fails at some step "
+                f"{_ci(sel['observed_increase'], sel['observed_increase_ci'], pct=True)} more "
+                f"often than its first rewrite; the continuation rule alone (later rewrites no "
+                f"harder) gives "
                 f"{_ci(sel['selection_only_increase'], sel['selection_only_increase_ci'], True)}"
                 + (
                     f" = {_ci(share, share_ci, pct=True)} of it"
                     if share is not None and share_ci[0] is not None
                     else ""
                 )
-                + f" ({sel['chains']} chains)"
+                + " (intervals over chains)"
             )
         )
+    console.print(Text(doc["originals_note"]))
     bad = sum(len(v) for v in doc["invalid"].values())
     if bad:
         first = next(iter(doc["invalid"].values()))[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +22,7 @@ from memearena.errors import DataError, MemearenaError
 from memearena.report.safe import console_safe
 from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
 
-__all__ = ["judge_audit_app", "load_scored_pairs", "metrics_table"]
+__all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_table"]
 
 
 class _RunByDefault(TyperGroup):
@@ -47,20 +48,66 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _score(row: dict[str, Any], name: str, where: str, scale: float) -> float | None:
-    v = row.get(name)
+@dataclass(frozen=True)
+class ScoredPairs:
+    """What a scores file holds: the pairs that can be scored and the rows that cannot."""
+
+    pairs: list[BiasPair]
+    """Pairs in the file (a null score is an unparsed judgement: kept, excluded by the table)."""
+    excluded_rows: list[tuple[int, str]]
+    """(line, reason) for every row left out: a score missing, not a number or out of range,
+    an unknown bias type, no id, or a line that is not a JSON object."""
+
+
+class _RowError(Exception):
+    pass
+
+
+def _score(row: dict[str, Any], name: str, scale: float) -> float | None:
+    if name not in row:
+        raise _RowError(f"field {name!r}: missing")
+    v = row[name]
     if v is None:
-        return None  # unparsed: excluded and counted, never a number
+        return None  # unparsed: kept, excluded by the table and counted, never a number
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise DataError(f"{where}: field {name!r}: must be a number or null, got {v!r}")
+        raise _RowError(f"field {name!r}: must be a number or null, got {v!r}")
     if not 1 <= v <= scale:
-        raise DataError(f"{where}: field {name!r}: {v} is outside 1-{scale:g}")
+        raise _RowError(f"field {name!r}: {v} is outside 1-{scale:g}")
     return float(v)
 
 
-def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10) -> list[BiasPair]:
+def _row_pair(line: str, scale: float) -> tuple[BiasPair, str | None]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise _RowError(f"invalid JSON ({e.msg})") from None
+    if not isinstance(row, dict):
+        raise _RowError("expected a JSON object")
+    item = row.get("id")
+    if not isinstance(item, str | int) or isinstance(item, bool) or not str(item).strip():
+        raise _RowError("field 'id': missing or empty")
+    bias_type = row.get("bias_type")
+    if bias_type not in BIAS_TYPES:
+        raise _RowError(
+            f"field 'bias_type': unknown bias type {bias_type!r}; "
+            f"expected one of {', '.join(BIAS_TYPES)}"
+        )
+    row_judge = row.get("judge")
+    pair = BiasPair(
+        str(item),
+        str(bias_type),
+        _score(row, "unbiased_score", scale),
+        _score(row, "biased_score", scale),
+    )
+    return pair, None if row_judge is None else str(row_judge)
+
+
+def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10) -> ScoredPairs:
     """Scored pairs from ``{"id", "bias_type", "unbiased_score", "biased_score"}`` lines (an
-    optional ``judge`` field selects one judge's rows); a bad line is a DataError naming it."""
+    optional ``judge`` field selects one judge's rows). A row that cannot be scored is left
+    out and recorded with its line and reason, never a refusal of the whole file; an
+    unreadable file, one with several judges and no choice, or one without a usable row is a
+    DataError."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
@@ -68,39 +115,21 @@ def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
     pairs: list[BiasPair] = []
+    excluded: list[tuple[int, str]] = []
     judges: set[str] = set()
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        where = f"{path}:{n}"
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{where}: invalid JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected a JSON object")
-        item = row.get("id")
-        if not isinstance(item, str | int) or isinstance(item, bool) or not str(item).strip():
-            raise DataError(f"{where}: field 'id': missing or empty")
-        bias_type = row.get("bias_type")
-        if bias_type not in BIAS_TYPES:
-            raise DataError(
-                f"{where}: field 'bias_type': unknown bias type {bias_type!r}; "
-                f"expected one of {', '.join(BIAS_TYPES)}"
-            )
-        row_judge = row.get("judge")
+            pair, row_judge = _row_pair(line, scale)
+        except _RowError as e:
+            excluded.append((n, str(e)))
+            continue
         if row_judge is not None:
-            judges.add(str(row_judge))
-            if judge is not None and str(row_judge) != judge:
+            judges.add(row_judge)
+            if judge is not None and row_judge != judge:
                 continue
-        pairs.append(
-            BiasPair(
-                str(item),
-                str(bias_type),
-                _score(row, "unbiased_score", where, scale),
-                _score(row, "biased_score", where, scale),
-            )
-        )
+        pairs.append(pair)
     if judge is None and len(judges) > 1:
         raise DataError(
             f"{path}: rows hold several judges ({', '.join(sorted(judges)[:5])}); "
@@ -109,8 +138,9 @@ def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10
     if judge is not None and judge not in judges:
         raise DataError(f"{path}: no rows for judge {judge!r}")
     if not pairs:
-        raise DataError(f"{path}: no scored pairs")
-    return pairs
+        first = f" (first: line {excluded[0][0]}: {excluded[0][1]})" if excluded else ""
+        raise DataError(f"{path}: no scored pairs; {len(excluded)} rows excluded{first}")
+    return ScoredPairs(pairs, excluded)
 
 
 def metrics_table(table: BiasTable) -> Table:
@@ -129,9 +159,11 @@ def metrics_table(table: BiasTable) -> Table:
 
     def cells(f: Any) -> list[str]:
         if f.value is None:
-            return ["no data", "", str(f.pairs), str(f.excluded)]
+            label = "no data (no pair with y > 1)" if f.note and "y > 1" in f.note else "no data"
+            return [label, "", str(f.pairs), str(f.excluded)]
         ci = "" if f.ci_low is None else f"{f.ci_low:.3f} – {f.ci_high:.3f}"
-        return [f"{f.value:.3f}", ci, str(f.pairs), str(f.excluded)]
+        value = f"{f.value:.3f}" + (" (ref. conv.)" if f.note else "")
+        return [value, ci, str(f.pairs), str(f.excluded)]
 
     for cat in table.categories:
         for t, fig in table.types.items():
@@ -157,26 +189,58 @@ def metrics_command(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap rounds over items.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     scale: Annotated[float, typer.Option(help="Top of the score scale (S).")] = 10,
+    reference_compat: Annotated[
+        bool,
+        typer.Option(
+            "--reference-compat/--no-reference-compat",
+            help="BD of a type whose every unbiased score is 1: 0.0 and averaged in, as "
+            "MM-JudgeBias's evaluate.py (default), or 'no data' (--no-reference-compat).",
+        ),
+    ] = True,
 ) -> None:
     """BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap
-    over items), from any judge run's scored pairs; null scores are unparsed and excluded."""
+    over items), from any judge run's scored pairs; null scores are unparsed and excluded, a
+    row that cannot be scored is left out and counted."""
     try:
         check_option_ranges({"bootstrap": bootstrap, "scale": scale})
-        pairs = load_scored_pairs(scores, judge=judge, scale=scale)
-        table = bias_table(pairs, scale=scale, n_boot=bootstrap, seed=seed)
+        loaded = load_scored_pairs(scores, judge=judge, scale=scale)
+        table = bias_table(
+            loaded.pairs,
+            scale=scale,
+            n_boot=bootstrap,
+            seed=seed,
+            reference_compat=reference_compat,
+        )
     except MemearenaError as e:
         raise _fail(str(e)) from None
+    pairs = loaded.pairs
+    excluded = loaded.excluded_rows
     if json_out:
-        doc = table.model_dump()
+        doc: dict[str, Any] = table.model_dump()
+        doc["excluded_rows"] = {
+            "count": len(excluded),
+            "rows": [{"line": n, "reason": r} for n, r in excluded[:100]],
+        }
         typer.echo(json.dumps(doc, indent=2))
         return
     console = _console()
     console.print(metrics_table(table))
     console.print(
         f"{len(pairs)} pairs over {len({p.item for p in pairs})} items; "
-        f"{bootstrap} bootstrap rounds over items (seed {seed})",
+        f"{bootstrap} bootstrap rounds over items (seed {seed}); "
+        + (
+            "reference-compatible (BD of an all-1 type is 0.0)"
+            if reference_compat
+            else "not reference-compatible (BD of an all-1 type is no data)"
+        ),
         markup=False,
     )
+    if excluded:
+        console.print(f"{len(excluded)} rows excluded:", markup=False)
+        for n, reason in excluded[:10]:
+            console.print(f"  {scores}:{n}: {console_safe(reason)}", markup=False)
+        if len(excluded) > 10:
+            console.print(f"  … and {len(excluded) - 10} more (--json lists them)", markup=False)
 
 
 def _console() -> Console:

@@ -252,6 +252,9 @@ class DatasetConfig(_Strict):
     """Annotation file (or folder for ``folder``); not needed for ``demo``."""
     image_root: Path | None = None
     """Folder image paths are relative to (default: the annotation file's folder)."""
+    erased_dir: Path | None = None
+    """Folder of the memes' text-erased images, named as the images are (``<name>`` or
+    ``<stem>.png``); Adapt's refinement shows them with the rewritten text."""
     split: str | None = None
     """Split name recorded on every item (default: the file's stem)."""
     harmful_only: bool = False
@@ -516,7 +519,11 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
 
     data = [
         d.model_copy(
-            update={"path": fix(d.path) or d.path, "image_root": fix(d.image_root) or d.image_root}
+            update={
+                "path": fix(d.path) or d.path,
+                "image_root": fix(d.image_root) or d.image_root,
+                "erased_dir": fix(d.erased_dir) or d.erased_dir,
+            }
         )
         for d in cfg.data
     ]

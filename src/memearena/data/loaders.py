@@ -755,6 +755,8 @@ def load_dataset(
     split = cfg.split or ("demo" if cfg.format == "demo" and cfg.path is None else file.stem)
     if cfg.format == "folder":
         split = cfg.split or file.name
+    if cfg.erased_dir is not None and not cfg.erased_dir.is_dir():
+        raise DataError(f"{cfg.erased_dir}: erased_dir is not a folder")
     memes: list[Meme] = []
     for item in selected:
         try:
@@ -763,8 +765,15 @@ def load_dataset(
             for key, rel in item.extra_images.items():
                 extra = _resolve(root, rel, image_cfg, check_images)
                 annotations[key] = None if extra is None else str(extra)
+            erased = _erased_image(cfg, root, annotations.pop(ERASED_FIELD, None), image)
+            if erased is not None and check_images:
+                verify_image(erased, image_cfg)
         except ImageError as e:
             ctx.errors.append(ItemError(ctx.source, item.id, e.reason))
+            continue
+        except _RowError as e:
+            where = f"field {e.field!r}: " if e.field else ""
+            ctx.errors.append(ItemError(ctx.source, item.id, f"bad row: {where}{e.message}"))
             continue
         memes.append(
             Meme(
@@ -772,6 +781,7 @@ def load_dataset(
                 source=cfg.format,
                 text=item.text,
                 image_path=image,
+                erased_image=erased,
                 harmful=item.harmful,
                 labels=item.labels,
                 split=split,
@@ -779,6 +789,35 @@ def load_dataset(
             )
         )
     return LoadResult(memes=memes, errors=ctx.errors, duplicates=duplicates)
+
+
+ERASED_FIELD = "erased_image"
+"""A row's field naming the meme's text-erased image (relative to the image root)."""
+
+
+def _erased_image(
+    cfg: DatasetConfig, root: Path, field_value: Any, image: Path | None
+) -> Path | None:
+    """The meme's text-erased image, in order: the row's ``erased_image`` field, the dataset's
+    ``erased_dir`` (the image's name, or its stem + ``.png``), AdamMeme's layout
+    (``.../erased/<name>`` beside ``.../ori/<name>``, inside the dataset root); else None."""
+    if field_value is not None:
+        if not isinstance(field_value, str) or not field_value.strip():
+            raise _RowError(f"must be an image path, got {field_value!r}", ERASED_FIELD)
+        return safe_join(root, field_value)
+    if image is None:
+        return None
+    if cfg.erased_dir is not None:
+        for name in dict.fromkeys((image.name, image.stem + ".png")):
+            candidate = safe_join(cfg.erased_dir, name)
+            if candidate.is_file():
+                return candidate
+        return None
+    if image.parent.name == "ori":
+        candidate = image.parent.parent / "erased" / image.name
+        if candidate.is_file() and candidate.resolve().is_relative_to(root.resolve()):
+            return candidate.resolve()
+    return None
 
 
 def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -> Path | None:
@@ -793,7 +832,7 @@ def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -
 def _meme_content(m: Meme) -> tuple[Any, ...]:
     # The split is where a copy was found, not what the item is: dev_seen and dev_unseen share
     # 400 identical rows.
-    return (m.text, m.image_path, m.harmful, m.labels, m.annotations, None)
+    return (m.text, m.image_path, m.harmful, m.labels, m.annotations, m.erased_image)
 
 
 def merge_results(results: Sequence[tuple[DatasetConfig, LoadResult]]) -> LoadResult:

@@ -21,6 +21,10 @@ class Meme(BaseModel):
     """Text written on the meme (transcription / caption)."""
     image_path: Path | None = None
     """Absolute path of the image, inside the dataset root; None for text-only items."""
+    erased_image: Path | None = None
+    """Absolute path of the same image with its text erased (inpainted), when the dataset has
+    one (an ``erased_image`` field, the dataset's ``erased_dir``, or AdamMeme's ``image/erased/``
+    beside ``image/ori/``); Adapt shows it with a rewritten text."""
     harmful: bool | None = None
     """Binary harmfulness label when the dataset has one."""
     labels: list[str] = Field(default_factory=list)

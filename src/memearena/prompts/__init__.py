@@ -28,7 +28,14 @@ from memearena.prompts.schemas import (
     CriterionVerdict,
     verdict_response_format,
 )
-from memearena.prompts.scores import ABSTAIN, Score, defang_score_fields, parse_score
+from memearena.prompts.scores import (
+    ABSTAIN,
+    Score,
+    defang_score_fields,
+    first_rating_at,
+    parse_score,
+    ratings_in,
+)
 
 __all__ = [
     "ABSTAIN",
@@ -48,11 +55,13 @@ __all__ = [
     "defang_score_fields",
     "extract_json_objects",
     "final_block",
+    "first_rating_at",
     "parse_answer",
     "parse_contexts",
     "parse_guideline",
     "parse_score",
     "parse_verdicts",
+    "ratings_in",
     "reask_message",
     "render",
     "shown_pair",

@@ -12,11 +12,13 @@ from importlib.resources.abc import Traversable
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from memearena.models.types import ImagePart, Message, TextPart
+from memearena.prompts.scores import defang_score_fields
 
 __all__ = [
     "DELIMITER_TAGS",
     "RESERVED_KEYS",
     "ROLE_TEMPLATES",
+    "OwnWording",
     "build_messages",
     "clear_template_cache",
     "defang",
@@ -61,6 +63,7 @@ _SYSTEM_TEMPLATES: dict[str, str] = {
     "arena/guideline_refine.j2": "common/system_judge.j2",
     "arena/judge_pairwise.j2": "common/system_judge.j2",
     "judge_audit/respond.j2": "common/system_target.j2",
+    "judge_audit/respond_text.j2": "common/system_target.j2",
     "judge_audit/score_plain.j2": "judge_audit/system_judge.j2",
     "judge_audit/score_score_guided.j2": "judge_audit/system_judge.j2",
     "judge_audit/score_modality_constraints.j2": "judge_audit/system_judge.j2",
@@ -149,9 +152,18 @@ def _defang_keys(text: str) -> str:
     return text if chars is None else "".join(chars)
 
 
+class OwnWording(str):
+    """Text memearena itself wrote (a re-ask's reason): inserted without the score-field
+    defence, so a re-ask can show the rating format it wants; structure is still defanged."""
+
+
 def defang(text: str) -> str:
     """Untrusted text made safe to insert in a prompt: it cannot close or open a delimiter block,
-    hold a code fence, or write a reserved JSON key (what an agent's answer is read from)."""
+    hold a code fence, write a reserved JSON key (what an agent's answer is read from), or hold
+    a rating (``[[``/``]]`` and rating/score labels made inert: every rating in a grader's reply
+    was written by the grader, see ``prompts.scores``)."""
+    if not isinstance(text, OwnWording):
+        text = defang_score_fields(text)
     if "<" in text:
         text = _TAG_IN_VALUE.sub(r"‹\1", text)
     if "```" in text:
@@ -227,7 +239,7 @@ def build_messages(
 
 def reask_message(reason: str) -> Message:
     """The user message asking again after an output that could not be parsed."""
-    return Message.text("user", render("common/reask.j2", reason=reason))
+    return Message.text("user", render("common/reask.j2", reason=OwnWording(reason)))
 
 
 def _walk(node: Traversable, prefix: str) -> list[tuple[str, bytes]]:

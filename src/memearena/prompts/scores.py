@@ -1,11 +1,19 @@
-"""Strict parsing of a grader's own score field (``Rating: [[n]]``, ``Score: [[n]]``).
+"""A grader's score as real graders write it, and the input-side defence that keeps it theirs.
 
-A score comes only from the grader's own field, never from a stray digit: a field quoted from a
-meme or a response must yield the grader's score or a counted parse failure, never the quoted
-one. So every score field in the output is collected; none, several that disagree, or one out
-of range is a ParseError (the caller re-asks, then records the output as unparsed). Untrusted
-text shown to a grader is passed through ``defang_score_fields`` when the prompt is rendered,
-so a grader that echoes its input cannot reproduce a well-formed field from it.
+What real graders write: a ``[[n]]`` anywhere in their own text ("I would rate it a [[9]]",
+``Rating: [[5]]``), or a rating line (``Rating: 5``, ``**Rating:** 5/10``, ``Score = 7``,
+``Final score: 6.5``); one decimal at most. A strict ``Rating: [[n]]``-only reading refused 37%
+of AdamMeme's published GPT-4o scores (they write ``Rating: 5``): a refusal is lost data or a
+paid re-ask.
+
+Threat: text the grader was shown (a meme, an answer, a reference, a misbelief) that carries a
+rating, echoed or quoted by the grader, must never become the score. The defence is on the
+input side: every untrusted text is rendered through ``defang_score_fields`` (``prompts.render``
+does it for every inserted value), which makes ``[[``/``]]`` and rating/score labels inert, so a
+rating left in a reply was written by the grader itself. Then every rating in the reply is
+collected: none, several distinct ones, one with more than one decimal or one out of range is a
+ParseError (the caller re-asks, then records the output as unparsed) — never a guess from a
+stray digit.
 """
 
 from __future__ import annotations
@@ -15,22 +23,51 @@ from dataclasses import dataclass
 
 from memearena.errors import ParseError
 
-__all__ = ["ABSTAIN", "Score", "defang_score_fields", "parse_score"]
+__all__ = [
+    "ABSTAIN",
+    "Score",
+    "defang_score_fields",
+    "first_rating_at",
+    "parse_score",
+    "ratings_in",
+]
 
 ABSTAIN = "N/A"
-"""What an abstaining grader writes in the field (``Rating: [[N/A]]``)."""
+"""What an abstaining grader writes (``Rating: [[N/A]]``)."""
 
-_FIELD = re.compile(
-    r"\b(?P<label>rating|score)\s*[:=]?\s*\[\[\s*(?P<value>[^\[\]\n]{0,12}?)\s*\]\]", re.IGNORECASE
+_DECOR = r"[ \t*_]*"
+# Markdown around a label or a value (bold, italics); one set shared by the parser and the
+# defence, so the defence covers every label the parser reads.
+_LINE_START = r"^[ \t>#*_-]*"
+_LABEL = r"(?:(?:final|overall|total|my)[ \t]+)?(?:rating|score)"
+_NUMBER = r"[0-9]{1,3}(?:\.[0-9]+)?"
+_VALUE = (
+    rf"(?P<num>{_NUMBER}|n/a)"
+    r"(?:[ \t]*(?:/|out[ \t]+of)[ \t]*(?P<den>[0-9]{1,3}(?:\.0)?))?"
 )
-_BRACKETS = re.compile(r"\[\[|\]\]")
+# ASCII only: Unicode case folding would let "ſcore" (long s) or a fullwidth digit be read.
+_BRACKET_FIELD = re.compile(r"\[\[[ \t]*(?P<inner>[^\[\]\n]{0,24}?)[ \t]*\]\]", re.ASCII)
+_LINE_FIELD = re.compile(
+    rf"{_LINE_START}{_LABEL}{_DECOR}[:=]{_DECOR}(?P<rest>[^\n]*?)[ \t]*$",
+    re.IGNORECASE | re.MULTILINE | re.ASCII,
+)
+_LOOK_BACK = 48
+_LABEL_BEFORE = re.compile(rf"{_LABEL}{_DECOR}[:=]?{_DECOR}\Z", re.IGNORECASE | re.ASCII)
+_VALUE_ONLY = re.compile(rf"{_DECOR}{_VALUE}{_DECOR}\.?{_DECOR}", re.IGNORECASE | re.ASCII)
+
+# The defence matches more than the parser reads: any case (Unicode folding included), any
+# word before the label, a label anywhere in a line.
+_LABEL_SEP = re.compile(rf"(rating|score)({_DECOR})([:=])", re.IGNORECASE)
+_INERT_SEP = {":": "\uff1a", "=": "\uff1d"}  # fullwidth colon / equals: read, never parsed
+_ADJACENT = re.compile(r"(?<=\[)(?=\[)|(?<=\])(?=\])")
 
 
 @dataclass(frozen=True)
 class Score:
-    """A parsed score field: ``value`` is None when the grader abstained."""
+    """A parsed score: ``value`` is None when the grader abstained."""
 
-    value: int | None
+    value: float | None
+    """An int when the grader wrote a whole number, a float with one decimal otherwise."""
 
     @property
     def abstained(self) -> bool:
@@ -38,32 +75,116 @@ class Score:
         return self.value is None
 
 
-def parse_score(text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False) -> Score:
-    """The grader's score from its ``Rating: [[n]]`` / ``Score: [[n]]`` field(s).
+@dataclass(frozen=True)
+class _Rating:
+    at: int
+    raw: str
+    num: str
+    den: str | None
 
-    Every field in ``text`` must hold the same integer in ``[lo, hi]`` (or ``N/A`` when
-    ``allow_na``); otherwise ParseError with a short reason."""
-    values: list[str] = []
-    for m in _FIELD.finditer(text):
-        values.append(m.group("value").strip())
-    if not values:
-        raise ParseError("no score field; end with 'Rating: [[n]]'")
-    distinct = sorted(set(v.upper() for v in values))
+
+def ratings_in(text: str) -> list[tuple[int, str]]:
+    """Every rating written in ``text``, in order: ``(offset, what was written)`` (a
+    ``[[...]]`` holding a number or N/A, or a rating line's value)."""
+    return [(r.at, r.raw) for r in _ratings(text)]
+
+
+def _ratings(text: str) -> list[_Rating]:
+    found: list[_Rating] = []
+    if "[[" in text:
+        for m in _BRACKET_FIELD.finditer(text):
+            v = _VALUE_ONLY.fullmatch(m.group("inner"))
+            if v is not None:  # "[[rating]]" (a copied placeholder) is no rating
+                # A label stands just before the brackets ("Rating: [[5]]"): a bounded look-back
+                # keeps a long line of brackets linear.
+                line = text.rfind("\n", max(0, m.start() - _LOOK_BACK), m.start()) + 1
+                line = max(line, m.start() - _LOOK_BACK)
+                label = _LABEL_BEFORE.search(text, line, m.start())
+                at = label.start() if label is not None else m.start()
+                found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
+    for line in _label_lines(text):  # only a line holding a label can be a rating line
+        lm = _LINE_FIELD.match(text, line)
+        if lm is None:
+            continue
+        rest = lm.group("rest")
+        if "[[" in rest:
+            continue  # "Rating: [[5]]": read above, once
+        v = _VALUE_ONLY.fullmatch(rest)
+        if v is not None:  # "Score: the answer misses ..." is prose, not a rating
+            found.append(_Rating(lm.start(), rest.strip(), v.group("num"), v.group("den")))
+    found.sort(key=lambda r: r.at)
+    return found
+
+
+def _label_lines(text: str) -> list[int]:
+    """Start offsets of the lines holding "rating" or "score" (any ASCII case), in order, in
+    one pass. One character per character (non-ASCII ones become "?"), so offsets are the
+    text's; str.find is far cheaper than a case-insensitive regex scan."""
+    low = text.encode("ascii", "replace").lower()
+    hits: list[int] = []
+    for word in (b"rating", b"score"):
+        i = low.find(word)
+        while i != -1:
+            hits.append(i)
+            i = low.find(word, i + len(word))
+    starts: list[int] = []
+    prev = 0
+    for i in sorted(hits):
+        nl = text.rfind("\n", prev, i)  # only the text since the previous hit: linear
+        start = nl + 1 if nl != -1 else (starts[-1] if starts else 0)
+        if not starts or start != starts[-1]:
+            starts.append(start)
+        prev = i
+    return starts
+
+
+def first_rating_at(text: str) -> int | None:
+    """Offset of the first rating in ``text`` (where a grader's feedback ends), or None."""
+    found = _ratings(text)
+    return found[0].at if found else None
+
+
+def _number(r: _Rating, lo: int, hi: int) -> float:
+    if r.den is not None and float(r.den) != hi:
+        raise ParseError(f"rating {r.raw[:20]!r} is not on the {lo}-{hi} scale")
+    whole, _, frac = r.num.partition(".")
+    if len(frac) > 1:
+        raise ParseError(f"rating {r.raw[:20]!r} has more than one decimal")
+    value = float(r.num)
+    if not lo <= value <= hi:
+        raise ParseError(f"score {r.num} is out of range {lo}-{hi}")
+    return value if frac else int(whole)
+
+
+def parse_score(text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False) -> Score:
+    """The grader's score: every rating in ``text`` (see module doc) must give the same number
+    in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason."""
+    found = _ratings(text)
+    if not found:
+        raise ParseError("no rating; end with your rating on its own line: 'Rating: [[n]]'")
+    values: list[float | None] = []
+    for r in found:
+        if r.num.upper() == ABSTAIN:
+            values.append(None)
+        else:
+            values.append(_number(r, lo, hi))
+    distinct = sorted({("N/A" if v is None else f"{v:g}") for v in values})
     if len(distinct) > 1:
-        raise ParseError(f"conflicting score fields {distinct[:4]}; give exactly one score")
-    v = distinct[0]
-    if v == ABSTAIN:
+        raise ParseError(f"several different ratings {distinct[:4]}; give exactly one")
+    if values[0] is None:
         if not allow_na:
-            raise ParseError(f"N/A is not allowed; give an integer from {lo} to {hi}")
+            raise ParseError(f"N/A is not allowed; give a number from {lo} to {hi}")
         return Score(None)
-    if not re.fullmatch(r"[+-]?\d{1,3}", v):
-        raise ParseError(f"score {v[:12]!r} is not an integer from {lo} to {hi}")
-    n = int(v)
-    if not lo <= n <= hi:
-        raise ParseError(f"score {n} is out of range {lo}-{hi}")
-    return Score(n)
+    return Score(values[-1])
 
 
 def defang_score_fields(text: str) -> str:
-    """Untrusted text with ``[[`` / ``]]`` broken up, so it cannot hold a score field."""
-    return _BRACKETS.sub(lambda m: "[ [" if m.group(0) == "[[" else "] ]", text)
+    """Untrusted text made unable to hold a rating: adjacent ``[[``/``]]`` get a space between
+    them and a rating/score label's ``:``/``=`` becomes its fullwidth form (still readable).
+    Idempotent."""
+    low = text.lower()
+    if "rating" in low or "score" in low or not text.isascii():
+        text = _LABEL_SEP.sub(lambda m: m.group(1) + m.group(2) + _INERT_SEP[m.group(3)], text)
+    if "[[" in text or "]]" in text:
+        text = _ADJACENT.sub(" ", text)
+    return text

@@ -6,7 +6,10 @@ conclusions built in. What it encodes, and nothing more:
 - each simulated target has an *understanding* per harm category (``category_skill``, falling
   back to ``skill``); the demo gives one target a hidden weakness in one category;
 - a meme's harm has an *explicitness*: a per-meme base in [0.55, 1] times the share of the
-  original text's cue words still present; a rewrite that drops cue words lowers it;
+  original text's cue words a reader still sees, in the prompt's text or in the caption the
+  image shows (the world knows which image hash shows which caption: the original image its own
+  text, a text-erased image none); a rewrite that drops cue words lowers it only when it is not
+  shown on an image that still carries the original caption;
 - a target understands a meme with probability ``understanding * (0.3 + 0.7 * explicitness)``
   (full answer: target, harm, misbelief, facts), else with probability ``understanding`` a
   partial reading (the target, not the harm) and otherwise a wrong one; it states a false
@@ -24,6 +27,7 @@ driver for the images it sends) or, failing that, from its text. Every draw is s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -35,6 +39,8 @@ from typing import TYPE_CHECKING
 from memearena.models.types import GenParams, ImagePart, Message
 
 if TYPE_CHECKING:
+    from memearena.config import ImageConfig
+    from memearena.data import Meme
     from memearena.sim.world import SimWorld, _Meme, _Profile
 
 __all__ = ["AdaptWorld", "cue_words"]
@@ -194,10 +200,43 @@ class AdaptWorld:
         self.world = world
         self.null_world = False
         self._images: dict[str, str] = {}
+        self._captions: dict[str, str] = {}
 
-    def register_image(self, sha256: str, meme_text: str) -> None:
-        """Tell the world which meme an image (by content hash) shows."""
+    def register_image(self, sha256: str, meme_text: str, caption: str | None = None) -> None:
+        """Tell the world which meme an image (by content hash) is of, and the caption it shows
+        (default: the meme's own text, as its original image shows; ``""`` for a text-erased
+        image; a rewrite drawn onto the erased image)."""
         self._images[sha256] = meme_text
+        self._captions[sha256] = meme_text if caption is None else caption
+
+    def register_dataset_images(self, memes: Sequence[Meme], image_cfg: ImageConfig | None) -> int:
+        """Register every meme's image and text-erased image (by the hash of the bytes a client
+        sends: the prepared image, and the file itself), so a world behind a server, which no
+        pipeline tells, still knows which meme an image is of and what caption it shows.
+        Returns how many hashes it registered; an unreadable image is skipped."""
+        from memearena.data import prepare_image
+        from memearena.errors import DataError
+
+        n = 0
+        for m in memes:
+            for path, caption in ((m.image_path, None), (m.erased_image, "")):
+                if path is None:
+                    continue
+                try:
+                    hashes = {
+                        prepare_image(path, image_cfg).sha256,
+                        hashlib.sha256(path.read_bytes()).hexdigest(),
+                    }
+                except (DataError, OSError):
+                    continue
+                for sha in hashes:
+                    self.register_image(sha, m.text, caption)
+                    n += 1
+        return n
+
+    def caption_shown(self, image: str | None) -> str | None:
+        """The caption a registered image (by hash) shows (None: not a registered image)."""
+        return self._captions.get(image) if image is not None else None
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -217,15 +256,20 @@ class AdaptWorld:
 
         return 0.55 + 0.45 * (_digest(self.world.seed, "explicit", meme.key) / 2.0**64)
 
-    def explicitness(self, meme: _Meme, original: str, text: str | None) -> float:
-        """How explicit the meme's harm is with ``text`` written on it (1: fully explicit)."""
+    def explicitness(
+        self, meme: _Meme, original: str, text: str | None, caption: str | None = None
+    ) -> float:
+        """How explicit the meme's harm is to a reader given ``text`` with an image showing
+        ``caption`` (1: fully explicit): the share of the original's cue words the reader sees,
+        in the text or in the image. A rewrite shown on the original image hides nothing."""
         base = self._base_explicitness(meme)
-        if self.null_world or text is None:
+        if self.null_world or (text is None and caption is None):
             return base
         cues = cue_words(original)
         if not cues:
             return base
-        return base * len(cues & cue_words(text)) / len(cues)
+        seen = cue_words(text or "") | cue_words(caption or "")
+        return base * len(cues & seen) / len(cues)
 
     # ---- the responder -------------------------------------------------------------------
 
@@ -392,7 +436,7 @@ class AdaptWorld:
         meme, original = self._meme(req, text)
         category = _category_of(_tag(req.prompt, "instruction") or "", meme.category)
         u = self._understanding(prof, category)
-        e = self.explicitness(meme, original, text)
+        e = self.explicitness(meme, original, text, self.caption_shown(req.image))
         return self._write_answer(meme, u * (0.3 + 0.7 * e), u, rng, hint=False)
 
     def _reference(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
@@ -400,7 +444,7 @@ class AdaptWorld:
         meme, original = self._meme(req, text)
         u = prof.cfg.skill
         hinted = _norm(_tag(req.prompt, "misbelief") or "") == _norm(meme.misbelief)
-        e = self.explicitness(meme, original, text)
+        e = self.explicitness(meme, original, text, self.caption_shown(req.image))
         return self._write_answer(
             meme, u * (0.3 + 0.7 * e), u, rng, hint=hinted and rng.random() < u
         )

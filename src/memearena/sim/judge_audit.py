@@ -10,14 +10,16 @@ meme's world facts. Pointwise scoring, from a base quality of the response
 (5–8, a pure function of its content with filler removed):
 
 * evidence missing or mismatched lowers the score towards 1 by a fraction 0.8, damped by the
-  judge's blind spot: a missing or mismatched image by ``1 - ignores_image``, a mismatched
-  query by ``1 - query_trust``; a missing query is always noticed;
+  judge's blind spot: a missing or mismatched image (when the query relies on the image, i.e.
+  mentions it) by ``1 - ignores_image``, a mismatched query by ``1 - query_trust``; a missing
+  query is always noticed;
 * an appended image description raises the score by ``3 * query_trust``; text drawn into the
-  image lowers it by ``4 * text_sway``; an irrelevant (non-meme) image changes nothing;
+  image lowers it by ``4 * text_sway``; an image attached to a question that does not rely on
+  one (``unnecessary_image``) changes nothing;
 * ``self_bias`` adds ``3 * self_bias`` to answers carrying the judge's family signature;
 * with probability ``noise`` the score moves by one point.
 
-Pairwise: ``diff = q_A - q_B + position_bias + verbosity_bias * sign(len_A - len_B)
+Pairwise: ``diff = q_A - q_B + position_bias + (verbosity_bias - 0.1) * sign(len_A - len_B)
 + self_bias * (own_A - own_B) + Normal(0, noise)``, quality on a 0–1 scale; beyond 0.05 the
 better one wins. An abstention-aware prompt lets an attentive judge answer N/A when both the
 query and the image are missing.
@@ -51,6 +53,9 @@ __all__ = [
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
 _ABSTAIN_OFFER = "Rating: [[N/A]]"
 _MARGIN = 0.05
+REDUNDANCY_COST = 0.1
+"""Pairwise: what a longer (padded) answer costs with every simulated judge before its
+``verbosity_bias`` (an unbiased judge prefers the concise original, as MM-JudgeBias expects)."""
 _DROP = 0.8
 _FILLER_N = tuple(" ".join(f.lower().split()) for f in FILLER)
 
@@ -110,6 +115,13 @@ class JudgeAuditSim:
     ) -> str:
         """The reply of one simulated model in one ``judge_audit.*`` role."""
         if role == "judge_audit.respond":
+            from memearena.sim.world import _tag
+
+            if _tag(prompt, "meme_text") is None:
+                # The text-only question names its meme by quoting the meme's text.
+                quoted = _QUOTED.search(_tag(prompt, "query") or prompt)
+                if quoted:
+                    prompt = f"<meme_text>\n{quoted.group(1)}\n</meme_text>\n{prompt}"
             return self.world._answer(prof, prompt, rng, bad)
         meta = self._image_meta(messages)
         if role == "judge_audit.describe":
@@ -145,7 +157,7 @@ class JudgeAuditSim:
         return None
 
     def _meme_of(self, text: str | None) -> _Meme | None:
-        if not text or text.startswith("mm-judgebias item") or text == "an abstract pattern":
+        if not text or text.startswith("mm-judgebias item"):
             return None
         return self.world._meme(text)
 
@@ -196,7 +208,7 @@ class JudgeAuditSim:
         if meta is None and needs_image:
             drop = max(drop, _DROP * (1 - cfg.ignores_image))
             notes.append("the image the query relies on is missing")
-        if i_meme is not None and not self._about(response_n, i_meme):
+        if needs_image and i_meme is not None and not self._about(response_n, i_meme):
             drop = max(drop, _DROP * (1 - cfg.ignores_image))
             notes.append("the image does not support the response")
         if q_meme is not None and not self._about(response_n, q_meme):
@@ -229,7 +241,9 @@ class JudgeAuditSim:
         b = _tag(prompt, "response_b") or ""
         qa, qb = (self._base(a) - 5) / 3, (self._base(b) - 5) / 3
         diff = qa - qb + cfg.position_bias
-        diff += cfg.verbosity_bias * ((len(a) > len(b)) - (len(a) < len(b)))
+        # Every judge notices redundancy a little (REDUNDANCY_COST); verbosity bias outweighs it.
+        longer = (len(a) > len(b)) - (len(a) < len(b))
+        diff += (cfg.verbosity_bias - REDUNDANCY_COST) * longer
         diff += cfg.self_bias * ((prof.signature in a) - (prof.signature in b))
         diff += rng.gauss(0.0, cfg.noise)
         verdict = "A" if diff > _MARGIN else "B" if diff < -_MARGIN else "tie"

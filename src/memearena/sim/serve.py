@@ -12,7 +12,9 @@ from memearena.sim.world import SimWorld
 def demo_world(seed: int = 0) -> SimWorld:
     """The simulated world with the demo catalogue of models and the demo memes' facts."""
     memes = load_dataset(DatasetConfig(format="demo"), check_images=False).memes
-    return SimWorld(demo_models(), demo_annotations(memes), seed=seed)
+    world = SimWorld(demo_models(), demo_annotations(memes), seed=seed)
+    world.adapt.register_dataset_images(memes, None)  # which image shows which caption
+    return world
 
 
 def config_world(cfg: RunConfig) -> tuple[SimWorld, list[str]]:
@@ -21,7 +23,9 @@ def config_world(cfg: RunConfig) -> tuple[SimWorld, list[str]]:
     models: dict[str, SimModelConfig] = dict(demo_models())
     models.update({n: m for n, m in cfg.models.items() if isinstance(m, SimModelConfig)})
     memes = load_datasets(cfg.data, cfg.image, check_images=False).memes
-    return SimWorld(models, demo_annotations(memes), seed=cfg.seed), list(models)
+    world = SimWorld(models, demo_annotations(memes), seed=cfg.seed)
+    world.adapt.register_dataset_images(memes, cfg.image)
+    return world, list(models)
 
 
 def serve_world(

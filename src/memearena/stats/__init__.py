@@ -48,9 +48,12 @@ from memearena.stats.judge_bias import (
     BiasFigure,
     BiasPair,
     BiasTable,
+    BiasTerms,
     bias_conformity,
     bias_deviation,
     bias_table,
+    bias_terms,
+    bootstrap_weights,
 )
 from memearena.stats.leaderboard import (
     LeaderboardAccumulator,
@@ -62,6 +65,7 @@ from memearena.stats.leaderboard import (
     leaderboard_rows,
     rank_upper_bounds,
 )
+from memearena.stats.proportion import MIN_CELL, wilson_interval
 from memearena.stats.rank_table import TableRanking, rank_table
 from memearena.stats.ranking import (
     kendall_tau,
@@ -76,6 +80,7 @@ from memearena.stats.winrate import average_win_rate, win_rate_matrix
 __all__ = [
     "BIAS_CATEGORIES",
     "BIAS_TYPES",
+    "MIN_CELL",
     "WINNERS",
     "BTResult",
     "Battle",
@@ -83,6 +88,7 @@ __all__ = [
     "BiasFigure",
     "BiasPair",
     "BiasTable",
+    "BiasTerms",
     "ClusterIndex",
     "ClusteredCounts",
     "ClusteredCountsBuilder",
@@ -105,6 +111,8 @@ __all__ = [
     "bias_conformity",
     "bias_deviation",
     "bias_table",
+    "bias_terms",
+    "bootstrap_weights",
     "bradley_terry",
     "bt_probability",
     "cluster_weights",
@@ -138,5 +146,6 @@ __all__ = [
     "resample",
     "self_preference",
     "spearman_rho",
+    "wilson_interval",
     "win_rate_matrix",
 ]

@@ -11,9 +11,13 @@ S the top of the scale:
 
 Both are higher-is-better. A pair with a missing score (unparsed, or an abstention) is not a
 number and never enters a mean; it is counted as excluded. A category is the plain mean of its
-types and the overall figure the plain mean of the types (as the reference implementation
-does), each over the types that have data: "no data" (None) rather than 0 where no pair
-qualifies. Intervals come from a bootstrap over items (the unit that was sampled).
+types and the overall figure the plain mean of the types, each over the types that have data,
+as the reference implementation (MM-JudgeBias ``evaluate.py``) computes them. By default the
+table is reference-compatible: a BD type whose every scored pair has y = 1 is 0.0 and averaged
+in, as the reference gives; ``reference_compat=False`` makes it "no data" instead, labelled.
+A type with no scored pair at all is "no data" (None) in both modes, never 0. The standalone
+``bias_deviation`` / ``bias_conformity`` return None where no pair qualifies. Intervals come
+from a bootstrap over items (the unit that was sampled).
 """
 
 from __future__ import annotations
@@ -34,13 +38,18 @@ __all__ = [
     "BiasFigure",
     "BiasPair",
     "BiasTable",
+    "BiasTerms",
     "RatioEstimate",
     "bias_conformity",
     "bias_deviation",
     "bias_table",
+    "bias_terms",
+    "bootstrap_weights",
     "category_of",
     "difference_in_differences",
+    "mean_of_types",
     "metric_of",
+    "type_values",
     "unit_ratio",
 ]
 
@@ -144,7 +153,8 @@ class BiasFigure(BaseModel):
     metric: str
     """``bd``, ``bc`` or ``mixed`` (the overall mean of both)."""
     value: float | None
-    """The figure; None = no data (no qualifying pair), never 0."""
+    """The figure; None = no data (no scored pair, or, without reference compatibility, no
+    qualifying pair)."""
     ci_low: float | None
     """Lower bound of the bootstrap percentile interval (None without data)."""
     ci_high: float | None
@@ -153,6 +163,9 @@ class BiasFigure(BaseModel):
     """Pairs that entered the figure."""
     excluded: int = 0
     """Pairs left out because a score was missing (unparsed or N/A) or y = 1 for BD."""
+    note: str | None = None
+    """Why the value is what it is when that is a convention, not a measurement (``BD 0.0
+    by the reference's convention: no pair with y > 1``), or why there is none."""
 
 
 class BiasTable(BaseModel):
@@ -164,6 +177,15 @@ class BiasTable(BaseModel):
     """Per category: the plain mean of its types that have data."""
     overall: BiasFigure
     """The plain mean of the types that have data."""
+    reference_compat: bool = True
+    """True: a BD type whose every scored pair has y = 1 is 0.0 and averaged in, as the
+    reference code (MM-JudgeBias ``evaluate.py``) does; False: it is "no data"."""
+
+
+REFERENCE_ZERO_NOTE = "BD 0.0 by the reference's convention: no pair with y > 1"
+"""The note of a BD type that has scored pairs but none with y > 1 (reference compatibility)."""
+NO_QUALIFYING_NOTE = "no data: no pair with y > 1 (the reference would report 0.0)"
+"""The note of the same type without reference compatibility."""
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[float | None, float | None]:
@@ -175,6 +197,97 @@ def _interval(samples: np.ndarray, ci: float) -> tuple[float | None, float | Non
     return float(lo), float(hi)
 
 
+@dataclass(frozen=True)
+class BiasTerms:
+    """One judge's BD/BC terms as per-item sums: the matrices every figure, and every paired
+    comparison between judges, is computed from (rows: ``items`` in sorted order; columns: the
+    nine types in taxonomy order)."""
+
+    items: tuple[str, ...]
+    """The items with at least one scored pair, sorted."""
+    sums: np.ndarray
+    """Σ of BD/BC terms per (item, type)."""
+    counts: np.ndarray
+    """Terms per (item, type)."""
+    scored: np.ndarray
+    """Pairs with both scores per (item, type) (a BD pair with y = 1 is scored, not a term)."""
+    excluded: np.ndarray
+    """Per type: pairs without a term (a missing score, or y = 1 for BD)."""
+
+    def aligned(self, items: Sequence[str]) -> BiasTerms:
+        """The same terms on another item list (absent items are zero rows), so two judges'
+        terms can be resampled with the same bootstrap weights."""
+        index = {k: i for i, k in enumerate(self.items)}
+        n = len(BIAS_TYPES)
+        S, C, P = np.zeros((len(items), n)), np.zeros((len(items), n)), np.zeros((len(items), n))
+        for r, k in enumerate(items):
+            i = index.get(k)
+            if i is not None:
+                S[r], C[r], P[r] = self.sums[i], self.counts[i], self.scored[i]
+        return BiasTerms(tuple(items), S, C, P, self.excluded)
+
+
+def bias_terms(pairs: Iterable[BiasPair], *, scale: float = 10) -> BiasTerms:
+    """Per-item BD/BC term sums of one judge's pairs (StatsError on an unknown bias type)."""
+    types = list(BIAS_TYPES)
+    t_index = {t: i for i, t in enumerate(types)}
+    rows: dict[str, np.ndarray] = {}
+    excluded = np.zeros(len(types), dtype=np.int64)
+    for p in pairs:
+        category_of(p.bias_type)
+        ti = t_index[p.bias_type]
+        if p.unbiased is None or p.biased is None:
+            excluded[ti] += 1
+            continue
+        y, h = float(p.unbiased), float(p.biased)
+        term = _bd_term(y, h) if metric_of(p.bias_type) == "bd" else _bc_term(y, h, scale)
+        row = rows.get(p.item)
+        if row is None:
+            row = rows[p.item] = np.zeros((3, len(types)))
+        row[2, ti] += 1
+        if term is None:
+            excluded[ti] += 1
+            continue
+        row[0, ti] += term
+        row[1, ti] += 1
+    # Rows in item order, not arrival order: the same pairs give the same interval however
+    # they were gathered (a resumed run reports exactly what an uninterrupted one does).
+    keys = tuple(sorted(rows))
+    arr = np.array([rows[k] for k in keys]).reshape(-1, 3, len(types))
+    return BiasTerms(keys, arr[:, 0, :], arr[:, 1, :], arr[:, 2, :], excluded)
+
+
+def type_values(
+    sums: np.ndarray, counts: np.ndarray, scored: np.ndarray, *, reference_compat: bool = True
+) -> np.ndarray:
+    """Per-type values from (possibly bootstrap-weighted) column totals, NaN = no data; the
+    last axis is the type. With ``reference_compat`` a BD type with scored pairs but no term
+    (every y = 1) is 0.0, as the reference code gives."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        v = np.where(counts > 0, sums / np.maximum(counts, 1e-300), np.nan)
+    if reference_compat:
+        bd = np.array([BIAS_TYPES[t][1] == "bd" for t in BIAS_TYPES])
+        v = np.where(np.isnan(v) & (scored > 0) & bd, 0.0, v)
+    return v
+
+
+def mean_of_types(values: np.ndarray, cols: Sequence[int]) -> np.ndarray:
+    """The plain mean over ``cols`` of the types that have data (NaN when none has)."""
+    sub = values[..., list(cols)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate without data
+        return np.nanmean(sub, axis=-1)
+
+
+def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
+    """Multinomial resampling weights over items (``n_boot`` × ``n_items``): one draw shared by
+    every judge makes their comparisons paired."""
+    if not n_items or n_boot <= 0:
+        return np.zeros((0, n_items))
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
+
+
 def bias_table(
     pairs: Iterable[BiasPair],
     *,
@@ -182,79 +295,71 @@ def bias_table(
     n_boot: int = 1000,
     seed: int = 0,
     ci: float = 0.95,
+    reference_compat: bool = True,
 ) -> BiasTable:
     """The full BD/BC table of one judge's scored pairs, with intervals from a bootstrap over
     items (every pair of a drawn item comes along; a replicate's category and overall figures
-    are the plain means of its types that have data)."""
+    are the plain means of its types that have data). With ``reference_compat`` (default) a
+    BD type whose every scored pair has y = 1 is 0.0 and averaged in, as MM-JudgeBias's
+    ``evaluate.py`` does; without it that type is "no data", labelled."""
+    terms = bias_terms(pairs, scale=scale)
     types = list(BIAS_TYPES)
-    t_index = {t: i for i, t in enumerate(types)}
-    items: dict[str, int] = {}
-    sums: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    excluded = np.zeros(len(types), dtype=np.int64)
-    for p in pairs:
-        category_of(p.bias_type)
-        ti = t_index[p.bias_type]
-        term: float | None = None
-        if p.unbiased is not None and p.biased is not None:
-            y, h = float(p.unbiased), float(p.biased)
-            term = _bd_term(y, h) if metric_of(p.bias_type) == "bd" else _bc_term(y, h, scale)
-        if term is None:
-            excluded[ti] += 1
-            continue
-        row = items.get(p.item)
-        if row is None:
-            row = items[p.item] = len(sums)
-            sums.append(np.zeros(len(types)))
-            counts.append(np.zeros(len(types)))
-        sums[row][ti] += term
-        counts[row][ti] += 1
-    # Rows in item order, not arrival order: the same pairs give the same interval however
-    # they were gathered (a resumed run reports exactly what an uninterrupted one does).
-    order = [items[k] for k in sorted(items)]
-    S = np.array([sums[i] for i in order]).reshape(-1, len(types))
-    C = np.array([counts[i] for i in order]).reshape(-1, len(types))
-    n_items = len(S)
-    tot_s, tot_c = S.sum(axis=0), C.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        point = np.where(tot_c > 0, tot_s / np.maximum(tot_c, 1), np.nan)
-    if n_items and n_boot > 0:
-        rng = np.random.default_rng(seed)
-        w = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
-        bs, bc = w @ S, w @ C
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot = np.where(bc > 0, bs / np.maximum(bc, 1e-300), np.nan)
-    else:
-        boot = np.full((0, len(types)), np.nan)
+    S, C, P = terms.sums, terms.counts, terms.scored
+    point = type_values(
+        S.sum(axis=0), C.sum(axis=0), P.sum(axis=0), reference_compat=reference_compat
+    )
+    w = bootstrap_weights(len(terms.items), n_boot, seed)
+    boot = (
+        type_values(w @ S, w @ C, w @ P, reference_compat=reference_compat)
+        if len(w)
+        else np.full((0, len(types)), np.nan)
+    )
+    tot_c, tot_p = C.sum(axis=0), P.sum(axis=0)
 
     def figure(cols: list[int], metric: str) -> BiasFigure:
         vals = point[cols]
         have = [c for c, v in zip(cols, vals, strict=True) if np.isfinite(v)]
         n_pairs = int(tot_c[cols].sum())
-        n_excl = int(excluded[cols].sum())
+        n_excl = int(terms.excluded[cols].sum())
+        note = None
+        if len(cols) == 1:
+            c = cols[0]
+            if BIAS_TYPES[types[c]][1] == "bd" and tot_c[c] == 0 and tot_p[c] > 0:
+                note = REFERENCE_ZERO_NOTE if reference_compat else NO_QUALIFYING_NOTE
         if not have:
             return BiasFigure(
-                metric=metric, value=None, ci_low=None, ci_high=None, pairs=0, excluded=n_excl
+                metric=metric,
+                value=None,
+                ci_low=None,
+                ci_high=None,
+                pairs=0,
+                excluded=n_excl,
+                note=note or "no data: no scored pair",
             )
         value = float(np.mean(point[have]))
+        lo = hi = None
         if len(boot):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a replicate without data
-                rep = np.nanmean(boot[:, have], axis=1)
-            lo, hi = _interval(rep, ci)
-        else:
-            lo = hi = None
+            lo, hi = _interval(mean_of_types(boot, have), ci)
         return BiasFigure(
-            metric=metric, value=value, ci_low=lo, ci_high=hi, pairs=n_pairs, excluded=n_excl
+            metric=metric,
+            value=value,
+            ci_low=lo,
+            ci_high=hi,
+            pairs=n_pairs,
+            excluded=n_excl,
+            note=note,
         )
 
+    t_index = {t: i for i, t in enumerate(types)}
     type_figs = {t: figure([t_index[t]], BIAS_TYPES[t][1]) for t in types}
     cat_figs = {
         cat: figure([t_index[t] for t in types if BIAS_TYPES[t][0] == cat], metric)
         for cat, metric in BIAS_CATEGORIES.items()
     }
     overall = figure(list(range(len(types))), "mixed")
-    return BiasTable(types=type_figs, categories=cat_figs, overall=overall)
+    return BiasTable(
+        types=type_figs, categories=cat_figs, overall=overall, reference_compat=reference_compat
+    )
 
 
 class RatioEstimate(BaseModel):

@@ -134,6 +134,11 @@ def test_human_labels_round_trip(tmp_path: Path) -> None:
     assert rows and set(rows[0]) == {"item", "image", "text", "harmful", "category"}
     kinds = {key[r["item"]]["kind"] for r in rows}
     assert kinds == {"refined", "original"}  # blind: the sheet itself does not say which
+    # A refined item is labelled on the image its target saw: the text-erased one.
+    for r in rows:
+        erased = "/erased/" in r["image"]
+        assert erased == (key[r["item"]]["kind"] == "refined"), r
+        assert Path(r["image"]).is_file()
     # Labellers: every original harmful, refined ones harmful only if a group name survived.
     labelled = run / "labels.csv"
     with labelled.open("w", newline="") as f:
@@ -183,23 +188,28 @@ def test_self_scoring_is_flagged_and_a_panel_reports_agreement(tmp_path: Path) -
     assert agree["scorers"] == ["sim-judge-harbor", "sim-aurora"] and agree["pairs"] > 0
 
 
-def test_rewritten_text_can_be_drawn_onto_the_image(tmp_path: Path) -> None:
+def test_rewritten_text_can_be_drawn_onto_the_erased_image(tmp_path: Path) -> None:
     cfg = small_config(steps=1, render_text=True)
     out, _, scripted = run_pipeline(cfg, tmp_path)
-    rewrites = {s["text"] for c in out.chains for s in c["steps"] if s.get("text")}
-    assert rewrites
-    # Every rewrite went out on its own image (registered with the world), the meme's own
-    # image once per meme: more images than memes.
-    images = scripted.world.adapt._images
-    memes = set(images.values())
-    assert len(images) >= len(memes) + 1
+    steps = [s for c in out.chains for s in c["steps"] if s.get("text")]
+    assert steps
+    world = scripted.world.adapt
+    for s in steps:
+        # Each rewrite went out on its own drawn image, which the world knows shows that
+        # rewrite (and not the original caption).
+        assert s["image"]["rendered"] and s["image"]["source"] == "dataset"
+        assert world.caption_shown(s["image"]["sha256"]) == s["text"]
 
-    from memearena.data import load_datasets
-    from memearena.methods.adapt.refine import render_text_image
+    from memearena.data import load_datasets, prepare_image
+    from memearena.methods.adapt.erase import render_caption
+    from memearena.models.types import ImagePart
 
     meme = load_datasets(cfg.data, cfg.image).memes[0]
-    drawn = render_text_image(meme, "a softer caption", 512)
-    assert drawn.data_url.startswith("data:image/png;base64,") and drawn.sha256 in {
-        render_text_image(meme, "a softer caption", 512).sha256
-    }
-    assert drawn.sha256 != render_text_image(meme, "another caption", 512).sha256
+    assert meme.erased_image is not None
+    img = prepare_image(meme.erased_image)
+    base = ImagePart(img.data_url, img.sha256)
+    drawn = render_caption(base, "a softer caption")
+    assert drawn.data_url.startswith("data:image/png;base64,")
+    assert drawn.sha256 == render_caption(base, "a softer caption").sha256  # deterministic
+    assert drawn.sha256 != render_caption(base, "another caption").sha256
+    assert drawn.sha256 != base.sha256

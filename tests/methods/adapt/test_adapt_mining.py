@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from adapt_helpers import prompt_text, run_pipeline, small_config, tag
 
 from memearena.methods.adapt.common import Vote, name_filter, parse_vote
@@ -133,3 +134,126 @@ def test_votes_are_sampled_until_enough_are_valid(tmp_path: Path) -> None:
     assert out.assigned == 0
     errors = [e for e in store.errors() if e.kind == "adapt.vote" and "valid vote" in e.reason]
     assert errors and "only 2 valid vote(s) in 4 attempts" in errors[0].reason
+
+
+# ---- the taxonomy grows while it is mined (AdamMeme's mining) -------------------------------
+
+PLANTED = {"Political": 30, "Age": 14, "Sexual Orientation": 6}
+SEEDED = {"Race": 70, "Gender": 50, "Religion": 30}
+
+
+def _planted_set(root: Path) -> tuple[Path, dict[str, str]]:
+    """200 FHM-format memes (each its own image): seed categories and planted new ones."""
+    from PIL import Image
+
+    (root / "img").mkdir(parents=True)
+    rows, truth = [], {}
+    plan = [c for c, n in {**SEEDED, **PLANTED}.items() for _ in range(n)]
+    for i, cat in enumerate(plan):
+        Image.new("RGB", (24, 24), (i % 256, (i * 7) % 256, (i * 13) % 256)).save(
+            root / "img" / f"{i:05d}.png"
+        )
+        rows.append(
+            {
+                "id": i,
+                "img": f"img/{i:05d}.png",
+                "label": 1,
+                "text": f"MEME NUMBER {i} ABOUT {cat.upper()} PEOPLE",
+                "category": cat,
+                "target": f"group {i % 7}",
+            }
+        )
+        truth[f"{i:05d}"] = cat
+    (root / "memes.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return root / "memes.jsonl", truth
+
+
+def _mine_planted(tmp_path: Path, **adapt: object):
+    import asyncio
+
+    from memearena.config import DatasetConfig
+    from memearena.methods.adapt.common import AdaptContext
+    from memearena.methods.adapt.mining import mine
+    from memearena.models import ModelPool
+    from memearena.runner import load_memes, sim_world
+    from memearena.store import RunStore
+
+    path, truth = _planted_set(tmp_path / "data")
+    seed = {k: v for k, v in SEED_TAXONOMY.items() if k in SEEDED}
+    cfg = small_config(limit=None, seed_taxonomy=seed, window=16, **adapt)
+    cfg = cfg.model_copy(update={"data": [DatasetConfig(format="fhm", path=str(path))]})
+    store = RunStore(tmp_path / "run.db")
+    memes = load_memes(cfg, store).memes
+    assert len(memes) == 200
+    world = sim_world(cfg, memes)
+
+    def once():
+        pool = ModelPool(cfg.models, store=store, cache=None, responder=world)
+        ctx = AdaptContext(cfg, pool, store, on_image=world.adapt.register_image)
+
+        async def go():
+            try:
+                return await mine(ctx, memes)
+            finally:
+                await pool.aclose()
+
+        return asyncio.run(go())
+
+    return once, store, truth
+
+
+def test_mining_recovers_planted_categories_at_the_planted_rate(tmp_path: Path) -> None:
+    once, store, truth = _mine_planted(tmp_path)
+    mining = once()
+    by_name = {d["name"]: d for d in mining.decisions}
+    names = [c.name for c in mining.taxonomy]
+    assert names[: len(SEEDED)] == list(SEEDED)
+    # Planted at 15 and 7 per 100: kept; at 3 per 100: accepted, then pruned on the final counts.
+    assert set(names[len(SEEDED) :]) == {"Political", "Age"}
+    assert by_name["Sexual Orientation"]["fate"].startswith("long tail:")
+    for cat in ("Political", "Age"):
+        d = by_name[cat]
+        assert d["fate"] == "kept"
+        got = {uid.split(":")[-1] for uid, cats in mining.assignments.items() if cat in cats}
+        planted = {k for k, v in truth.items() if v == cat}
+        recovered = len(got & planted) / len(planted)
+        # The miner (skill 0.85) names the category in 2 of 3 votes with p = 0.94.
+        assert 0.8 <= recovered <= 1.0, (cat, recovered)
+        assert len(got - planted) <= 1, (cat, sorted(got - planted))
+        assert d["hits_per_100"] == pytest.approx(100 * d["hits"] / 200)
+        # One meme's proposal put it in the taxonomy; later memes voted for it.
+        assert d["accepted_by"] in mining.assignments
+        assert d["hits_by_later_votes"] >= 0.7 * len(planted)
+        assert all({"meme", "fate"} <= set(e) for e in d["events"])
+        assert d["fates"]["accepted"] == 1 and sum(d["fates"].values()) == d["proposed_by"]
+    # Every proposal's fate is in the log, the junk ones included.
+    fates = {d["name"]: d["fate"] for d in mining.decisions}
+    assert fates.get("Races", "name filter").startswith("name filter")
+    assert all(d["fate"] for d in mining.decisions)
+    assert all(sum(d["fates"].values()) == d["proposed_by"] for d in mining.decisions)
+    # Each acceptance is a taxonomy version pointing at its parent.
+    versions = dict(store.artifacts("adapt.taxonomy"))
+    assert versions[mining.version]["parent"] in versions
+    assert by_name["Political"]["version"] in versions
+
+
+def test_mining_resumes_from_the_store(tmp_path: Path) -> None:
+    once, store, _ = _mine_planted(tmp_path)
+    first = once()
+    calls = len(list(store.calls()))
+    again = once()
+    assert len(list(store.calls())) == calls  # every vote keyed by the taxonomy it was shown
+    assert again.assignments == first.assignments and again.version == first.version
+
+
+def test_stricter_proposal_votes(tmp_path: Path) -> None:
+    # Every vote must propose the name: fewer proposals are judged, never more.
+    once, _, _ = _mine_planted(tmp_path, proposal_votes=3)
+    strict = once()
+    judged = sum(d["proposed_by"] for d in strict.decisions)
+    once1, _, _ = _mine_planted(tmp_path / "one")
+    loose = sum(d["proposed_by"] for d in once1().decisions)
+    assert judged < loose
+    votes = [Vote((), ("Age", "d")), Vote((), None), Vote((), ("age", "d2"))]
+    assert count_votes(votes, 2, 1)[1] == [("Age", "d")]
+    assert count_votes(votes, 2, 3)[1] == []

@@ -32,7 +32,7 @@ def test_json_table(tmp_path: Path) -> None:
     res = runner.invoke(app, ["judge-audit", "metrics", str(path), "--json", "--bootstrap", "200"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert set(doc) == {"types", "categories", "overall"}
+    assert set(doc) == {"types", "categories", "overall", "reference_compat", "excluded_rows"}
     td = doc["types"]["text_dominance"]
     assert td["metric"] == "bd" and td["value"] == pytest.approx(0.5)
     assert td["pairs"] == 2 and td["excluded"] == 1  # the unparsed pair is counted, not scored
@@ -58,15 +58,30 @@ def test_table_output(tmp_path: Path) -> None:
         ({"id": 1, "bias_type": "text_dominance", "unbiased_score": 11, "biased_score": 5}, "1-10"),
         ({"bias_type": "text_dominance", "unbiased_score": 5, "biased_score": 5}, "'id'"),
         ({"id": 1, "bias_type": "text_dominance", "unbiased_score": "7", "biased_score": 5}, "7"),
+        ({"id": 1, "bias_type": "text_dominance", "unbiased_score": 5}, "missing"),
     ],
 )
-def test_bad_row_is_one_line_naming_it_and_exit_2(
+def test_a_bad_row_is_a_counted_exclusion_not_a_refusal(
     tmp_path: Path, row: dict[str, object], message: str
 ) -> None:
     path = _write(tmp_path / "s.jsonl", [ROWS[0], row])
+    res = runner.invoke(app, ["judge-audit", "metrics", str(path), "--json", "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["excluded_rows"]["count"] == 1
+    assert doc["excluded_rows"]["rows"][0]["line"] == 2
+    assert message in doc["excluded_rows"]["rows"][0]["reason"]
+    assert doc["types"]["text_dominance"]["value"] == pytest.approx(1.0)  # row 1 still scored
+    res = runner.invoke(app, ["judge-audit", "metrics", str(path), "--bootstrap", "20"])
+    assert res.exit_code == 0 and "1 rows excluded" in res.output and "s.jsonl:2" in res.output
+
+
+def test_a_file_without_any_usable_row_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = {"id": 1, "bias_type": "text_dominance", "unbiased_score": 11, "biased_score": 5}
+    path = _write(tmp_path / "s.jsonl", [bad])
     res = runner.invoke(app, ["judge-audit", "metrics", str(path)])
     assert res.exit_code == 2
-    assert "s.jsonl:2" in res.output and message in res.output
+    assert "no scored pairs" in res.output and "line 1" in res.output
     assert "Traceback" not in res.output
 
 

@@ -36,5 +36,25 @@ def test_demo_audit_recovers_every_injected_bias(tmp_path: Path) -> None:
                 mine = rows[judge]["types"][bias]
                 clean = rows[DEMO_AUDIT_REFERENCE]["types"][bias]["value"]
                 assert mine["ci_high"] < clean
+    # One trust ranking: no judge with a flagged classic bias ranks above the clean reference,
+    # and a flagged judge carries the mark in its rank label.
+    from memearena.methods.judge_audit.analysis import CLASSIC_FLAGS
+
+    ref_rank = rows[DEMO_AUDIT_REFERENCE]["rank"]
+    for r in section["leaderboard"]:
+        if set(r["flags"]) & set(CLASSIC_FLAGS):
+            assert r["rank"] > ref_rank, r["judge"]
+        assert r["rank_label"].endswith("*") == bool(r["flags"])
+        lo, hi = r["rank_ci"]
+        assert 1 <= lo <= hi <= len(rows)
+        assert set(r["trust"]["components"]) == {
+            "bd_bc",
+            "position",
+            "verbosity",
+            "self_enhancement",
+        }
+    # The construction as measured: the inserted text covers at most 10% of each image.
+    tex = section["construction"]["texture_insertion"]
+    assert tex["items"] == 24 and 0 < tex["covered_max"] <= 0.10
     # The Arena is then pointed at this audit.
     assert cfg.arena is not None and cfg.arena.judge_audit == tmp_path / "leaderboard.json"

@@ -79,7 +79,80 @@ def test_prompt_variants_render() -> None:
         )
     }
     assert "9-10" in texts["score_guided"]
-    assert "check every input" in texts["modality_constraints"]
+    assert "verify every input" in texts["modality_constraints"]
     assert "Rubric" in texts["modality_reasoning"] and "Synthesis" in texts["modality_reasoning"]
     assert "Rating: [[N/A]]" in texts["abstention"]
     assert all("A cat." in x for x in texts.values())
+
+
+REFERENCE_PLAIN = (
+    "An instruction (might include an input inside it), a response to evaluate, and an image are "
+    "given.",
+    "strictly based on how well it follows the given instruction",
+)
+"""The two sentences of MM-JudgeBias's plain judging prompt (``prompts.py``) that carry its
+intent: every input is presented as given, and the response is judged on the instruction."""
+
+# Words that would tell the judge what is being tested: bias type names, their constructions,
+# and hints that an input may be missing, swapped, added to or altered.
+GIVEAWAYS = (
+    "dominance",
+    "misalignment",
+    "texture",
+    "transformation",
+    "unnecessary",
+    "perturb",
+    "bias",
+    "missing",
+    "absent",
+    "removed",
+    "when one is attached",
+    "if any",
+    "mismatch",
+    "unrelated",
+    "irrelevant",
+    "do not belong",
+    "description",
+    "appearing inside",
+    "drawn",
+    "inserted",
+    "appearance",
+    "rotat",
+    "blur",
+    "visual change",
+    "grounded",
+    "length",
+    "order",
+    "position",
+    "verbos",
+    "who wrote",
+)
+
+
+def _rendered(variant: str) -> str:
+    t = Triplet("What is shown?", None, "A cat.")
+    return "\n".join(m.plain_text() for m in score_messages(t, variant)).lower()
+
+
+@pytest.mark.parametrize(
+    "variant", ["plain", "score_guided", "modality_constraints", "modality_reasoning", "abstention"]
+)
+def test_no_prompt_variant_names_a_bias_type_or_its_construction(variant: str) -> None:
+    text = _rendered(variant)
+    named = [w for w in GIVEAWAYS if w in text]
+    assert named == [], f"{variant} says {named}"
+
+
+def test_pairwise_prompt_names_no_classic_bias() -> None:
+    t = Triplet("What is shown?", None, "A cat.")
+    text = "\n".join(m.plain_text() for m in pairwise_messages(t, "A cat.", "A dog.")).lower()
+    assert [w for w in GIVEAWAYS if w in text] == []
+
+
+def test_plain_equals_the_reference_plain_prompt_in_intent() -> None:
+    text = " ".join(_rendered("plain").split())
+    opening, criterion = (" ".join(x.lower().split()) for x in REFERENCE_PLAIN)
+    assert opening.replace("(might", "(it might") in text
+    assert criterion in text
+    # Nothing beyond the reference's task: no grounding cue, no extra criteria.
+    assert "image shows" not in text and "correct" not in text

@@ -2,9 +2,18 @@
 
 A pure function of the records the pipeline stored (no model, no store handle): average score
 and failure rate per target and per (target, category), the conditional loop and the
-unconditional control side by side, weakness profiles, scorer agreement. Every interval is a
-bootstrap over memes, the unit that was sampled (all records of a meme, across repeated seeds,
-move together); the spread across seeds is reported beside it.
+unconditional control side by side, weakness profiles, scorer agreement. A proportion's
+interval is the Wilson score interval over memes (the unit that was sampled: a meme's repeats
+count once), widened to the cluster bootstrap where that is wider, so 0 of 1 is never [0, 0];
+a mean's or a difference's is the bootstrap over memes (all records of a meme, across repeated
+seeds, move together). A cell with fewer than ``MIN_CELL`` (5) memes is marked ``too_few``. The
+spread across seeds is reported beside it.
+
+The loop and the control are reported in the same two quantities, side by side
+(``loop_vs_control``): the change per step (each rewrite against its own meme's original) and
+the minimum over a chain (the hardest version a chain found against its seed). The loop keeps
+going only while scores fall and the control always goes on, so their per-chain minima differ by
+selection *and* by the number of draws; the per-step change carries neither.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from memearena.config import RunConfig
+from memearena.stats.proportion import MIN_CELL, wilson_interval
 from memearena.store import RunStore
 
 __all__ = [
@@ -73,7 +83,90 @@ def cluster_interval(
 
 def _est(values: Sequence[float], units: Sequence[Hashable], rounds: int, seed: int) -> dict:
     iv = cluster_interval(values, units, rounds, seed)
-    return {"value": iv.value, "ci": [iv.low, iv.high], "n": len(values)}
+    k = len(set(units))
+    return {"value": iv.value, "ci": [iv.low, iv.high], "n": len(values), "units": k}
+
+
+def _prop(values: Sequence[float], units: Sequence[Hashable], rounds: int, seed: int) -> dict:
+    """A proportion (0/1 values): Wilson over the independent units, widened to the cluster
+    bootstrap where that is wider."""
+    est = _est(values, units, rounds, seed)
+    if est["value"] is None:
+        return est
+    k = est["units"]
+    lo, hi = wilson_interval(est["value"] * k, k)
+    b_lo, b_hi = est["ci"]
+    est["ci"] = [
+        min(lo, b_lo) if b_lo is not None else lo,
+        max(hi, b_hi) if b_hi is not None else hi,
+    ]
+    return est
+
+
+def _pair(
+    after: Sequence[float],
+    before: Sequence[float],
+    units: Sequence[Hashable],
+    rounds: int,
+    seed: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A failure rate and its increase over the matched originals, with intervals."""
+    fr = _prop(after, units, rounds, seed)
+    inc = _est([a - b for a, b in zip(after, before, strict=True)], units, rounds, seed)
+    return {
+        **extra,
+        "failure_rate": fr["value"],
+        "failure_rate_ci": fr["ci"],
+        "increase": inc["value"],
+        "increase_ci": inc["ci"],
+        "memes": fr.get("units", 0),
+        "too_few": fr.get("units", 0) < MIN_CELL,
+    }
+
+
+def _min_of_chain(c: dict[str, Any]) -> float:
+    lows = [s["score_after"] for s in c["steps"] if s.get("score_after") is not None]
+    return float(min([c["seed_score"], *lows]))
+
+
+def _scored_steps(chains: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for c in chains for s in c["steps"] if s.get("score_after") is not None]
+
+
+def loop_vs_control(
+    chains: Sequence[dict[str, Any]], threshold: float, rounds: int, seed: int
+) -> dict[str, Any]:
+    """The loop and the control in the same two quantities: per step (each rewrite's failure
+    minus its own original's) and per chain minimum (a chain's hardest version minus its
+    seed's failure), each with the number of draws behind it."""
+
+    def fail(v: float) -> float:
+        return 1.0 if v < threshold else 0.0
+
+    out: dict[str, Any] = {"per_step": {}, "per_chain_min": {}}
+    for mode, name in (("conditional", "loop"), ("control", "control")):
+        mine = [c for c in chains if c["mode"] == mode]
+        steps = _scored_steps(mine)
+        out["per_step"][name] = _pair(
+            [fail(s["score_after"]) for s in steps],
+            [fail(s["score_before"]) for s in steps],
+            [s["meme"] for s in steps],
+            rounds,
+            seed,
+            steps=len(steps),
+        )
+        draws = [len(_scored_steps([c])) for c in mine]
+        out["per_chain_min"][name] = _pair(
+            [fail(_min_of_chain(c)) for c in mine],
+            [fail(c["seed_score"]) for c in mine],
+            [c["seed"] for c in mine],
+            rounds,
+            seed,
+            chains=len(mine),
+            draws_per_chain=float(np.mean(draws)) if draws else None,
+        )
+    return out
 
 
 def _rate_rows(
@@ -89,7 +182,7 @@ def _rate_rows(
     units = [o["meme"] for o in scored]
     fails = [1.0 if v < threshold else 0.0 for v in vals]
     avg = _est(vals, units, rounds, seed)
-    fr = _est(fails, units, rounds, seed)
+    fr = _prop(fails, units, rounds, seed)
     by_repeat: dict[int, list[float]] = {}
     for o, f in zip(scored, fails, strict=True):
         by_repeat.setdefault(o["repeat"], []).append(f)
@@ -114,9 +207,9 @@ def _rate_rows(
     k_units = [s["meme"] for s in ctrl]
     k_after = [1.0 if s["score_after"] < threshold else 0.0 for s in ctrl]
     k_before = [1.0 if s["score_before"] < threshold else 0.0 for s in ctrl]
-    refined = _est(c_refined, c_units, rounds, seed)
+    refined = _prop(c_refined, c_units, rounds, seed)
     inc = _est([a - b for a, b in zip(c_refined, c_seed_fail, strict=True)], c_units, rounds, seed)
-    control = _est(k_after, k_units, rounds, seed)
+    control = _prop(k_after, k_units, rounds, seed)
     c_inc = _est([a - b for a, b in zip(k_after, k_before, strict=True)], k_units, rounds, seed)
     return {
         "answers": len(originals),
@@ -126,6 +219,7 @@ def _rate_rows(
         "no_reference": sum(1 for o in originals if o["outcome"] == "no_reference"),
         "self_scored": sum(1 for o in scored if o.get("self_scored")),
         "memes": len(set(units)),
+        "too_few": len(set(units)) < MIN_CELL,
         "avg_score": avg["value"],
         "avg_score_ci": avg["ci"],
         "failure_rate": fr["value"],
@@ -142,6 +236,7 @@ def _rate_rows(
         "control_failure_rate_ci": control["ci"],
         "control_increase": c_inc["value"],
         "control_increase_ci": c_inc["ci"],
+        "loop_vs_control": loop_vs_control(chains, threshold, rounds, seed),
     }
 
 
@@ -157,8 +252,8 @@ def _agreement(
                 if o.get("by_scorer", {}).get(a) is not None
                 and o.get("by_scorer", {}).get(b) is not None
             ]
-            exact = _est([float(x == y) for x, y, _ in pairs], [u for *_, u in pairs], rounds, 0)
-            fail = _est(
+            exact = _prop([float(x == y) for x, y, _ in pairs], [u for *_, u in pairs], rounds, 0)
+            fail = _prop(
                 [float((x < threshold) == (y < threshold)) for x, y, _ in pairs],
                 [u for *_, u in pairs],
                 rounds,
@@ -212,7 +307,7 @@ def adapt_section(
         for cat in categories:
             rows = [o for o in mine if o["category"] == cat]
             others = [o for o in mine if o["category"] != cat and o["outcome"] == "scored"]
-            o_fr = _est(
+            o_fr = _prop(
                 [1.0 if o["score"] < thr else 0.0 for o in others],
                 [o["meme"] for o in others],
                 rounds,
@@ -265,7 +360,16 @@ def adapt_section(
         "failure_threshold": thr,
         "repeats": acfg.repeats,
         "memes": outcome.memes,
-        "interval": "95% bootstrap over memes (all repeats of a meme resampled together)",
+        "interval": (
+            "95%: proportions by the Wilson score interval over memes (a meme's repeats count "
+            "once), widened to the bootstrap over memes where wider; means and differences by the "
+            f"bootstrap over memes (all repeats of a meme resampled together); cells with fewer "
+            f"than {MIN_CELL} memes are marked too_few"
+        ),
+        "min_cell": MIN_CELL,
+        "scorer_temperature": acfg.scorer_temperature,
+        "reference_sees_misbelief": acfg.reference_sees_misbelief,
+        "refine_image": refine_image_summary(acfg.refine_image, acfg.render_text, chains),
         "models": models,
         "by_category": by_category,
         "weaknesses": weaknesses,
@@ -301,6 +405,44 @@ def adapt_section(
             },
         }
     return section
+
+
+def refine_image_summary(
+    mode: str, rendered: bool, chains: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the rewrites were shown with: the mode, how many rewritten memes' images came from
+    each source, and the share of pixels the built-in eraser inpainted."""
+    seen: dict[str, dict[str, Any]] = {}
+    for c in chains:
+        for s in c["steps"]:
+            img = s.get("image")
+            if img is not None:
+                seen.setdefault(s["meme"], img)
+    sources: dict[str, int] = {}
+    for img in seen.values():
+        sources[img["source"]] = sources.get(img["source"], 0) + 1
+    areas = [float(i["mask_area"]) for i in seen.values() if i.get("mask_area") is not None]
+    notes = {
+        "erased": "rewrites shown on the meme's text-erased image",
+        "none": "rewrites sent with NO image (refine_image: none): the target read text only",
+        "original": (
+            "rewrites shown on the ORIGINAL image (refine_image: original), whose caption still "
+            "carries the original text: a rewrite hides nothing"
+        ),
+    }
+    note = notes.get(mode, mode) + (", the rewrite drawn into it" if rendered else "")
+    return {
+        "mode": mode,
+        "rendered": rendered,
+        "note": note,
+        "memes": len(seen),
+        "sources": dict(sorted(sources.items())),
+        "mask_area": (
+            {"mean": float(np.mean(areas)), "min": min(areas), "max": max(areas), "n": len(areas)}
+            if areas
+            else None
+        ),
+    }
 
 
 MAX_REPORTED_CHAINS = 30
@@ -357,7 +499,7 @@ def human_labels_report(
     shares: dict[str, Any] = {}
     for kind in ("refined", "original"):
         items = [i for i in harmful if key[i]["kind"] == kind]
-        est = _est(
+        est = _prop(
             [1.0 if harmful[i] else 0.0 for i in items],
             [key[i]["meme"] for i in items],
             rounds,
@@ -376,9 +518,9 @@ def human_labels_report(
             m["harm"].append(by_text[s["text"]])
     rows = []
     for target, m in sorted(models.items()):
-        agent = _est(m["steps"], m["units"], rounds, seed)
+        agent = _prop(m["steps"], m["units"], rounds, seed)
         kept = [(f, u) for f, u, h in zip(m["steps"], m["units"], m["harm"], strict=True) if h]
-        human = _est([f for f, _ in kept], [u for _, u in kept], rounds, seed)
+        human = _prop([f for f, _ in kept], [u for _, u in kept], rounds, seed)
         rows.append(
             {
                 "model": target,

@@ -70,8 +70,13 @@ class AdaptContext:
     pool: ModelPool
     store: RunStore
     progress: StageProgress = field(default_factory=lambda: StageProgress(enabled=False))
-    on_image: Callable[[str, str], None] | None = None
-    """Called with (image hash, meme text) for every image sent (the simulator's lookup)."""
+    on_image: Callable[..., None] | None = None
+    """Called with (image hash, meme text[, caption shown in the image]) for every image sent
+    (the simulator's lookup: which meme an image is of, and what text it shows)."""
+    dry_run: bool = False
+    """A dry run: stand-ins replace work that costs no model call (the eraser)."""
+    refine_images: Any = None
+    """Each meme's refine image (``erase.RefineImages``), made on first use."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
     _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
         default_factory=dict

@@ -64,23 +64,40 @@ class AdaptConfig(_Strict):
     votes: int = Field(3, ge=1)
     """Valid miner votes collected per meme."""
     vote_min: int = Field(2, ge=1)
-    """Votes a category needs to be assigned to a meme."""
+    """Votes a category of the taxonomy (seeded or already mined) needs to be assigned to a
+    meme."""
+    proposal_votes: int = Field(1, ge=1)
+    """Votes that must propose the same new category (by name) for it to be judged: 1 (the
+    method: any single vote's proposal is judged), higher to be stricter."""
     max_vote_attempts: int = Field(6, ge=1)
     """Most miner calls per meme while collecting the valid votes (bounds the sampling)."""
     long_tail_per_100: float = Field(5.0, ge=0)
-    """A mined category with fewer hits per 100 memes is pruned."""
+    """A mined category with fewer hits (memes assigned it, by acceptance or by later votes)
+    per 100 memes at the end of mining is pruned."""
     reference_candidates: int = Field(3, ge=1)
     """Candidate reference answers per (meme, category)."""
     reference_temperature: float = Field(0.7, gt=0)
     """Sampling temperature of the candidates (each also gets its own seed)."""
+    reference_sees_misbelief: bool = False
+    """Show the reference writers and the reference judge the narrator's misbelief (default: the
+    meme and the task only, as in the method: a reference that asserts the harm after a rewrite
+    removed it would count the rewrite's ambiguity as the target's failure)."""
+    scorer_temperature: float = Field(0.0, ge=0)
+    """Sampling temperature of every scorer call (the method scores at 0; sent, so recorded)."""
     failure_threshold: float = Field(4.0, gt=1, le=10)
     """A score below this is a failure."""
     factual_error_cap: int = Field(4, ge=1, le=10)
     """The scorer caps the score of an answer with a factual error at this value."""
     steps: int = Field(6, ge=1)
     """Refinement steps per seed sample at most (K)."""
-    seed_samples: int | None = Field(2, ge=1)
-    """Seed samples per (target, category) for refinement (None: every scored sample)."""
+    seed_fraction: float = Field(0.1, gt=0, le=1)
+    """Share of each (target, category, repeat)'s scored samples that seed a refinement chain
+    (rounded up; the method refines about 10% of the samples)."""
+    seed_min: int = Field(2, ge=1)
+    """Seed chains per (target, category, repeat) at least (all samples when there are fewer)."""
+    seed_samples: int | None = Field(None, ge=1)
+    """A fixed number of seed samples per (target, category, repeat) instead of
+    ``seed_fraction`` (None: the fraction)."""
     seed_rule: Literal["random", "lowest"] = "random"
     """How seed samples are chosen: seeded random draw, or the lowest scores (ties by id)."""
     retrieval: Literal["bm25", "embeddings"] = "bm25"
@@ -97,8 +114,13 @@ class AdaptConfig(_Strict):
     """Also run the unconditional control: refine for K steps whatever the new score."""
     repeats: int = Field(3, ge=1)
     """Repeated seeds of answering, scoring and refinement (intervals across seeds)."""
+    refine_image: Literal["erased", "none", "original"] = "erased"
+    """What a rewritten meme is shown with: ``erased`` (the meme's text-erased image: the
+    dataset's, else the built-in eraser's; the method), ``none`` (no image: the rewrite alone,
+    said in the report), or ``original`` (the original image, whose caption still shows the
+    original text: a rewrite then hides nothing; for measuring exactly that)."""
     render_text: bool = False
-    """Draw the rewritten text onto the original image (Pillow) for the target."""
+    """Draw the rewritten text into the caption region of the erased image (Pillow)."""
     human_export: bool = True
     """Write ``adapt_human_labels.csv``: refined and matched original items for blind labelling."""
     max_reasks: int = Field(2, ge=0)
@@ -124,6 +146,10 @@ class AdaptConfig(_Strict):
     def _consistent(self) -> AdaptConfig:
         if self.vote_min > self.votes:
             raise ValueError(f"vote_min ({self.vote_min}) must be <= votes ({self.votes})")
+        if self.proposal_votes > self.votes:
+            raise ValueError(
+                f"proposal_votes ({self.proposal_votes}) must be <= votes ({self.votes})"
+            )
         if self.max_vote_attempts < self.votes:
             raise ValueError(
                 f"max_vote_attempts ({self.max_vote_attempts}) must be >= votes ({self.votes})"
@@ -141,6 +167,8 @@ class AdaptConfig(_Strict):
                 f"embedding_model is set but retrieval is {self.retrieval!r} (it would be "
                 "unused); set retrieval: embeddings or remove embedding_model"
             )
+        if self.render_text and self.refine_image == "none":
+            raise ValueError("render_text needs an image to draw on; refine_image is 'none'")
         if len(set(self.targets)) != len(self.targets):
             raise ValueError("targets must be distinct")
         if len(set(self.scorers)) != len(self.scorers):

@@ -23,6 +23,7 @@ from memearena.engine.progress import StageProgress
 from memearena.engine.steps import bounded_map
 from memearena.errors import BudgetExceeded, ConfigError
 from memearena.methods.adapt.common import AdaptContext, Category
+from memearena.methods.adapt.erase import check_refine_images
 from memearena.methods.adapt.mining import mine
 from memearena.methods.adapt.misbelief import misbelief
 from memearena.methods.adapt.reference import reference
@@ -34,6 +35,7 @@ from memearena.methods.adapt.refine import (
     choose_seeds,
     misbelief_vectors,
     refine_chain,
+    seed_count,
 )
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.models import ModelPool, ResponseCache
@@ -94,17 +96,20 @@ class AdaptPipeline:
         store: RunStore,
         progress: StageProgress | None = None,
         on_image: Callable[[str, str], None] | None = None,
+        *,
+        dry_run: bool = False,
     ) -> None:
         if cfg.adapt is None:
             raise ConfigError("config: 'adapt' section is missing")
         self.ctx = AdaptContext(
-            cfg, pool, store, progress or StageProgress(enabled=False), on_image
+            cfg, pool, store, progress or StageProgress(enabled=False), on_image, dry_run=dry_run
         )
         self.memes = list(memes)
 
     async def run(self) -> AdaptOutcome:
         """The whole method; a budget stop returns what was done with ``stopped`` set."""
         out = AdaptOutcome(memes=len(self.memes))
+        check_refine_images(self.ctx, self.memes)  # refused before any call
         try:
             await self._run(out)
         except BudgetExceeded as e:
@@ -196,8 +201,7 @@ class AdaptPipeline:
             elif all(s.misbelief in vectors for s in pool):
                 retriever = EmbeddingRetriever(pool, vectors)
             else:  # an embedding failed (on record): this group's chains wait for a re-run
-                n = len(pool) if acfg.seed_samples is None else min(acfg.seed_samples, len(pool))
-                out.pending += n * len(modes)
+                out.pending += seed_count(acfg, len(pool)) * len(modes)
                 continue
             for seed in choose_seeds(ctx, t, cname, r, pool):
                 chain_jobs.extend((t, r, mode, seed, retriever) for mode in modes)
@@ -315,7 +319,8 @@ def plan_adapt(cfg: RunConfig) -> Any:
 
             async def go() -> None:
                 try:
-                    await AdaptPipeline(sim_cfg, memes, pool, store, None, on_image).run()
+                    pipe = AdaptPipeline(sim_cfg, memes, pool, store, None, on_image, dry_run=True)
+                    await pipe.run()
                 finally:
                     await pool.aclose()
 

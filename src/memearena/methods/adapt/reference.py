@@ -1,6 +1,11 @@
 """Reference answers by the wisdom of crowds: ``reference_candidates`` candidates sampled at a
 temperature above zero, each with its own seed (so a cache cannot replay one answer as all),
-then a judge picks the best or writes a better one. Every candidate is kept."""
+then a judge picks the best or writes a better one. Every candidate is kept.
+
+References see the meme and the task only (``reference_sees_misbelief: false``, as the method):
+a reference told the narrator's misbelief would assert the harm even after a rewrite removed it,
+and grade the target down for reading an ambiguous meme as ambiguous. The misbelief still drives
+retrieval, the refiner and the checker."""
 
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ async def reference(
         "image": image,
         "meme_text": text,
         "instruction": category.instruction,
-        "misbelief": misbelief,
+        "misbelief": misbelief if acfg.reference_sees_misbelief else None,
     }
     arts = await asyncio.gather(
         *(

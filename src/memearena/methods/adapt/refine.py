@@ -5,9 +5,10 @@ samples by misbelief (BM25 with ``bm25s`` by default; or cosine similarity of mi
 embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as examples and
 rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
 recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
-(same image, new text; or the text drawn onto the image) and is scored against a fresh
-reference. In the *conditional* loop (the method) ``s' < s`` records a weakness and hops to the
-next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
+(the text-erased image with the new text, as the method does; or the text drawn into the erased
+image's caption region) and is scored against a fresh reference; the refiner and the checker see
+the original image. In the *conditional* loop (the method) ``s' < s`` records a weakness and
+hops to the next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
 whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
 ``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
 step is kept as lineage.
@@ -15,9 +16,8 @@ step is kept as lineage.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +26,12 @@ from memearena.data import Meme
 from memearena.engine.steps import bounded_map
 from memearena.errors import ModelError
 from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
+from memearena.methods.adapt.config import AdaptConfig
+from memearena.methods.adapt.erase import refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.methods.arena.schedule import seeded_rng
-from memearena.models.types import GenParams, ImagePart
+from memearena.models.types import GenParams
 
 __all__ = [
     "EMBED_ROLE",
@@ -40,7 +42,7 @@ __all__ = [
     "choose_seeds",
     "misbelief_vectors",
     "refine_chain",
-    "render_text_image",
+    "seed_count",
 ]
 
 EMBED_ROLE = "adapt.embed"
@@ -198,7 +200,7 @@ def choose_seeds(
     is recorded in the store."""
     acfg = ctx.acfg
     pool = sorted(samples, key=lambda s: s.meme.uid)
-    n = len(pool) if acfg.seed_samples is None else min(acfg.seed_samples, len(pool))
+    n = seed_count(acfg, len(pool))
     if acfg.seed_rule == "lowest":
         chosen = sorted(pool, key=lambda s: (s.score, s.meme.uid))[:n]
     else:
@@ -212,37 +214,13 @@ def choose_seeds(
     return chosen
 
 
-def render_text_image(meme: Meme, text: str, max_side: int) -> ImagePart:
-    """The meme's image with ``text`` drawn in a band under it (Pillow)."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    if meme.image_path is None:
-        raise ValueError("no image to draw on")
-    with Image.open(meme.image_path) as im:
-        base = im.convert("RGB")
-    base.thumbnail((max_side, max_side))
-    font = ImageFont.load_default()
-    width = base.width
-    words, lines, line = text.split(), [], ""
-    for w in words:
-        trial = f"{line} {w}".strip()
-        if ImageDraw.Draw(base).textlength(trial, font=font) > width - 16 and line:
-            lines.append(line)
-            line = w
-        else:
-            line = trial
-    lines.append(line)
-    band = 14 * len(lines) + 12
-    out = Image.new("RGB", (width, base.height + band), "white")
-    out.paste(base, (0, 0))
-    draw = ImageDraw.Draw(out)
-    for i, ln in enumerate(lines):
-        draw.text((8, base.height + 6 + 14 * i), ln, fill="black", font=font)
-    buf = io.BytesIO()
-    out.save(buf, format="PNG")
-    data = buf.getvalue()
-    sha = hashlib.sha256(data).hexdigest()
-    return ImagePart("data:image/png;base64," + base64.b64encode(data).decode(), sha)
+def seed_count(acfg: AdaptConfig, pool: int) -> int:
+    """Seed chains of a (target, category, repeat) with ``pool`` scored samples: a fixed
+    ``seed_samples``, else ``seed_fraction`` of them rounded up and at least ``seed_min`` (never
+    more than there are)."""
+    if acfg.seed_samples is not None:
+        return min(acfg.seed_samples, pool)
+    return min(pool, max(acfg.seed_min, math.ceil(acfg.seed_fraction * pool - 1e-9)))
 
 
 def _text_tag(text: str) -> str:
@@ -351,11 +329,18 @@ async def refine_chain(
             steps.append({**step, "text": None, "outcome": "no accepted rewrite"})
             stop = "no accepted rewrite"
             break
-        image = ctx.image(current.meme)
+        # The rewrite is shown on the text-erased image (never the original, whose caption
+        # still carries the original text); the refiner and the checker saw the original.
+        shown = await refine_image(ctx, current.meme)
+        if shown is None:  # the erasure failed (on record): a re-run retries the chain
+            return None
+        image = shown.part
+        step["image"] = {**shown.record(), "rendered": False}
         if acfg.render_text and image is not None:
-            image = render_text_image(current.meme, text, ctx.cfg.image.max_side)
+            image = render_caption(image, text)
             if ctx.on_image is not None:
-                ctx.on_image(image.sha256, current.meme.text)
+                ctx.on_image(image.sha256, current.meme.text, text)
+            step["image"].update(sha256=image.sha256, rendered=True)
         tag = _text_tag(text)
         ref = await reference(
             ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief

@@ -1,8 +1,10 @@
 """Scoring: the target answers the category question about a meme; every scorer of the panel
 grades the answer 1-10 against the reference (a factual error caps it); the score is the panel
-mean. A score comes only from a scorer's own ``Rating: [[n]]`` field (``parse_score``): meme
-text, the reference and the answer are defanged before a scorer sees them, so a forged field in
-them can never become a score. A refusal or an unparsed rating is an outcome, never a number."""
+mean. A score is the scorer's own rating as real scorers write it (``parse_score``: a ``[[n]]``
+anywhere or a ``Rating: n`` line, one decimal): meme text, instruction, reference and answer
+are rendered with ratings made inert (``prompts.render`` defangs every inserted value), so a
+rating left in the reply was written by the scorer and a forged one can never become a score.
+A refusal or an unparsed rating is an outcome, never a number."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 from memearena.methods.adapt.common import AdaptContext, Category, parse_text
 from memearena.models.types import ImagePart
-from memearena.prompts import defang_score_fields, parse_score
+from memearena.prompts import parse_score
 
 __all__ = ["Scored", "answer_and_score", "is_self"]
 
@@ -25,7 +27,7 @@ class Scored:
     outcome: str
     score: float | None = None
     answer: str | None = None
-    by_scorer: dict[str, int | None] = field(default_factory=dict)
+    by_scorer: dict[str, float | None] = field(default_factory=dict)
     self_scored: bool = False
     """Only the target's own model (or family) scored it: flagged, kept apart in the analysis."""
     reason: str | None = None
@@ -88,11 +90,12 @@ async def answer_and_score(
     if "answer" not in ans:
         return Scored("refused" if ans.get("refusal") else "unparsed", reason="target")
     answer = ans["answer"]
+    # Untrusted: rendering makes any rating in them inert (prompts.render.defang).
     shown: dict[str, Any] = {
-        "meme_text": defang_score_fields(text),
-        "instruction": defang_score_fields(category.instruction),
-        "reference": defang_score_fields(reference["reference"]),
-        "answer": defang_score_fields(answer),
+        "meme_text": text,
+        "instruction": category.instruction,
+        "reference": reference["reference"],
+        "answer": answer,
     }
     arts = await asyncio.gather(
         *(
@@ -105,7 +108,7 @@ async def answer_and_score(
                 parse_score,
                 lambda v: {"score": v.value},
                 image=image,
-                params=params,
+                params=ctx.repeat_params(repeat, temperature=acfg.scorer_temperature),
                 cap=acfg.factual_error_cap,
                 **shown,
             )
@@ -114,7 +117,7 @@ async def answer_and_score(
     )
     if any(a is None for a in arts):
         return None
-    by_scorer: dict[str, int | None] = {
+    by_scorer: dict[str, float | None] = {
         s: (a.get("score") if a else None) for s, a in zip(acfg.scorers, arts, strict=True)
     }
     others = [v for s, v in by_scorer.items() if v is not None and not is_self(ctx, s, target)]

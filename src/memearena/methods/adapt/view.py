@@ -71,6 +71,17 @@ def _merge_board(run_dir: Path, section: dict[str, Any]) -> dict[str, Any]:
     return board
 
 
+def _refined_image(run_dir: Path, shown: dict[str, Any] | None) -> str | None:
+    """Where the image a rewrite was shown with is ("": it went out with none; None: the
+    meme's own image)."""
+    if not shown or shown.get("source") in ("original", "no image"):
+        return None
+    if not shown.get("path"):
+        return ""
+    path = Path(shown["path"])
+    return str(path if path.is_absolute() else run_dir / path)
+
+
 def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, Any]) -> int:
     """Refined items and their matched originals, shuffled, for blind harmfulness labels."""
     items: dict[tuple[str, str], dict[str, Any]] = {}
@@ -85,6 +96,8 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
                     "meme": s["meme"],
                     "text": s["text"],
                     "category": c["category"],
+                    # Labelled on what the target saw: the erased image, never the original.
+                    "image": _refined_image(run_dir, s.get("image")),
                 },
             )
             items.setdefault(
@@ -102,7 +115,7 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
     key: list[list[object]] = [["item", "kind", "meme", "category", "text"]]
     for i, r in enumerate(rows, start=1):
         item = f"item-{i:05d}"
-        image = memes.get(r["meme"])
+        image = r["image"] if r.get("image") is not None else memes.get(r["meme"])
         labels.append([item, csv_cell(image), csv_cell(r["text"]), "", ""])
         key.append(
             [item, r["kind"], csv_cell(r["meme"]), csv_cell(r["category"]), csv_cell(r["text"])]
@@ -180,7 +193,8 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         title=Text(title),
         caption=Text(
             f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
-            f" increase (points); (95% interval: bootstrap over memes, {section['repeats']} seeds)"
+            f" increase (points); 95% intervals over memes (proportions: Wilson), "
+            f"{section['repeats']} seeds"
         ),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -198,6 +212,17 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             str(m["refused"]),
         )
     console.print(table)
+    print_loop_vs_control(console, section)
+    shown = section.get("refine_image")
+    if shown:
+        area = shown.get("mask_area")
+        console.print(
+            console_safe(
+                f"refined items: {shown['note']}"
+                + (f"; sources {shown['sources']}" if shown.get("sources") else "")
+                + (f"; eraser mask area mean {area['mean']:.1%}" if area else "")
+            )
+        )
     selfish = [m["model"] for m in section["models"] if m.get("scored_by_itself")]
     if selfish:
         console.print(
@@ -215,6 +240,43 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             + (f"; {section['pending']} step(s) pending a re-run" if section["pending"] else "")
         )
     )
+
+
+def print_loop_vs_control(console: Console, section: dict[str, Any]) -> None:
+    """The loop and the control in the same two quantities: the failure-rate change per step
+    and per chain minimum, with the mean number of scored rewrites (draws) per chain."""
+    rows = [m for m in section["models"] if m.get("loop_vs_control")]
+    if not rows:
+        return
+    table = Table(
+        title=Text("loop vs control, same quantities"),
+        caption=Text(
+            "failure-rate increase (points): /step = each rewrite vs its own original; /min = a "
+            "chain's hardest version vs its seed (more draws, lower minimum); draws: loop/ctrl"
+        ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    for col in ("model", "loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"):
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for m in rows:
+        q = m["loop_vs_control"]
+        step, chain = q["per_step"], q["per_chain_min"]
+
+        def inc(d: dict[str, Any]) -> str:
+            return fmt_interval(d["increase"], d["increase_ci"], 0, 100.0)
+
+        draws = [chain[k].get("draws_per_chain") for k in ("loop", "control")]
+        table.add_row(
+            console_safe(m["model"]),
+            inc(step["loop"]),
+            inc(step["control"]),
+            inc(chain["loop"]),
+            inc(chain["control"]),
+            "/".join("—" if d is None else f"{d:.1f}" for d in draws),
+        )
+    console.print(table)
 
 
 # ---- HTML view ------------------------------------------------------------------------------
@@ -365,4 +427,33 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
         "agreement": sec.get("scorer_agreement", []),
         "simulated": sec.get("simulated"),
         "pending": sec.get("pending", 0),
+        "interval": sec.get("interval"),
+        "refine_image": sec.get("refine_image"),
+        "same_quantities_columns": [
+            "Loop, per step",
+            "Control, per step",
+            "Loop, chain minimum",
+            "Control, chain minimum",
+            "Draws per chain (loop/control)",
+        ],
+        "same_quantities": [
+            {
+                "model": m["model"],
+                "cells": [
+                    _ci(q[kind][mode]["increase"], q[kind][mode]["increase_ci"])
+                    for kind in ("per_step", "per_chain_min")
+                    for mode in ("loop", "control")
+                ],
+                "draws": "/".join(
+                    "—" if d is None else f"{d:.1f}"
+                    for d in (
+                        q["per_chain_min"][mode].get("draws_per_chain")
+                        for mode in ("loop", "control")
+                    )
+                ),
+            }
+            for m in sec["models"]
+            for q in [m.get("loop_vs_control")]
+            if q
+        ],
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from memearena.methods.judge_audit.classic import pad_response, position_pairs
 from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.items import (
     AuditPair,
+    integrality_check,
     meme_image,
     meme_query,
     pair_from_row,
@@ -68,6 +69,8 @@ class BaseItem:
     triplet: Triplet
     text_query: str
     """The self-contained text-only question (the reference of ``unnecessary_image``)."""
+    text_response: str | None = None
+    """The responder's answer to ``text_query``, asked text-only (None when not needed)."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,8 @@ class ScoreRecord:
     judge: str
     item: str
     bias_type: str
-    unbiased: int | None
-    biased: int | None
+    unbiased: float | None
+    biased: float | None
     unbiased_status: str
     """``ok``, ``abstained``, ``unparsed``, ``refusal`` or ``error``."""
     biased_status: str
@@ -107,7 +110,7 @@ class JudgeAuditOutcome:
     """What the audit produced, folded into small records."""
 
     scores: list[ScoreRecord] = field(default_factory=list)
-    base_scores: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    base_scores: list[tuple[str, str, str, float | None]] = field(default_factory=list)
     """(judge, item, responder, score of the unbiased base triplet) for self-enhancement."""
     verdicts: list[VerdictRecord] = field(default_factory=list)
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -116,11 +119,15 @@ class JudgeAuditOutcome:
     """Model → family (name when none is configured)."""
     items: int = 0
     """Items audited (memes and MM-JudgeBias rows)."""
+    covered: dict[str, float] = field(default_factory=dict)
+    """``texture_insertion``: per item, the share of the image area the inserted text covers."""
+    integrality_excluded: dict[str, int] = field(default_factory=dict)
+    """Per bias type: pairs left out because the item does not need what the type removes."""
     stopped: str | None = None
     """Why the run stopped early (budget), if it did."""
 
 
-def _status(art: dict[str, Any] | None) -> tuple[int | None, str]:
+def _status(art: dict[str, Any] | None) -> tuple[float | None, str]:
     if art is None:
         return None, "error"
     if art.get("refusal"):
@@ -129,7 +136,8 @@ def _status(art: dict[str, Any] | None) -> tuple[int | None, str]:
         return None, "unparsed"
     if art.get("abstained"):
         return None, "abstained"
-    return int(art["score"]), "ok"
+    score = art["score"]  # one decimal is allowed: never truncated to an int
+    return (score if isinstance(score, int) else float(score)), "ok"
 
 
 def _text(text: str) -> str:
@@ -183,14 +191,24 @@ class JudgeAuditPipeline:
         return await asyncio.shield(fut)
 
     async def _response(
-        self, meme: Meme, responder: str, image: AuditImage | None, q: str
+        self,
+        meme: Meme,
+        responder: str,
+        image: AuditImage | None,
+        q: str,
+        *,
+        text_only: bool = False,
     ) -> str | None:
-        msgs = build_messages(
-            "judge_audit/respond.j2",
-            image=image.part() if image else None,
-            meme_text=meme.text,
-            query=q,
-        )
+        if text_only:
+            # The text-only item's answer is written for the text-only question, no image.
+            msgs = build_messages("judge_audit/respond_text.j2", query=q)
+        else:
+            msgs = build_messages(
+                "judge_audit/respond.j2",
+                image=image.part() if image else None,
+                meme_text=meme.text,
+                query=q,
+            )
         rk = self.pool.request_key(responder, msgs)
         art = await self._step(
             "ja_response",
@@ -280,12 +298,18 @@ class JudgeAuditPipeline:
             q = meme_query(meme, acfg.queries, self.cfg.seed)
             tq = text_only_query(meme)
             out: list[BaseItem] = []
+            want_text = "unnecessary_image" in acfg.bias_types
             for responder in acfg.responders:
                 text = await self._response(meme, responder, image, q)
                 self.progress.advance("responses")
                 if text is None:
                     continue
-                out.append(BaseItem(meme, responder, Triplet(q, image, text), tq))
+                t_text = (
+                    await self._response(meme, responder, None, tq, text_only=True)
+                    if want_text
+                    else None
+                )
+                out.append(BaseItem(meme, responder, Triplet(q, image, text), tq, t_text))
             if "detail_description" in acfg.bias_types and image is not None and out:
                 self._descriptions[meme.uid] = await self._description(meme, image)
             return out
@@ -297,43 +321,86 @@ class JudgeAuditPipeline:
         return bases
 
     # ---------------------------------------------------------------- stage 2
-    def _donor(self, uid: str, by_uid: dict[str, Triplet], bias_type: str) -> Triplet | None:
-        """Another meme's triplet, drawn by (seed, bias type, meme): never the item itself."""
-        others = [u for u in by_uid if u != uid]
+    def _donor(self, uid: str, by_uid: dict[str, BaseItem], bias_type: str) -> Triplet | None:
+        """Another meme's triplet, drawn by (seed, bias type, meme): never the item itself.
+        For ``instruction_misalignment`` its query is that meme's own self-contained question
+        (a query about other content); its image differs by content hash from this item's."""
+        mine = by_uid[uid].triplet.image if uid in by_uid else None
+        others = [
+            u
+            for u in by_uid
+            if u != uid
+            and not (
+                mine is not None
+                and by_uid[u].triplet.image is not None
+                and by_uid[u].triplet.image.sha256 == mine.sha256  # type: ignore[union-attr]
+            )
+        ]
         if not others:
             return None
         rng = random.Random(f"{self.cfg.seed}\x1fdonor\x1f{bias_type}\x1f{uid}")
-        return by_uid[others[rng.randrange(len(others))]]
+        other = by_uid[others[rng.randrange(len(others))]]
+        if bias_type == "instruction_misalignment":
+            return Triplet(other.text_query, other.triplet.image, other.triplet.response)
+        return other.triplet
 
-    def meme_pairs(self, bases: Sequence[BaseItem]) -> Iterator[AuditPair]:
+    def meme_pairs(
+        self, bases: Sequence[BaseItem], outcome: JudgeAuditOutcome | None = None
+    ) -> Iterator[AuditPair]:
         """Every base triplet × bias type as an audit pair (generated lazily); a pair that
         cannot be built for its item is recorded as an error and left out."""
-        by_uid: dict[str, Triplet] = {}
+        by_uid: dict[str, BaseItem] = {}
         for b in bases:
-            by_uid.setdefault(b.meme.uid, b.triplet)
+            by_uid.setdefault(b.meme.uid, b)
+        memo_uid: str | None = None
+        memo: dict[str, tuple[Triplet, dict[str, str]] | str] = {}
         for base in bases:
             for bias_type in self.acfg.bias_types:
                 key = artifact_key(base.meme.uid, base.responder, bias_type)
-                ref = unbiased_for(bias_type, base.triplet, base.text_query)
-                ctx = PerturbContext(
-                    store=self.images,
-                    rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
-                    shows=base.meme.text or base.meme.uid,
-                    donor=self._donor(base.meme.uid, by_uid, bias_type),
-                    description=self._descriptions.get(base.meme.uid),
-                )
-                try:
-                    biased = perturb(bias_type, ref, ctx)
-                except DataError as e:
-                    self.store.record_error("ja_perturb", key, str(e))
+                why = integrality_check(bias_type, base.triplet.query, base.meme.text)
+                if why is not None:
+                    # Counted, not scored: the pair would not test what its type means.
+                    self.store.record_error("ja_integrality", key, why)
+                    if outcome is not None:
+                        n = outcome.integrality_excluded.get(bias_type, 0)
+                        outcome.integrality_excluded[bias_type] = n + 1
                     continue
+                ref = unbiased_for(bias_type, base.triplet, base.text_query, base.text_response)
+                if ref is None:
+                    self.store.record_error(
+                        "ja_perturb", key, f"{bias_type}: no answer to the text-only question"
+                    )
+                    continue
+                # A variant depends on the item, never on the response: build it once per
+                # meme and reuse it for every responder (bases come sorted by meme).
+                if memo_uid != base.meme.uid:
+                    memo_uid, memo = base.meme.uid, {}
+                got = memo.get(bias_type)
+                if got is None:
+                    ctx = PerturbContext(
+                        store=self.images,
+                        rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
+                        shows=base.meme.text or base.meme.uid,
+                        donor=self._donor(base.meme.uid, by_uid, bias_type),
+                        description=self._descriptions.get(base.meme.uid),
+                        own_image=base.triplet.image,
+                        max_cover=self.acfg.texture_max_cover,
+                    )
+                    try:
+                        got = memo[bias_type] = (perturb(bias_type, ref, ctx), dict(ctx.notes))
+                    except DataError as e:
+                        got = memo[bias_type] = str(e)
+                if isinstance(got, str):
+                    self.store.record_error("ja_perturb", key, got)
+                    continue
+                biased, notes = got
                 yield AuditPair(
                     base.meme.uid,
                     bias_type,
                     ref,
-                    biased,
+                    replace(biased, response=ref.response),
                     base.responder,
-                    {"source": base.meme.source},
+                    {"source": base.meme.source, **notes},
                 )
 
     def row_pairs(self) -> Iterator[AuditPair]:
@@ -370,6 +437,8 @@ class JudgeAuditPipeline:
             out.scores.append(
                 ScoreRecord(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
             )
+            if "covered_share" in pair.meta:
+                out.covered[pair.item] = float(pair.meta["covered_share"])
             if pair.responder is not None and pair.bias_type != "unnecessary_image":
                 key = (judge, pair.item, pair.responder)
                 if key not in seen_base:
@@ -452,7 +521,7 @@ class JudgeAuditPipeline:
                 "judgments", 2 * (n_meme_pairs + len(self.rows)) * len(self.acfg.judges)
             )
             out.items = len({b.meme.uid for b in bases}) + len(self.rows)
-            await self.score_pairs(self.meme_pairs(bases), out)
+            await self.score_pairs(self.meme_pairs(bases, out), out)
             await self.score_pairs(self.row_pairs(), out)
             if bases and self.acfg.classic:
                 await self.classic(bases, out)
@@ -474,5 +543,6 @@ def _example(pair: AuditPair) -> dict[str, Any]:
         "responder": pair.responder,
         "unbiased": side(pair.unbiased),
         "biased": side(pair.biased),
+        "construction": {k: v for k, v in pair.meta.items() if k != "source"},
         "scores": {},
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image
@@ -22,13 +22,18 @@ from memearena.data.mmjudgebias import JudgeBiasRow
 from memearena.methods.judge_audit.perturb import SHOWS_KEY, AuditImage, ImageStore, Triplet
 
 __all__ = [
+    "INTEGRALITY_OVERLAP",
     "AuditPair",
+    "integrality_check",
     "meme_image",
     "meme_query",
     "pair_from_row",
     "text_only_query",
     "unbiased_for",
 ]
+
+INTEGRALITY_OVERLAP = 0.5
+"""A query restates the meme's text when it holds at least this share of the text's words."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +80,45 @@ def text_only_query(meme: Meme) -> str:
     )
 
 
-def unbiased_for(bias_type: str, base: Triplet, text_query: str) -> Triplet:
+def unbiased_for(
+    bias_type: str, base: Triplet, text_query: str, text_response: str | None
+) -> Triplet | None:
     """The unbiased triplet a bias type compares against: the base, except for
     ``unnecessary_image``, whose reference is the text-only item (its own self-contained
-    question, no image)."""
+    question, no image, and the answer written for that question; None without one)."""
     if bias_type == "unnecessary_image":
-        return replace(base, query=text_query, image=None)
+        if text_response is None:
+            return None
+        return Triplet(text_query, None, text_response)
     return base
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if w]
+
+
+def _share(part: str, whole: str) -> float:
+    """The share of ``part``'s words that occur in ``whole``."""
+    words = _words(part)
+    have = set(_words(whole))
+    return sum(w in have for w in words) / len(words) if words else 0.0
+
+
+def integrality_check(bias_type: str, query: str, meme_text: str) -> str | None:
+    """Why an integrality pair of a meme would not test what its type means (None: it does).
+    ``text_dominance`` removes the image: the query must not restate the meme's text, or the
+    image was not needed and a kept score is a fair non-penalty. ``image_dominance`` removes
+    the query: the meme's text must not restate the query."""
+    if not meme_text.strip() or not query.strip():
+        return None
+    if bias_type == "text_dominance" and _share(meme_text, query) >= INTEGRALITY_OVERLAP:
+        return (
+            "text_dominance: the query restates the meme's text, so the item does not depend "
+            "on its image"
+        )
+    if bias_type == "image_dominance" and _share(query, meme_text) >= INTEGRALITY_OVERLAP:
+        return "image_dominance: the meme's text restates the query, so the query is not needed"
+    return None
 
 
 def _stored(path: Path, store: ImageStore, shows: str, image_cfg: ImageConfig) -> AuditImage:

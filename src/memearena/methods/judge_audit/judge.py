@@ -1,10 +1,10 @@
 """Judging prompts and strict parsers: pointwise 1–10 scores and pairwise preferences.
 
-A score comes only from the judge's own final ``Rating: [[n]]`` field (``prompts.parse_score``):
-none, several that disagree, or one out of range is unparsed (re-asked, then recorded), never
-guessed from a stray digit. Every untrusted text shown to a judge (query, response, image
-description) is defanged first, so a response that quotes a score field or a verdict cannot
-stand in for the judge's own.
+A score comes only from the judge's own rating (``prompts.parse_score``: a ``[[n]]`` or a
+``Rating: n`` line): none, several that disagree, or one out of range is unparsed (re-asked,
+then recorded), never guessed from a stray digit. Every untrusted text shown to a judge (query,
+response, image description) is defanged first, so a response that quotes a rating or a verdict
+cannot stand in for the judge's own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from memearena.errors import ParseError
 from memearena.methods.judge_audit.perturb import Triplet
 from memearena.models.types import Message
-from memearena.prompts import build_messages, defang_score_fields, parse_score
+from memearena.prompts import build_messages, defang_score_fields, first_rating_at, parse_score
 
 __all__ = [
     "PREFERENCES",
@@ -31,7 +31,6 @@ PREFERENCES: tuple[str, ...] = ("A", "B", "tie")
 """What a pairwise verdict may say."""
 
 _VERDICT = re.compile(r"\bverdict\s*[:=]?\s*\[\[\s*(?P<value>[^\[\]\n]{0,12}?)\s*\]\]", re.I)
-_FIELD_START = re.compile(r"\b(?:rating|score)\s*[:=]?\s*\[\[", re.I)
 
 
 def score_template(variant: str) -> str:
@@ -69,8 +68,8 @@ def _defang_all(text: str) -> str:
 class PointwiseScore:
     """A judge's parsed pointwise answer."""
 
-    value: int | None
-    """The score 1–10; None when the judge abstained (N/A)."""
+    value: float | None
+    """The score 1–10 (one decimal at most); None when the judge abstained (N/A)."""
     feedback: str
     """The judge's feedback (the text before its score field), at most 2,000 characters."""
 
@@ -78,8 +77,8 @@ class PointwiseScore:
 def parse_pointwise(text: str, *, allow_na: bool) -> PointwiseScore:
     """The judge's score (strict; see module doc) and its feedback."""
     score = parse_score(text, lo=1, hi=10, allow_na=allow_na)
-    m = _FIELD_START.search(text)
-    feedback = (text[: m.start()] if m else text).strip()
+    at = first_rating_at(text)
+    feedback = (text[:at] if at is not None else text).strip()
     return PointwiseScore(score.value, feedback[:2000])
 
 

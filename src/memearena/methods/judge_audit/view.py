@@ -75,7 +75,7 @@ def judge_audit_table(section: dict[str, Any]) -> Table:
     for r in _rows(section):
         cats = r.get("categories") or {}
         table.add_row(
-            str(r.get("rank", "")),
+            str(r.get("rank_label", r.get("rank", ""))),
             escape(str(r.get("judge", ""))),
             _short(r.get("overall")),
             *(_short(cats.get(c)) for c in BIAS_CATEGORIES),
@@ -101,6 +101,24 @@ def classic_table(section: dict[str, Any]) -> Table:
             _short(r.get("parse_failure_rate")),
         )
     return table
+
+
+def _rank_range(ci: Any) -> str:
+    if isinstance(ci, list | tuple) and len(ci) == 2:
+        return f"{ci[0]}–{ci[1]}"
+    return "—"
+
+
+def _shortfalls(trust: Any) -> str:
+    """The trust composite's components (shortfalls from the ideal; no data: —)."""
+    comps = trust.get("components") if isinstance(trust, dict) else None
+    if not isinstance(comps, dict):
+        return "—"
+    short = {"bd_bc": "bd/bc", "position": "pos", "verbosity": "verb", "self_enhancement": "self"}
+    return " ".join(
+        f"{short.get(k, k)} {_num(v) if isinstance(v, int | float) else '—'}"
+        for k, v in comps.items()
+    )
 
 
 def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
@@ -142,23 +160,29 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
     section = result.section
     rows = _rows(section)
     names = [console_safe(r.get("judge", "")) for r in rows]
-    lead_headers = ["#", "overall", *BIAS_CATEGORIES]
+    lead_headers = ["#", "rank range", "trust", "shortfalls", "overall", *BIAS_CATEGORIES]
     lead_cells = [
         [
-            str(r.get("rank", "")),
+            str(r.get("rank_label", r.get("rank", ""))),
+            _rank_range(r.get("rank_ci")),
+            _short(r.get("trust")),
+            _shortfalls(r.get("trust")),
             _short(r.get("overall")),
             *(_short((r.get("categories") or {}).get(c)) for c in BIAS_CATEGORIES),
         ]
         for r in rows
     ]
     for table in fitted_tables(
-        "Judge audit — evaluator leaderboard (BD/BC, higher is better)",
+        "Judge audit — evaluator leaderboard (ranked by trust; * flagged)",
         "judge",
         names,
         lead_headers,
         lead_cells,
         console.width,
-        caption="± half-width of the 95% bootstrap interval over items",
+        caption=(
+            "trust = 1 − mean shortfall (BD/BC, position, verbosity, self-enhancement); "
+            "± half-width of the 95% bootstrap interval over items"
+        ),
     ):
         console.print(table)
     for name, r in zip(names, rows, strict=True):
@@ -293,7 +317,10 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         types = _mapping(r.get("types"))
         rows.append(
             {
-                "rank": str(r.get("rank", "")),
+                "rank": str(r.get("rank_label", r.get("rank", ""))),
+                "rank_range": _rank_range(r.get("rank_ci")),
+                "trust": _fig(r.get("trust")),
+                "shortfalls": _shortfalls(r.get("trust")),
                 "judge": str(r.get("judge", "")),
                 "overall": _fig(r.get("overall")),
                 "categories": [_fig(cats.get(c)) for c in BIAS_CATEGORIES],

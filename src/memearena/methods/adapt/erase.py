@@ -1,0 +1,372 @@
+"""The image a refined meme is shown with: the meme's image with its text erased.
+
+A rewrite shown on the original image hides nothing: the image still carries the original
+caption. AdamMeme shows the target, the reference writers and the scorer a text-erased image with
+the rewritten text (the refiner and the checker see the original). The erased image comes, in
+order, from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's
+``erased_dir``, or AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's
+text detector and recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the
+text, OpenCV's ``cv2.inpaint`` (Telea) fills it in. The eraser is the ``erase`` extra; without
+it and without an erased image, refinement is refused before any model call (``refine_image:
+none`` sends the rewrite with no image instead, and the report says so).
+
+Every erased image is stored by content hash in the run folder (``erased/<sha256>.png``) with an
+``adapt.erased`` artifact keyed by the eraser's identity and the original's hash, recording the
+share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image
+or eraser is erased afresh. Request fingerprints carry the image hash, so a rewrite's cached
+answers never stand in for the erased image's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import hashlib
+import importlib.util
+import io
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memearena.data import Meme, prepare_image
+from memearena.errors import ConfigError, DataError
+from memearena.models.types import ImagePart
+
+if TYPE_CHECKING:
+    from memearena.methods.adapt.common import AdaptContext
+
+__all__ = [
+    "ERASED_KIND",
+    "ERASER_ID",
+    "ERASE_EXTRA",
+    "Erased",
+    "RefineImage",
+    "TextEraser",
+    "check_refine_images",
+    "eraser_available",
+    "refine_image",
+    "render_caption",
+]
+
+ERASER_ID = "rapidocr-det-rec+cv2-inpaint-telea/2"
+"""The built-in eraser's identity (part of every stored erasure's key: a change re-erases)."""
+
+ERASED_KIND = "adapt.erased"
+"""Artifact kind of an erased image's record."""
+
+ERASE_EXTRA = "pip install 'memearena[erase]'"
+"""What installs the built-in eraser."""
+
+_MAX_LINE = 0.25
+"""A text line is at most this share of the image's height (a taller box is not a caption)."""
+
+_TEXT_SCORE = 0.5
+"""A detected box counts as text when the recogniser reads it with at least this confidence."""
+
+
+@functools.cache
+def eraser_available() -> bool:
+    """Whether the built-in eraser's packages (RapidOCR, OpenCV) are installed and import (an
+    OpenCV build can be installed yet miss a system library)."""
+    if any(importlib.util.find_spec(m) is None for m in ("rapidocr_onnxruntime", "cv2")):
+        return False
+    try:
+        import cv2  # noqa: F401
+        import rapidocr_onnxruntime  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+def _require() -> None:
+    if not eraser_available():
+        raise ConfigError(f"the built-in text eraser needs the 'erase' extra: {ERASE_EXTRA}")
+
+
+@dataclass(frozen=True)
+class Erased:
+    """One erased image: PNG bytes, their hash, and what was inpainted."""
+
+    png: bytes
+    sha256: str
+    mask_area: float
+    """Share of the image's pixels inpainted (0 when no text was found)."""
+    boxes: int
+    """Text boxes found, over every pass."""
+    passes: int
+    """Detection passes run (another runs while text is still found at what was erased, at
+    most 3)."""
+
+
+class TextEraser:
+    """Text detection + inpainting. One OCR engine per eraser; ``erase`` and ``read`` may be
+    called from worker threads (a lock serialises the engine, which is not thread-safe)."""
+
+    def __init__(self, *, max_passes: int = 3, radius: int = 5) -> None:
+        _require()
+        self.max_passes = max_passes
+        self.radius = radius
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    def _ocr(self, png: bytes) -> list[tuple[list[list[float]], str, float]]:
+        if self._engine is None:
+            from rapidocr_onnxruntime import RapidOCR
+
+            self._engine = RapidOCR()
+        with self._lock:
+            res, _ = self._engine(png, use_det=True, use_cls=False, use_rec=True)
+        return [
+            (box, str(text), float(score))
+            for box, text, score in (res or [])
+            if float(score) >= _TEXT_SCORE and str(text).strip()
+        ]
+
+    def read(self, image: bytes) -> list[str]:
+        """The text OCR reads in an image (encoded bytes), one string per box."""
+        return [text for _, text, _ in self._ocr(image)]
+
+    def erase(self, image: bytes) -> Erased:
+        """The image (encoded bytes) with every text box found inpainted."""
+        import cv2
+        import numpy as np
+
+        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if img is None:
+            raise DataError("the eraser could not decode the image")
+        mask = np.zeros(img.shape[:2], dtype=np.uint8)
+        boxes = 0
+        passes = 0
+        current = _png(img)
+        for _ in range(self.max_passes):
+            passes += 1
+            added = 0
+            for box, _, _ in self._ocr(current):
+                pts = np.asarray(box, dtype=np.float32)
+                height = float(min(np.ptp(pts[:, 1]), np.ptp(pts[:, 0])))
+                if height > _MAX_LINE * img.shape[0]:
+                    continue  # not a line of text: a texture the recogniser read as a glyph
+                one = np.zeros_like(mask)
+                cv2.fillPoly(one, [np.round(pts).astype(np.int32)], 255)
+                if passes > 1 and not np.any(one & mask):
+                    # Later passes only clean up what is left of text already found; a new
+                    # find there is an artefact of the inpainting or the scene.
+                    continue
+                # Outline strokes and antialiasing reach past the detected box.
+                grow = max(3, round(height * 0.25))
+                kernel = np.ones((2 * grow + 1, 2 * grow + 1), dtype=np.uint8)
+                mask |= cv2.dilate(one, kernel)
+                added += 1
+            if not added:
+                break
+            boxes += added
+            img = cv2.inpaint(img, mask, self.radius, cv2.INPAINT_TELEA)
+            current = _png(img)
+        area = float(np.count_nonzero(mask)) / float(mask.size)
+        return Erased(current, hashlib.sha256(current).hexdigest(), area, boxes, passes)
+
+
+def _png(img: Any) -> bytes:
+    import cv2
+
+    ok, buf = cv2.imencode(".png", img)
+    if not ok:  # pragma: no cover - OpenCV encodes any 8-bit BGR array
+        raise DataError("the eraser could not encode the image")
+    return bytes(buf)
+
+
+def _decode_data_url(url: str) -> bytes:
+    return base64.b64decode(url.split(",", 1)[1])
+
+
+# ---- the refined item's image ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefineImage:
+    """The image a meme's rewrites are shown with, and where it came from."""
+
+    part: ImagePart | None
+    source: str
+    """``dataset`` (the dataset's erased image), ``eraser`` (the built-in eraser), ``planned``
+    (a dry run's stand-in for an erasure), ``original`` (``refine_image: original``), ``none``
+    (``refine_image: none``) or ``no image`` (a text-only meme)."""
+    mask_area: float | None = None
+    """Share of pixels the eraser inpainted (``eraser`` only)."""
+    path: str | None = None
+    """Where the erased image is (the dataset's file, or ``erased/<sha256>.png`` in the run)."""
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able record kept with each refinement step."""
+        return {
+            "source": self.source,
+            "sha256": self.part.sha256 if self.part is not None else None,
+            "mask_area": self.mask_area,
+            "path": self.path,
+        }
+
+
+def _needs_eraser(memes: Sequence[Meme]) -> list[Meme]:
+    return [m for m in memes if m.image_path is not None and m.erased_image is None]
+
+
+def check_refine_images(ctx: AdaptContext, memes: Sequence[Meme]) -> None:
+    """Refuse, before any model call, a run whose refinement cannot hide the text: a meme has
+    an image but no erased image, and the built-in eraser is not installed."""
+    acfg = ctx.acfg
+    if acfg.refine_image != "erased" or eraser_available():
+        return
+    missing = _needs_eraser(memes)
+    if missing:
+        raise ConfigError(
+            f"adapt.refine_image: {len(missing)} of {len(memes)} memes have no text-erased image "
+            f"(e.g. {missing[0].uid}; give an erased_image field, a dataset erased_dir or "
+            f"AdamMeme's image/erased/ folder) and the built-in eraser is not installed "
+            f"({ERASE_EXTRA}); or set adapt.refine_image: none to send rewrites without an image"
+        )
+
+
+class RefineImages:
+    """Each meme's refine image, computed once per run (concurrent chains share one)."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, asyncio.Future[RefineImage | None]] = {}
+        self._eraser: TextEraser | None = None
+
+    async def get(self, ctx: AdaptContext, meme: Meme) -> RefineImage | None:
+        fut = self._done.get(meme.uid)
+        if fut is None:
+            fut = asyncio.ensure_future(self._make(ctx, meme))
+            self._done[meme.uid] = fut
+        return await asyncio.shield(fut)
+
+    def _register(self, ctx: AdaptContext, part: ImagePart, meme: Meme) -> None:
+        if ctx.on_image is not None:
+            ctx.on_image(part.sha256, meme.text, "")  # shows no caption
+
+    async def _make(self, ctx: AdaptContext, meme: Meme) -> RefineImage | None:
+        mode = ctx.acfg.refine_image
+        if mode == "none":
+            return RefineImage(None, "none")
+        if mode == "original" or meme.image_path is None:
+            part = ctx.image(meme)
+            return RefineImage(part, "original" if part is not None else "no image")
+        if meme.erased_image is not None:
+            try:
+                img = prepare_image(meme.erased_image, ctx.cfg.image)
+            except DataError as e:
+                ctx.store.record_error(ERASED_KIND, meme.uid, f"erased image: {e}")
+                return None
+            part = ImagePart(img.data_url, img.sha256)
+            self._register(ctx, part, meme)
+            return RefineImage(part, "dataset", path=str(meme.erased_image))
+        original = ctx.image(meme)
+        assert original is not None
+        if ctx.dry_run:
+            # A dry run counts calls: it stands in for the erasure instead of running it.
+            sha = hashlib.sha256(f"planned erasure|{original.sha256}".encode()).hexdigest()
+            part = ImagePart(original.data_url, sha)
+            self._register(ctx, part, meme)
+            return RefineImage(part, "planned")
+        return await self._erase(ctx, meme, original)
+
+    async def _erase(
+        self, ctx: AdaptContext, meme: Meme, original: ImagePart
+    ) -> RefineImage | None:
+        key = f"{ERASER_ID}|{original.sha256}"
+        folder = Path(ctx.store.path).parent / "erased"
+        rec = ctx.store.get_artifact(ERASED_KIND, key)
+        path = folder / f"{rec['sha256']}.png" if rec else None
+        if rec is None or path is None or not _intact(path, rec["sha256"]):
+            _require()
+            if self._eraser is None:
+                self._eraser = TextEraser()
+            try:
+                # CPU work off the event loop; the eraser serialises its engine itself.
+                erased = await asyncio.to_thread(
+                    self._eraser.erase, _decode_data_url(original.data_url)
+                )
+            except DataError as e:
+                ctx.store.record_error(ERASED_KIND, meme.uid, f"eraser: {e}")
+                return None
+            except Exception as e:  # the OCR or inpainting runtime failed: on record, retried
+                reason = f"eraser failed ({type(e).__name__}: {str(e)[:200]})"
+                ctx.store.record_error(ERASED_KIND, meme.uid, reason)
+                return None
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{erased.sha256}.png"
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(erased.png)
+            os.replace(tmp, path)  # durable before it is recorded
+            rec = {
+                "eraser": ERASER_ID,
+                "original": original.sha256,
+                "sha256": erased.sha256,
+                "mask_area": erased.mask_area,
+                "boxes": erased.boxes,
+                "passes": erased.passes,
+                "meme": meme.uid,
+            }
+            ctx.store.put_artifact(ERASED_KIND, key, rec)
+        img = prepare_image(path, ctx.cfg.image)
+        part = ImagePart(img.data_url, img.sha256)
+        self._register(ctx, part, meme)
+        return RefineImage(part, "eraser", float(rec["mask_area"]), f"erased/{path.name}")
+
+
+def _intact(path: Path, sha256: str) -> bool:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+    except OSError:
+        return False
+
+
+async def refine_image(ctx: AdaptContext, meme: Meme) -> RefineImage | None:
+    """The image ``meme``'s rewrites are shown with (None: the erasure failed, on record in
+    the store; the chain is left for a re-run)."""
+    if ctx.refine_images is None:
+        ctx.refine_images = RefineImages()
+    images: RefineImages = ctx.refine_images
+    return await images.get(ctx, meme)
+
+
+# ---- drawing a rewrite into the caption region -------------------------------------------
+
+
+def render_caption(base: ImagePart, text: str) -> ImagePart:
+    """``text`` drawn as a meme caption (white, black outline, centred, wrapped) into the top
+    caption region of ``base`` (the erased image), with Pillow."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    with Image.open(io.BytesIO(_decode_data_url(base.data_url))) as im:
+        out = im.convert("RGB")
+    size = max(12, out.width // 15)
+    font = ImageFont.load_default(size=size)
+    draw = ImageDraw.Draw(out)
+    lines: list[str] = []
+    for word in text.split():
+        if lines and draw.textlength(f"{lines[-1]} {word}", font=font) <= out.width - 16:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    y = 6
+    for line in lines:
+        w = draw.textlength(line, font=font)
+        draw.text(
+            ((out.width - w) / 2, y),
+            line,
+            font=font,
+            fill=(255, 255, 255),
+            stroke_width=max(1, size // 10),
+            stroke_fill=(0, 0, 0),
+        )
+        y += size + 4
+    buf = io.BytesIO()
+    out.save(buf, format="PNG")
+    data = buf.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    return ImagePart("data:image/png;base64," + base64.b64encode(data).decode(), sha)

@@ -1,0 +1,129 @@
+"""The evaluator leaderboard from hand-built records: paired flags against the reference judge,
+abstention and unparsed rates per bias type and side (the shared unbiased judgement once), and
+the trust ranking with its components, flag mark and rank interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memearena.config import RunConfig, parse_config
+from memearena.methods.judge_audit.analysis import judge_audit_section
+from memearena.methods.judge_audit.driver import JudgeAuditOutcome, ScoreRecord, VerdictRecord
+
+ITEMS = [f"m{i:02d}" for i in range(30)]
+
+
+def _cfg(judges: list[str], reference: str | None = "ref") -> RunConfig:
+    return parse_config(
+        {
+            "run": "t",
+            "models": {j: {"provider": "sim"} for j in [*judges, "r1", "r2"]},
+            "data": [{"format": "demo"}],
+            "judge_audit": {
+                "judges": judges,
+                "responders": ["r1", "r2"],
+                "reference_judge": reference,
+                "bootstrap": 400,
+            },
+        }
+    )
+
+
+def _scores(
+    judge: str, bias_type: str, pairs: list[tuple[int | None, int | None]], **kw: Any
+) -> list[ScoreRecord]:
+    out = []
+    for item, (u, b) in zip(ITEMS, pairs, strict=False):
+        out.append(
+            ScoreRecord(judge, item, bias_type, u, b, kw.get("us", "ok"), kw.get("bs", "ok"), "r1")
+        )
+    return out
+
+
+def _row(section: dict[str, Any], judge: str) -> dict[str, Any]:
+    return next(r for r in section["leaderboard"] if r["judge"] == judge)
+
+
+def test_a_judge_is_flagged_on_its_paired_difference_from_the_reference() -> None:
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    ys = [3 + (i * 7) % 8 for i in range(30)]  # unbiased scores vary a lot across items
+    out.scores += _scores("ref", "text_dominance", [(y, 1) for y in ys])
+    out.scores += _scores(
+        "good", "text_dominance", [(y, 1 + (i % 5 == 0)) for i, y in enumerate(ys)]
+    )
+    out.scores += _scores("bad", "text_dominance", [(y, max(1, y - 2)) for y in ys])
+    sec = judge_audit_section(_cfg(["ref", "good", "bad"]), out)
+    bad, good, ref = _row(sec, "bad"), _row(sec, "good"), _row(sec, "ref")
+    assert "text_dominance" in bad["flags"]
+    p = bad["paired"]["text_dominance"]
+    assert p["difference"] < 0 and p["ci_high"] < 0
+    assert "text_dominance" not in good["flags"]  # within the margin of the reference
+    assert ref["flags"] == [] and "paired" not in ref  # the reference is the baseline
+
+
+def test_without_a_reference_the_other_judges_mean_is_the_baseline() -> None:
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    ys = [8] * 30
+    for j in ("a", "b", "c"):
+        out.scores += _scores(j, "image_misalignment", [(y, 1) for y in ys])
+    out.scores += _scores("d", "image_misalignment", [(y, 7) for y in ys])
+    sec = judge_audit_section(_cfg(["a", "b", "c", "d"], reference=None), out)
+    assert "image_misalignment" in _row(sec, "d")["flags"]
+    assert all(_row(sec, j)["flags"] == [] for j in "abc")
+
+
+def test_rates_are_per_type_and_side_and_the_shared_unbiased_judgement_counts_once() -> None:
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    # The base triplet is shared by three types: its unbiased judgement is one abstention per
+    # item, not three; the biased side abstains on one type only.
+    for t in ("text_dominance", "image_dominance", "texture_insertion"):
+        bs = "abstained" if t == "image_dominance" else "ok"
+        out.scores += _scores("ref", t, [(None, 5)] * 10, us="abstained", bs=bs)
+    sec = judge_audit_section(_cfg(["ref"]), out)
+    ab = _row(sec, "ref")["abstention"]
+    assert ab["unbiased"]["judgements"] == 10 and ab["unbiased"]["value"] == pytest.approx(1.0)
+    assert ab["biased"]["judgements"] == 30
+    assert ab["biased"]["value"] == pytest.approx(1 / 3)
+    assert ab["by_type"]["image_dominance"]["biased"]["value"] == pytest.approx(1.0)
+    assert ab["by_type"]["text_dominance"]["biased"]["value"] == pytest.approx(0.0)
+    assert ab["by_type"]["text_dominance"]["unbiased"]["judgements"] == 10
+    pooled = _row(sec, "ref")["abstention_rate"]
+    assert pooled["judgements"] == 40 and pooled["value"] == pytest.approx((10 + 10) / 40)
+    assert _row(sec, "ref")["unparsed"]["biased"]["value"] == pytest.approx(0.0)
+
+
+def _verdicts(judge: str, p_first: float) -> list[VerdictRecord]:
+    out = []
+    for k, item in enumerate(ITEMS):
+        for first, second in (("r1", "r2"), ("r2", "r1")):
+            pref = "A" if (k * 2 + (first == "r2")) % 10 < p_first * 10 else "B"
+            out.append(VerdictRecord(judge, "position", item, first, second, pref, 100, 100))
+            out.append(VerdictRecord(judge, "verbosity", item, "original", "padded", "A", 100, 300))
+            out.append(VerdictRecord(judge, "verbosity", item, "padded", "original", "B", 300, 100))
+    return out
+
+
+def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None:
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    ys = [8] * 30
+    for j in ("ref", "first"):
+        out.scores += _scores(j, "text_dominance", [(y, 1) for y in ys])
+        out.scores += _scores(j, "texture_insertion", [(y, y) for y in ys])
+    # "first" has the better BD/BC (it is the same) but prefers the first answer 90% of the time.
+    out.verdicts += _verdicts("ref", 0.5) + _verdicts("first", 0.9)
+    sec = judge_audit_section(_cfg(["first", "ref"]), out)
+    first, ref = _row(sec, "first"), _row(sec, "ref")
+    assert "position" in first["flags"]
+    assert ref["rank"] == 1 and first["rank"] == 2
+    assert first["rank_label"] == "2*" and ref["rank_label"] == "1"
+    comps = first["trust"]["components"]
+    assert comps["position"] == pytest.approx(0.8) and comps["verbosity"] == pytest.approx(0.0)
+    assert comps["bd_bc"] == pytest.approx(0.0)
+    assert first["trust"]["value"] == pytest.approx(1 - 0.8 / 3)  # self-enhancement: no data
+    assert first["trust"]["entered"] == ["bd_bc", "position", "verbosity"]
+    lo, hi = first["rank_ci"]
+    assert 1 <= lo <= 2 <= hi <= 2
+    assert first["trust"]["ci_low"] <= first["trust"]["value"] <= first["trust"]["ci_high"]
+    assert [r["judge"] for r in sec["leaderboard"]] == ["ref", "first"]
