@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map, run_step
+from memearena.engine.steps import StageCount, bounded_map, run_step
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
@@ -124,18 +124,6 @@ class JudgedPair:
     judge: str
     forward: dict[str, Any]
     backward: dict[str, Any]
-
-
-@dataclass
-class StageCount:
-    """Steps of one stage in this run: reused from the store, newly computed, or failed."""
-
-    reused: int = 0
-    """Found in the store under the same key (same request): not called again."""
-    new: int = 0
-    """Computed by this run (a parsed output, a refusal or an unparseable output)."""
-    failed: int = 0
-    """A model failure (only an error record): retried by the next run."""
 
 
 @dataclass
