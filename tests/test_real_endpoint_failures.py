@@ -172,7 +172,7 @@ def test_a_missing_key_is_found_before_any_call_and_the_run_exits_2(
     assert "\n" not in line and "sim-cirrus" in line and "MEMEARENA_TEST_NO_SUCH_KEY" in line
     # Checked before any call: no other model was paid for a run that could not be complete.
     assert server.stats()["completed"] == before
-    assert not (tmp_path / "runs" / "real" / "run.db").exists()
+    assert _rows(tmp_path / "runs" / "real" / "run.db") == []
 
     check = runner.invoke(app, ["models", "check", str(config)])
     assert check.exit_code == 1

@@ -116,11 +116,11 @@ def run_method(
     run_dir = Path(run_dir)
     method = _method(name, cfg, options)
     method.prepare(console)
-    check_keys(cfg, method.models())  # before anything is opened or called
     with open_run_dir(cfg, run_dir) as store:
         started = time.time()
         calls_before = store.last_call_id()
         inputs = method.load(store, run_dir)
+        check_keys(cfg, method.models())  # before any call
         world = sim_world(cfg, inputs.memes)
         cacheable = method.setup_world(world)
         pool = open_pool(

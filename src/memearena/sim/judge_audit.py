@@ -36,9 +36,10 @@ from memearena.methods.judge_audit.classic import FILLER
 from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
 from memearena.models.types import ImagePart, Message
+from memearena.sim.facts import tag_block
 
 if TYPE_CHECKING:
-    from memearena.sim.world import SimWorld, _Meme, _Profile
+    from memearena.sim.facts import SimMeme, SimProfile, WorldCore
 
 __all__ = [
     "DEMO_AUDIT_JUDGES",
@@ -93,15 +94,15 @@ def _norm(text: str) -> str:
 
 
 class JudgeAuditSim:
-    """Answers the ``judge_audit.*`` roles for a ``SimWorld`` (its memes and profiles)."""
+    """Answers the ``judge_audit.*`` roles for a ``WorldCore`` (its memes and profiles)."""
 
-    def __init__(self, world: SimWorld) -> None:
+    def __init__(self, world: WorldCore) -> None:
         self.world = world
         self._meta: dict[str, dict[str, str]] = {}
 
     def respond(
         self,
-        prof: _Profile,
+        prof: SimProfile,
         role: str,
         prompt: str,
         messages: Sequence[Message],
@@ -110,7 +111,7 @@ class JudgeAuditSim:
     ) -> str:
         """The reply of one simulated model in one ``judge_audit.*`` role."""
         if role == "judge_audit.respond":
-            return self.world._answer(prof, prompt, rng, bad)
+            return self.world.answer(prof, prompt, rng, bad)
         meta = self._image_meta(messages)
         if role == "judge_audit.describe":
             shows = meta.get(SHOWS_KEY) if meta is not None else None
@@ -144,13 +145,13 @@ class JudgeAuditSim:
                     return got
         return None
 
-    def _meme_of(self, text: str | None) -> _Meme | None:
+    def _meme_of(self, text: str | None) -> SimMeme | None:
         if not text or text.startswith("mm-judgebias item") or text == "an abstract pattern":
             return None
-        return self.world._meme(text)
+        return self.world.meme(text)
 
     @staticmethod
-    def _about(response_n: str, meme: _Meme) -> bool:
+    def _about(response_n: str, meme: SimMeme) -> bool:
         # Facts are specific to one meme (several memes may share a target group).
         return any(f in response_n for f in (*meme.facts_n, *meme.false_n))
 
@@ -166,17 +167,15 @@ class JudgeAuditSim:
 
     def _score(
         self,
-        prof: _Profile,
+        prof: SimProfile,
         prompt: str,
         meta: dict[str, str] | None,
         rng: random.Random,
         bad: bool,
     ) -> str:
-        from memearena.sim.world import _tag
-
         cfg = prof.cfg
-        query = _tag(prompt, "query") or ""
-        response = _tag(prompt, "response") or ""
+        query = tag_block(prompt, "query") or ""
+        response = tag_block(prompt, "response") or ""
         response_n = _norm(response)
         quoted = _QUOTED.search(query)
         q_meme = self._meme_of(quoted.group(1)) if quoted else None
@@ -221,12 +220,10 @@ class JudgeAuditSim:
 
     # ---- pairwise ----------------------------------------------------------------------------
 
-    def _pairwise(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
-        from memearena.sim.world import _tag
-
+    def _pairwise(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         cfg = prof.cfg
-        a = _tag(prompt, "response_a") or ""
-        b = _tag(prompt, "response_b") or ""
+        a = tag_block(prompt, "response_a") or ""
+        b = tag_block(prompt, "response_b") or ""
         qa, qb = (self._base(a) - 5) / 3, (self._base(b) - 5) / 3
         diff = qa - qb + cfg.position_bias
         diff += cfg.verbosity_bias * ((len(a) > len(b)) - (len(a) < len(b)))
