@@ -24,7 +24,7 @@ from rich.console import Console
 
 from memearena.config import RunConfig
 from memearena.engine.leaderboard import merge_leaderboard
-from memearena.engine.plan import PlannedCalls, planned_from_calls, stand_in_config
+from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, stand_in_config
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
 from memearena.engine.rundir import open_run_dir, run_facts
@@ -180,6 +180,7 @@ def _execute(
     *,
     planning: bool = False,
     max_cost: float | None = None,
+    stand_ins: frozenset[str] = frozenset(),
 ) -> tuple[RunContext, MethodRun]:
     """One event loop for the method's stages; the pool is drained and closed however it ends."""
     holder: list[RunContext] = []
@@ -188,7 +189,17 @@ def _execute(
         try:
             with StageProgress(console, enabled=show_progress and not planning) as progress:
                 ctx = RunContext(
-                    cfg, run_dir, store, pool, progress, inputs, world, planning, started, max_cost
+                    cfg,
+                    run_dir,
+                    store,
+                    pool,
+                    progress,
+                    inputs,
+                    world,
+                    planning,
+                    started,
+                    max_cost,
+                    stand_ins,
                 )
                 holder.append(ctx)
                 return await method.run(ctx)
@@ -212,7 +223,10 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
             inputs = method.load(None, scratch)
             world = sim_world(sim_cfg, inputs.memes)
             method.setup_world(world)
-            pool = open_pool(sim_cfg, world, store, cache_path=None, max_cost=None)
+            # The stand-ins of endpoint models meet the world as the simulated server would.
+            endpoints = frozenset(n for n, m in cfg.models.items() if m.provider != "sim")
+            served = AsServed(world, endpoints)
+            pool = open_pool(sim_cfg, served, store, cache_path=None, max_cost=None)
             _execute(
                 method,
                 sim_cfg,
@@ -225,6 +239,7 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
                 None,
                 False,
                 planning=True,
+                stand_ins=endpoints,
             )
             return planned_from_calls(cfg, store.iter_calls(), method.typical_output)
         finally:

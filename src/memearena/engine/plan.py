@@ -8,14 +8,18 @@ called."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memearena.config import RunConfig, SimModelConfig
+from memearena.models.backends import SimResponder, openai_messages
+from memearena.models.types import GenParams, Message
+from memearena.sim.catalogue import demo_models
+from memearena.sim.wire import parse_messages
 from memearena.store import CallRecord
 
-__all__ = ["PlannedCalls", "planned_from_calls", "stand_in_config"]
+__all__ = ["AsServed", "PlannedCalls", "planned_from_calls", "stand_in_config"]
 
 
 @dataclass(frozen=True)
@@ -35,16 +39,27 @@ class PlannedCalls:
         return sum(v["cost_usd"] for v in self.per_model.values())
 
 
+_CLEAN = {"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
+
+
 def stand_in_config(cfg: RunConfig) -> RunConfig:
     """The config a dry run executes: every model stood in for by a simulated one of the same
-    name (a simulated model keeps its profile, without refusals, format errors or latency), no
-    cache, so the plan follows the real prompts and never calls an endpoint."""
+    name, no cache, so the plan follows the real prompts and never calls an endpoint.
+
+    A simulated model keeps its profile; an endpoint model the simulated world serves by that
+    name (``sim-serve``'s catalogue) is stood in for by that simulated model, so a plan against
+    the simulated server is the run it will make; any other model by a default simulated model
+    of its family. Each without refusals, format errors or latency (the plan counts no
+    re-asks). Where a method's path depends on the answers (Adapt's mining votes and refinement
+    chains), a plan for a model the simulator does not know is an estimate."""
+    known = demo_models()
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
         if isinstance(m, SimModelConfig):
-            stand_ins[name] = m.model_copy(
-                update={"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
-            )
+            stand_ins[name] = m.model_copy(update=_CLEAN)
+        elif name in known or getattr(m, "model", None) in known:
+            served = known.get(name) or known[m.model]  # type: ignore[union-attr]
+            stand_ins[name] = served.model_copy(update={**_CLEAN, "price": m.price})
         else:
             stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
     return cfg.model_copy(update={"models": stand_ins, "cache": False})
@@ -76,3 +91,19 @@ def planned_from_calls(
             share * (row["input_tokens"] * price.input + row["output_tokens"] * price.output) / 1e6
         )
     return PlannedCalls(per_model)
+
+
+class AsServed:
+    """The simulated world as an endpoint model meets it: a stand-in's request goes through
+    the chat-completions wire format first (what ``sim-serve`` reads back), so the stand-in's
+    replies are those the simulated server gives, and a plan against it is the run it makes."""
+
+    def __init__(self, world: SimResponder, endpoints: Iterable[str]) -> None:
+        self.world = world
+        self.endpoints = frozenset(endpoints)
+
+    def respond(self, model: str, role: str, messages: Sequence[Message], params: GenParams) -> str:
+        """The world's reply, to the request as the endpoint would have read it."""
+        if model in self.endpoints:
+            messages = parse_messages(openai_messages(messages))
+        return str(self.world.respond(model, role, messages, params))

@@ -11,6 +11,7 @@ from memearena.config import RunConfig, SimModelConfig
 from memearena.data import Meme, demo_annotations
 from memearena.errors import ConfigError
 from memearena.models import ModelPool, ResponseCache
+from memearena.models.backends import SimResponder
 from memearena.sim.world import SimWorld
 from memearena.store import RunStore
 
@@ -28,7 +29,7 @@ def sim_world(cfg: RunConfig, memes: Sequence[Meme]) -> SimWorld:
 
 def open_pool(
     cfg: RunConfig,
-    world: SimWorld,
+    world: SimResponder,
     store: RunStore | None,
     *,
     cache_path: Path | None,

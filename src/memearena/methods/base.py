@@ -69,6 +69,9 @@ class RunContext:
     """When this run started (``time.time()``): failed calls since then are this run's."""
     max_cost: float | None = None
     """The spend cap of this run (``--max-cost``), or None."""
+    stand_ins: frozenset[str] = frozenset()
+    """In a dry run, the models that stand in for endpoints: the simulated world must treat
+    their requests as an endpoint would (it sees what was sent, nothing more)."""
 
 
 @dataclass

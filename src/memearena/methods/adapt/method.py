@@ -80,7 +80,11 @@ class Adapt:
         return not self.acfg.sim.null_world
 
     async def run(self, ctx: RunContext) -> MethodRun:
-        on_image = ctx.world.adapt.register_image  # the world must know the refined images
+        # The simulated world is told which meme an image shows (a refined meme is the erased
+        # image under new text) only for models it runs itself: an endpoint, the simulated
+        # server included, sees the image and nothing more, and so does a dry run's stand-in.
+        in_process = not (set(self.models()) & ctx.stand_ins)
+        on_image = ctx.world.adapt.register_image if in_process else None
         pipe = AdaptPipeline(ctx.cfg, ctx.inputs.memes, ctx.pool, ctx.store, ctx.progress, on_image)
         outcome = await pipe.run()
         return MethodRun(outcome, outcome.stopped)

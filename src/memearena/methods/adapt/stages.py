@@ -182,7 +182,10 @@ class AdaptPipeline:
             vectors, _ = await misbelief_vectors(ctx, texts)
             self._mark(out, "embeddings")
         chain_jobs: list[tuple[str, int, str, Sample, Retriever]] = []
-        for (t, cname, r), pool in sorted(samples.items()):
+        for (t, cname, r), arrived in sorted(samples.items()):
+            # Completion order is the endpoint's (latency, concurrency): retrieval ties and the
+            # seed draw must not depend on it, or a run is not reproducible from its config.
+            pool = sorted(arrived, key=lambda s: (s.meme.uid, s.category.name))
             retriever: Retriever
             if vectors is None:
                 retriever = Retriever(pool)
