@@ -9,7 +9,7 @@ output gives a new key. Outcomes that are final (a parsed output, a refusal, an 
 unparseable after re-asks) are artifacts; a permanent model failure is only an error record, so a
 re-run retries it.
 
-The pipeline streams: memes go through a bounded window (``pipelines.steps.bounded_map``); each
+The pipeline streams: memes go through a bounded window (``engine.steps.bounded_map``); each
 meme's steps are looked up in batches, the missing ones called, their outcomes group-committed;
 then the meme leaves memory (its prepared image included: the image's hash is kept in the store,
 so a resumed step never re-encodes it). Which artifacts make up the current outcome is recorded
