@@ -6,12 +6,17 @@ A result object is built only from what a run directory holds — ``leaderboard.
 methods — so the same object describes a run just finished, a run opened later with
 :func:`open_run`, or a run made by the CLI.
 
-Adding a method's twins (e.g. ``run_adapt`` / ``arun_adapt``)::
+Every ``run_*`` / ``plan_*`` is thin over the run lifecycle (``memearena.engine.lifecycle``:
+``run_method`` / ``plan_method``), so a notebook run locks, accounts, writes its status and its
+report exactly as the CLI's. Adding a method's twins::
 
-    def _adapt_blocking(cfg, run_dir, **kw) -> AdaptResult: ...   # may call asyncio.run
-    run_adapt, arun_adapt = twins(_adapt_blocking, "run_adapt")
+    def _run_x(cfg, run_dir, **kw) -> XResult:
+        done = _run("x", cfg, run_dir, ...)          # the lifecycle, by method name
+        return XResult(done.run_dir, ...)
+    run_x, arun_x = twins(_run_x, "run_x")
 
-then list both names in ``memearena/__init__.py``'s ``_LAZY`` table.
+then list both names in ``memearena/__init__.py``'s ``_LAZY`` table and the result class in
+``_RESULTS`` (what ``open_run`` returns for a directory holding that method).
 """
 
 from __future__ import annotations

@@ -149,10 +149,7 @@ def arena(
 ) -> None:
     """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
     from memearena.cli.run import run_or_plan
-    from memearena.config import load_config
 
-    cfg = load_config(config)
-    settings = _settings(cfg.arena, compare_settings) if cfg.arena is not None else None
     run_or_plan(
         "arena",
         config,
@@ -162,7 +159,7 @@ def arena(
         no_progress=no_progress,
         console=console,
         err_console=err_console,
-        settings=settings,
+        options=lambda cfg: {"settings": _settings(cfg.arena, compare_settings)},
     )
 
 
