@@ -130,20 +130,19 @@ def run_method(
             cache_path=(cache_path or run_dir / CACHE_FILE) if cacheable else None,
             max_cost=max_cost,
         )
+        ctx = RunContext(
+            cfg=cfg,
+            run_dir=run_dir,
+            store=store,
+            pool=pool,
+            progress=StageProgress(enabled=False),
+            inputs=inputs,
+            world=world,
+            started=started,
+            max_cost=max_cost,
+        )
         with counting_steps() as tally:
-            ctx, run = _execute(
-                method,
-                cfg,
-                run_dir,
-                store,
-                pool,
-                inputs,
-                world,
-                started,
-                console,
-                show_progress,
-                max_cost=max_cost,
-            )
+            run = _execute(method, ctx, console, show_progress)
         stages = run.stages or {kind: tally[kind] for kind in tally}
         finished = method.finish(ctx, run, bootstrap=bootstrap)
         parts = {**finished.parts, "run": run_facts(cfg), "status": finished.status.as_json()}
@@ -167,47 +166,19 @@ def run_method(
 
 
 def _execute(
-    method: Method,
-    cfg: RunConfig,
-    run_dir: Path,
-    store: RunStore,
-    pool: Any,
-    inputs: Any,
-    world: Any,
-    started: float,
-    console: Console | None,
-    show_progress: bool,
-    *,
-    planning: bool = False,
-    max_cost: float | None = None,
-    stand_ins: frozenset[str] = frozenset(),
-) -> tuple[RunContext, MethodRun]:
+    method: Method, ctx: RunContext, console: Console | None, show_progress: bool
+) -> MethodRun:
     """One event loop for the method's stages; the pool is drained and closed however it ends."""
-    holder: list[RunContext] = []
 
     async def go() -> MethodRun:
         try:
-            with StageProgress(console, enabled=show_progress and not planning) as progress:
-                ctx = RunContext(
-                    cfg,
-                    run_dir,
-                    store,
-                    pool,
-                    progress,
-                    inputs,
-                    world,
-                    planning,
-                    started,
-                    max_cost,
-                    stand_ins,
-                )
-                holder.append(ctx)
+            with StageProgress(console, enabled=show_progress and not ctx.planning) as progress:
+                ctx.progress = progress
                 return await method.run(ctx)
         finally:
-            await pool.aclose()
+            await ctx.pool.aclose()
 
-    run = asyncio.run(go())
-    return holder[0], run
+    return asyncio.run(go())
 
 
 def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
@@ -227,20 +198,19 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
             endpoints = frozenset(n for n, m in cfg.models.items() if m.provider != "sim")
             served = AsServed(world, endpoints)
             pool = open_pool(sim_cfg, served, store, cache_path=None, max_cost=None)
-            _execute(
-                method,
-                sim_cfg,
-                scratch,
-                store,
-                pool,
-                inputs,
-                world,
-                time.time(),
-                None,
-                False,
+            ctx = RunContext(
+                cfg=sim_cfg,
+                run_dir=scratch,
+                store=store,
+                pool=pool,
+                progress=StageProgress(enabled=False),
+                inputs=inputs,
+                world=world,
                 planning=True,
+                started=time.time(),
                 stand_ins=endpoints,
             )
+            _execute(method, ctx, None, False)
             return planned_from_calls(cfg, store.iter_calls(), method.typical_output)
         finally:
             store.close()
