@@ -311,3 +311,24 @@ def _demo_dir(tmp_path: Path) -> Path:
     demo.mkdir()
     (demo / "leaderboard.json").write_text(json.dumps(board), encoding="utf-8")
     return demo
+
+
+def test_a_later_method_never_hides_an_earlier_ones_failure(
+    server: BackgroundServer, tmp_path: Path
+) -> None:
+    """One directory, two methods: the Arena stopped at its cap, then a complete Judge audit;
+    the directory's status (and the report's banner) still says the Arena is not done."""
+    raw = _raw("arena", server.base_url)
+    raw["judge_audit"] = _raw("judge_audit", server.base_url)["judge_audit"]
+    config = _write(tmp_path, raw)
+    out = tmp_path / "runs"
+    assert _run("arena", config, out, "--max-cost", "0.05").exit_code == 3
+    audit = _run("judge_audit", config, out)
+    assert audit.exit_code == 0, audit.output  # the audit itself is complete
+    board = json.loads((out / "arena" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert board["status"]["complete"] is False
+    assert any(p.startswith("arena: spend cap reached") for p in board["status"]["problems"])
+    assert 'id="run-failed"' in (out / "arena" / "report.html").read_text(encoding="utf-8")
+    assert _run("arena", config, out).exit_code == 0
+    board = json.loads((out / "arena" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert board["status"]["complete"] is True and set(board) >= {"arena", "judge_audit"}

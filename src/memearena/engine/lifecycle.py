@@ -12,6 +12,7 @@ against stand-ins. The lifecycle sees a method only through ``memearena.methods.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import time
@@ -28,7 +29,7 @@ from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, st
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
 from memearena.engine.rundir import open_run_dir, run_facts
-from memearena.engine.status import RunStatus, print_run_status
+from memearena.engine.status import RunStatus, directory_status, print_run_status
 from memearena.engine.steps import StageCount, counting_steps
 from memearena.methods.base import Method, MethodRun, RunContext, get_method, method_names
 from memearena.report.html import write_report
@@ -145,7 +146,8 @@ def run_method(
             run = _execute(method, ctx, console, show_progress)
         stages = run.stages or {kind: tally[kind] for kind in tally}
         finished = method.finish(ctx, run, bootstrap=bootstrap)
-        parts = {**finished.parts, "run": run_facts(cfg), "status": finished.status.as_json()}
+        status = _directory_status(store, method.name, finished.status)
+        parts = {**finished.parts, "run": run_facts(cfg), "status": status}
         board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
         write_run_report(run_dir, board)
         if finished.written is not None:
@@ -163,6 +165,22 @@ def run_method(
             stages=stages,
             analysis_reused=finished.analysis_reused,
         )
+
+
+STATUS_META = "status."
+"""Meta entries ``status.<method>``: each method's latest status in this run directory."""
+
+
+def _directory_status(store: RunStore, method: str, status: RunStatus) -> dict[str, Any]:
+    """Record this method's status; the directory's: no method's failure hidden by another's
+    later success (the demo's directory holds three methods, one report banner)."""
+    store.set_meta(STATUS_META + method, json.dumps(status.as_json()))
+    others: dict[str, dict[str, Any]] = {}
+    for name in method_names():
+        raw = store.get_meta(STATUS_META + name) if name != method else None
+        if raw:
+            others[name] = json.loads(raw)
+    return directory_status(status, others)
 
 
 def _execute(

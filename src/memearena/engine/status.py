@@ -24,6 +24,7 @@ __all__ = [
     "ModelStatus",
     "RunStatus",
     "clean_line",
+    "directory_status",
     "print_run_status",
     "spend_cap_problem",
 ]
@@ -122,6 +123,21 @@ class RunStatus:
             f"{self.produced or f'{self.battles:,} battles'}; {spend}; "
             "re-run the same command to retry what is missing"
         )
+
+
+def directory_status(latest: RunStatus, others: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``"status"`` of a run directory that holds several methods' results: complete only
+    when each method's latest run was, with every method's problems (named by method), and the
+    spend of the latest run (the store's, every method's calls). ``others``: the other methods'
+    latest ``as_json()`` by method name. With no others it is ``latest.as_json()``."""
+    doc = latest.as_json()
+    if not others:
+        return doc
+    for name, st in sorted(others.items()):
+        if st.get("complete") is False:
+            doc["complete"] = False
+            doc["problems"] += [f"{name}: {p}" for p in st.get("problems") or []]
+    return doc
 
 
 def spend_cap_problem(max_cost: float | None) -> str:
