@@ -211,6 +211,15 @@ def test_stages_never_import_the_lifecycle_the_analysis_rendering_or_the_simulat
     assert bad == []
 
 
+def test_a_method_s_stages_import_no_other_method() -> None:
+    bad = [
+        str(e)
+        for e in _edges()
+        if is_stage(e.src) and is_method_package(e.dst) and _parts(e.dst)[2] != _parts(e.src)[2]
+    ]
+    assert bad == []
+
+
 def test_analysis_never_renders() -> None:
     bad = _violations(is_analysis, lambda d: is_rendering(d) or is_lifecycle(d))
     rich = [

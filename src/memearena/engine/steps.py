@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ __all__ = [
     "counting_steps",
     "outcome_value",
     "run_step",
+    "seeded_rng",
     "step_outcome",
 ]
 
@@ -36,6 +38,12 @@ U = TypeVar("U")
 
 DEFAULT_WINDOW = 256
 """Jobs in flight when a caller does not say (a few times a typical total concurrency)."""
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    """A generator seeded by a string of the parts (config seed, purpose, item): stable across
+    processes and platforms, so a resumed run makes the choices an uninterrupted one makes."""
+    return random.Random("|".join(str(p) for p in parts))
 
 
 @dataclass

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from memearena.config import RunConfig
 from memearena.engine.rundir import atomic_write, load_memes
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
+from memearena.engine.steps import seeded_rng
 from memearena.errors import ConfigError
 from memearena.methods.adapt import view
 from memearena.methods.adapt.stages import TYPICAL_OUTPUT_TOKENS, AdaptOutcome, AdaptPipeline
-from memearena.methods.arena.schedule import seeded_rng
 from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.report.safe import csv_safe
 

@@ -30,13 +30,12 @@ from typing import Any, TypeVar
 from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import StageCount, bounded_map, run_step
+from memearena.engine.steps import StageCount, bounded_map, run_step, seeded_rng
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
     pick_analysis,
-    seeded_rng,
     target_pairs,
 )
 from memearena.models import ModelPool
