@@ -7,6 +7,7 @@ Adapt in the ordinary and the null world. No stage knows it is in a demo."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from memearena.config import ArenaConfig, DatasetConfig, RunConfig
 from memearena.engine.lifecycle import RunResult, print_run_summary, run_method
 from memearena.methods.adapt.config import AdaptConfig, AdaptSimConfig
 from memearena.methods.adapt.view import print_adapt_summary
+from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.view import demo_check, print_judge_audit_summary
 from memearena.report.safe import console_safe
 from memearena.sim.catalogue import (
@@ -25,13 +27,18 @@ from memearena.sim.catalogue import (
     NULL_WORLD,
     demo_models,
 )
-from memearena.sim.judge_audit import DEMO_AUDIT_JUDGES, demo_audit_config
+from memearena.sim.judge_audit import (
+    DEMO_AUDIT_JUDGES,
+    DEMO_AUDIT_REFERENCE,
+    DEMO_AUDIT_RESPONDERS,
+)
 
 __all__ = [
     "DEMO_ADAPT_TARGETS",
     "DEMO_WEAKNESS",
     "adapt_demo_config",
     "adapt_demo_findings",
+    "demo_audit_config",
     "demo_config",
     "demo_run_dir",
     "run_adapt_demo",
@@ -59,6 +66,16 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000, null_world: bool = Fals
             bootstrap=bootstrap,
         ),
         judge_audit=demo_audit_config(list(DEMO_JUDGES), bootstrap=bootstrap),
+    )
+
+
+def demo_audit_config(judges: Sequence[str], *, bootstrap: int = 1000) -> JudgeAuditConfig:
+    """The demo's audit: ``judges`` plus the failure-mode judges, on the demo targets' answers."""
+    return JudgeAuditConfig(
+        judges=[*judges, *(j for j in DEMO_AUDIT_JUDGES if j not in judges)],
+        responders=list(DEMO_AUDIT_RESPONDERS),
+        reference_judge=DEMO_AUDIT_REFERENCE,
+        bootstrap=bootstrap,
     )
 
 

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 from memearena.config import SimModelConfig
 from memearena.methods.judge_audit.classic import FILLER
-from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
 from memearena.models.types import ImagePart, Message
 from memearena.sim.facts import tag_block
@@ -46,7 +45,6 @@ __all__ = [
     "DEMO_AUDIT_REFERENCE",
     "DEMO_AUDIT_RESPONDERS",
     "JudgeAuditSim",
-    "demo_audit_config",
 ]
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
@@ -77,16 +75,6 @@ DEMO_AUDIT_REFERENCE = "sim-judge-falcon"
 DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-drizzle")
 """Demo targets whose answers the audit panel judges (``sim-drizzle`` is the self-preferring
 judge's own family)."""
-
-
-def demo_audit_config(judges: Sequence[str], *, bootstrap: int = 1000) -> JudgeAuditConfig:
-    """The demo's audit: ``judges`` plus the failure-mode judges, on the demo targets' answers."""
-    return JudgeAuditConfig(
-        judges=[*judges, *(j for j in DEMO_AUDIT_JUDGES if j not in judges)],
-        responders=list(DEMO_AUDIT_RESPONDERS),
-        reference_judge=DEMO_AUDIT_REFERENCE,
-        bootstrap=bootstrap,
-    )
 
 
 def _norm(text: str) -> str:
