@@ -97,8 +97,7 @@ class RunResult:
 
 
 def _method(name: str, cfg: RunConfig, options: Mapping[str, Any]) -> Method:
-    cls = get_method(name)
-    return cls(cfg, options)  # type: ignore[call-arg]
+    return get_method(name)(cfg, options)
 
 
 def run_method(

@@ -10,7 +10,7 @@ line to :data:`METHODS`; no engine file changes."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -94,8 +94,9 @@ class Finished:
     status: RunStatus
     analysis_reused: bool = False
     """The section was kept from an earlier run computed from exactly the same records."""
-    written: Any = None
-    """Called (no arguments) once leaderboard.json and the report are written, or None."""
+    written: Callable[[], None] | None = None
+    """Called once leaderboard.json and the report are written (the Arena records the digest
+    of what its leaderboard was computed from), or None."""
 
 
 class Method(Protocol):
@@ -112,6 +113,11 @@ class Method(Protocol):
     """Files it leaves in the run directory (named in the "outputs in" line)."""
     typical_output: ClassVar[Mapping[str, int]]
     """Output tokens a real model typically writes per role (the dry run's floor)."""
+
+    def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
+        """The method for ``cfg`` (ConfigError when the section is missing); ``options`` are
+        its command-line options (the Arena's ``settings``)."""
+        ...
 
     def models(self) -> list[str]:
         """Every model this run calls (their API keys are checked before any call)."""
