@@ -23,8 +23,8 @@ from PIL import Image
 
 from memearena.config import DatasetConfig, RunConfig
 from memearena.data.demo import demo_dir
-from memearena.methods.adapt.demo import adapt_demo_config
-from memearena.methods.adapt.driver import run_adapt
+from memearena.demo import adapt_demo_config
+from memearena.engine.lifecycle import run_method
 
 
 def cloned_set(root: Path, scale: int) -> Path:
@@ -56,7 +56,7 @@ def one_run(cfg: RunConfig, memes: int) -> tuple[float, int, int, int, int]:
     """(wall s, calls, calls of the per-meme stages, refinement calls, refinement chains)."""
     with tempfile.TemporaryDirectory(prefix="memearena-bench-adapt-") as tmp:
         t0 = time.perf_counter()
-        res = run_adapt(cfg, Path(tmp) / "run", show_progress=False)
+        res = run_method("adapt", cfg, Path(tmp) / "run", show_progress=False)
         wall = time.perf_counter() - t0
     assert res.section["models"], "the run produced no result"
     stages = res.outcome.stage_calls

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memearena.demo import demo_config
-from memearena.runner import run_arena
+from memearena.engine.lifecycle import run_method
 from memearena.sim.catalogue import DEMO_JUDGES
 from memearena.stats import kendall_tau
 
@@ -43,7 +43,7 @@ def seeds(n: int, bootstrap: int) -> bool:
     for seed in range(n):
         cfg = demo_config(seed=seed, bootstrap=bootstrap)
         with tempfile.TemporaryDirectory() as tmp:
-            board = run_arena(cfg, Path(tmp), show_progress=False).leaderboard
+            board = run_method("arena", cfg, Path(tmp), show_progress=False).leaderboard
         arena, truth = board["arena"], board["simulated"]["true_ranking"]
         tau = board["simulated"]["kendall_tau"]
         alt = arena["sensitivity"].get("self_judging_include", {}).get("overall")
@@ -83,8 +83,8 @@ def compare(seed: int, bootstrap: int) -> None:
     for null in (False, True):
         cfg = demo_config(seed=seed, bootstrap=bootstrap, null_world=null)
         with tempfile.TemporaryDirectory() as tmp:
-            board = run_arena(
-                cfg, Path(tmp), settings=["memearena", "none", "self"], show_progress=False
+            board = run_method(
+                "arena", cfg, Path(tmp), settings=["memearena", "none", "self"], show_progress=False
             ).leaderboard
         label = "at 0 (null control)" if null else "at their defaults"
         print(f"\nPart 2: --compare-settings, seed {seed}, world parameters {label}")

@@ -28,6 +28,7 @@ from rich.console import Console
 
 from memearena.data import load_datasets
 from memearena.demo import demo_config
+from memearena.engine.lifecycle import run_method
 from memearena.methods.judge_audit.analysis import CLASSIC_FLAGS
 from memearena.methods.judge_audit.items import meme_image
 from memearena.methods.judge_audit.perturb import (
@@ -38,7 +39,6 @@ from memearena.methods.judge_audit.perturb import (
     perturb,
 )
 from memearena.methods.judge_audit.view import demo_check
-from memearena.runner_judge_audit import run_judge_audit
 
 
 def seeds(n: int, bootstrap: int) -> bool:
@@ -50,7 +50,9 @@ def seeds(n: int, bootstrap: int) -> bool:
         cfg = demo_config(seed=seed, bootstrap=bootstrap)
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            res = run_judge_audit(cfg, Path(tmp), show_progress=False, console=Console(quiet=True))
+            res = run_method(
+                "judge_audit", cfg, Path(tmp), show_progress=False, console=Console(quiet=True)
+            )
             secs = time.perf_counter() - t0
         section = res.section
         lines, ok = demo_check(section)

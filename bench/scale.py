@@ -67,10 +67,10 @@ def _timed(module: Any, name: str, acc: dict[str, float]) -> None:
 
 def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
     import memearena.methods.arena.analysis as analysis
-    import memearena.runner as runner
+    import memearena.methods.arena.method as runner
     from memearena.config import DatasetConfig
     from memearena.demo import demo_config
-    from memearena.runner import run_arena
+    from memearena.engine.lifecycle import run_method
 
     # The analysis (statistics) and the run status are timed apart from the pipeline.
     acc: dict[str, float] = {}
@@ -86,13 +86,13 @@ def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
         )
         run_dir = root / "run"
         t, c = time.perf_counter(), time.process_time()
-        fresh = run_arena(cfg, run_dir, show_progress=False)
+        fresh = run_method("arena", cfg, run_dir, show_progress=False)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         fresh_acc = dict(acc)
         acc.clear()
         rss_fresh = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t, c = time.perf_counter(), time.process_time()
-        again = run_arena(cfg, run_dir, show_progress=False)
+        again = run_method("arena", cfg, run_dir, show_progress=False)
         re_wall, re_cpu = time.perf_counter() - t, time.process_time() - c
         assert again.new_calls == 0, "a no-op re-run made calls"
         assert again.leaderboard["arena"]["overall"] == fresh.leaderboard["arena"]["overall"]
@@ -117,10 +117,10 @@ def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
 def child_baseline(calls: int) -> dict[str, Any]:
     """CPU per call of the model layer alone on Arena-shaped requests."""
     from memearena.demo import demo_config
+    from memearena.engine.pool import sim_world
     from memearena.engine.steps import bounded_map
     from memearena.models import ModelPool, ResponseCache
     from memearena.prompts import build_messages
-    from memearena.runner import sim_world
     from memearena.store import RunStore
 
     cfg = demo_config()

@@ -153,7 +153,7 @@ def test_a_capped_run_stops_with_exit_3_and_a_higher_cap_finishes_paying_nothing
     assert "complete:" in final.output
 
 
-def test_a_target_whose_key_is_missing_is_named_and_the_run_exits_1(
+def test_a_missing_key_is_found_before_any_call_and_the_run_exits_2(
     server: BackgroundServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MEMEARENA_TEST_NO_SUCH_KEY", raising=False)
@@ -164,15 +164,15 @@ def test_a_target_whose_key_is_missing_is_named_and_the_run_exits_1(
     assert dry.exit_code == 0
     assert "MEMEARENA_TEST_NO_SUCH_KEY" in dry.output and "sim-cirrus" in dry.output
 
+    before = server.stats()["completed"]
     result = _arena(config, tmp_path / "runs")
     _no_traceback(result.output)
-    assert result.exit_code == 1, result.output
-    assert "sim-cirrus" in result.output and "MEMEARENA_TEST_NO_SUCH_KEY" in result.output
-    status = json.loads((tmp_path / "runs" / "real" / "leaderboard.json").read_text())["status"]
-    assert status["complete"] is False
-    assert any("sim-cirrus" in p and "produced no answers" in p for p in status["problems"])
-    # Nothing was sent for the model without a key.
-    assert not [r for r in _rows(tmp_path / "runs" / "real" / "run.db") if r[1] == "sim-cirrus"]
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "sim-cirrus" in line and "MEMEARENA_TEST_NO_SUCH_KEY" in line
+    # Checked before any call: no other model was paid for a run that could not be complete.
+    assert server.stats()["completed"] == before
+    assert _rows(tmp_path / "runs" / "real" / "run.db") == []
 
     check = runner.invoke(app, ["models", "check", str(config)])
     assert check.exit_code == 1

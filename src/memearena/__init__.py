@@ -47,7 +47,8 @@ _LAZY = {
     "ArenaResult": "memearena.api",
     "AdaptResult": "memearena.api",
     "JudgeAuditResult": "memearena.api",
-    "ArenaRunResult": "memearena.runner",
+    "RunResults": "memearena.api",
+    "RunResult": "memearena.engine.lifecycle",
     # errors
     "MemearenaError": "memearena.errors",
     "MissingExtraError": "memearena.api",

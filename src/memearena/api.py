@@ -6,12 +6,17 @@ A result object is built only from what a run directory holds — ``leaderboard.
 methods — so the same object describes a run just finished, a run opened later with
 :func:`open_run`, or a run made by the CLI.
 
-Adding a method's twins (e.g. ``run_adapt`` / ``arun_adapt``)::
+Every ``run_*`` / ``plan_*`` is thin over the run lifecycle (``memearena.engine.lifecycle``:
+``run_method`` / ``plan_method``), so a notebook run locks, accounts, writes its status and its
+report exactly as the CLI's. Adding a method's twins::
 
-    def _adapt_blocking(cfg, run_dir, **kw) -> AdaptResult: ...   # may call asyncio.run
-    run_adapt, arun_adapt = twins(_adapt_blocking, "run_adapt")
+    def _run_x(cfg, run_dir, **kw) -> XResult:
+        done = _run("x", cfg, run_dir, ...)          # the lifecycle, by method name
+        return XResult(done.run_dir, ...)
+    run_x, arun_x = twins(_run_x, "run_x")
 
-then list both names in ``memearena/__init__.py``'s ``_LAZY`` table.
+then list both names in ``memearena/__init__.py``'s ``_LAZY`` table and the result class in
+``_RESULTS`` (what ``open_run`` returns for a directory holding that method).
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ if TYPE_CHECKING:  # pandas is an optional extra: imported only when a DataFrame
     import pandas as pd
 
     from memearena.config import RunConfig
-    from memearena.runner import PlannedCalls
+    from memearena.engine.plan import PlannedCalls
 
 __all__ = [
     "AdaptResult",
     "ArenaResult",
     "JudgeAuditResult",
     "MissingExtraError",
+    "RunResults",
     "aplan_adapt",
     "aplan_arena",
     "aplan_judge_audit",
@@ -317,16 +323,81 @@ def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return first + [c for c in seen if c not in first]
 
 
-def open_run(run_dir: str | Path) -> ArenaResult:
-    """The results of an existing run directory (nothing is run or called)."""
+METHOD_KEYS = ("arena", "adapt", "judge_audit")
+"""The methods whose results a run directory can hold (their leaderboard.json keys)."""
+
+
+def _methods_of(run_dir: Path) -> list[str]:
+    """The methods a run directory holds results of: its leaderboard's method keys, or (when
+    no section was written, e.g. a run the spend cap stopped early) the sections of the config
+    its last run recorded."""
+    board = _read_json(run_dir / "leaderboard.json")
+    found = [k for k in METHOD_KEYS if isinstance(board.get(k), dict)]
+    if found:
+        return found
+    db = run_dir / "run.db"
+    if db.is_file():
+        from memearena.store import RunStore
+
+        with RunStore(db) as store:
+            snap = store.latest_snapshot()
+        config = (snap or {}).get("config") or {}
+        return [k for k in METHOD_KEYS if config.get(k)]
+    return []
+
+
+def open_run(run_dir: str | Path) -> ArenaResult | AdaptResult | JudgeAuditResult | RunResults:
+    """The results of an existing run directory (nothing is run or called): an
+    :class:`ArenaResult`, :class:`AdaptResult` or :class:`JudgeAuditResult` for a directory of
+    one method, a :class:`RunResults` for one holding several (the demo's)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise MemearenaError(f"{run_dir}: no such run directory")
-    return ArenaResult(run_dir)
+    methods = _methods_of(run_dir)
+    if not methods:
+        raise MemearenaError(f"{run_dir}: holds no results of any method (no leaderboard.json)")
+    if len(methods) > 1:
+        return RunResults(run_dir, methods)
+    return _RESULTS[methods[0]](run_dir)
 
 
 # ---------------------------------------------------------------------------------------------
-# Methods
+# Methods: thin over the run lifecycle (memearena.engine.lifecycle)
+
+
+def _config(cfg: RunConfig | str | Path) -> RunConfig:
+    from memearena.config import load_config
+
+    return load_config(cfg) if isinstance(cfg, str | Path) else cfg
+
+
+def _run(
+    method: str,
+    cfg: RunConfig | str | Path,
+    run_dir: str | Path,
+    max_cost: float | None,
+    show_progress: bool,
+    bootstrap: int | None,
+    **options: Any,
+) -> Any:
+    from memearena.engine.lifecycle import run_method
+
+    return run_method(
+        method,
+        _config(cfg),
+        run_dir,
+        max_cost=max_cost,
+        show_progress=show_progress,
+        bootstrap=bootstrap,
+        **options,
+    )
+
+
+def _plan(method: str, cfg: RunConfig | str | Path, **options: Any) -> PlannedCalls:
+    """The dry run; a config without the method's section is one ConfigError line."""
+    from memearena.engine.lifecycle import plan_method
+
+    return plan_method(method, _config(cfg), **options)
 
 
 def _run_arena(
@@ -342,19 +413,7 @@ def _run_arena(
 
     ``cfg`` is a :class:`~memearena.config.RunConfig` or the path of a YAML config.
     """
-    from memearena import runner
-    from memearena.config import load_config
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    done = runner.run_arena(
-        cfg,
-        run_dir,
-        max_cost=max_cost,
-        settings=settings,
-        show_progress=show_progress,
-        bootstrap=bootstrap,
-    )
+    done = _run("arena", cfg, run_dir, max_cost, show_progress, bootstrap, settings=settings)
     return ArenaResult(
         done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
     )
@@ -362,12 +421,7 @@ def _run_arena(
 
 def _plan_arena(cfg: RunConfig | str | Path, settings: Sequence[str] | None = None) -> PlannedCalls:
     """Dry run: the calls, tokens and cost a run would make; nothing is called."""
-    from memearena import runner
-    from memearena.config import load_config
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    return runner.plan_arena(cfg, settings)
+    return _plan("arena", cfg, settings=settings)
 
 
 run_arena, arun_arena = twins(_run_arena, "run_arena")
@@ -410,6 +464,16 @@ class AdaptResult:
             raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
         return [json.loads(line) for line in lines if line.strip()]
 
+    @property
+    def status(self) -> dict[str, Any] | None:
+        """The run's completion status from leaderboard.json, when the run recorded one."""
+        status = _read_json(self.run_dir / "leaderboard.json").get("status")
+        return status if isinstance(status, dict) else None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per target (same as :meth:`models`)."""
+        return self.models()
+
     def models(self) -> pd.DataFrame:
         """One row per target: scores, failure rates, loop and control, with intervals."""
         return _pandas().DataFrame(self.section["models"])
@@ -449,12 +513,7 @@ def _run_adapt(
     bootstrap: int | None = None,
 ) -> AdaptResult:
     """Run (or resume) Adapt in ``run_dir``; returns its results (see :class:`AdaptResult`)."""
-    from memearena.config import load_config
-    from memearena.methods.adapt.driver import run_adapt as run
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    done = run(cfg, run_dir, max_cost=max_cost, show_progress=show_progress, bootstrap=bootstrap)
+    done = _run("adapt", cfg, run_dir, max_cost, show_progress, bootstrap)
     return AdaptResult(
         done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
     )
@@ -462,13 +521,7 @@ def _run_adapt(
 
 def _plan_adapt(cfg: RunConfig | str | Path) -> PlannedCalls:
     """Dry run of Adapt: the calls, tokens and cost a run would make; nothing is called."""
-    from memearena.config import load_config
-    from memearena.methods.adapt.driver import plan_adapt as plan
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    planned: PlannedCalls = plan(cfg)
-    return planned
+    return _plan("adapt", cfg)
 
 
 run_adapt, arun_adapt = twins(_run_adapt, "run_adapt")
@@ -500,6 +553,16 @@ class JudgeAuditResult:
         if not isinstance(sec, dict):
             raise MemearenaError(f"{self.run_dir}: leaderboard.json has no judge_audit section")
         return sec
+
+    @property
+    def status(self) -> dict[str, Any] | None:
+        """The run's completion status from leaderboard.json, when the run recorded one."""
+        status = _read_json(self.run_dir / "leaderboard.json").get("status")
+        return status if isinstance(status, dict) else None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The evaluator leaderboard, one row per judge (same as :meth:`leaderboard`)."""
+        return self.leaderboard()
 
     def leaderboard(self) -> pd.DataFrame:
         """The evaluator leaderboard: one row per judge, each figure as value / ci_low / ci_high
@@ -558,12 +621,7 @@ def _run_judge_audit(
     bootstrap: int | None = None,
 ) -> JudgeAuditResult:
     """Run (or resume) the Judge audit in ``run_dir``; returns its results."""
-    from memearena.config import load_config
-    from memearena.runner_judge_audit import run_judge_audit as run
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    done = run(cfg, run_dir, max_cost=max_cost, show_progress=show_progress, bootstrap=bootstrap)
+    done = _run("judge_audit", cfg, run_dir, max_cost, show_progress, bootstrap)
     return JudgeAuditResult(
         done.run_dir, new_calls=done.new_calls, cost_usd=done.cost_usd, stopped=done.stopped
     )
@@ -571,13 +629,66 @@ def _run_judge_audit(
 
 def _plan_judge_audit(cfg: RunConfig | str | Path) -> PlannedCalls:
     """Dry run of the Judge audit: the calls, tokens and cost a run would make."""
-    from memearena.config import load_config
-    from memearena.runner_judge_audit import plan_judge_audit as plan
-
-    if isinstance(cfg, str | Path):
-        cfg = load_config(cfg)
-    return plan(cfg)
+    return _plan("judge_audit", cfg)
 
 
 run_judge_audit, arun_judge_audit = twins(_run_judge_audit, "run_judge_audit")
 plan_judge_audit, aplan_judge_audit = twins(_plan_judge_audit, "plan_judge_audit")
+
+
+_RESULTS: dict[str, Any] = {
+    "arena": ArenaResult,
+    "adapt": AdaptResult,
+    "judge_audit": JudgeAuditResult,
+}
+
+
+class RunResults:
+    """A run directory holding several methods' results (the demo's: Arena, Adapt and Judge
+    audit): one result object per method, by name, and one DataFrame of them all."""
+
+    def __init__(self, run_dir: str | Path, methods: Sequence[str]) -> None:
+        self.run_dir = Path(run_dir)
+        self.methods = list(methods)
+        """The methods this directory holds results of, in report order."""
+        self.results: dict[str, Any] = {m: _RESULTS[m](self.run_dir) for m in self.methods}
+
+    @property
+    def arena(self) -> ArenaResult:
+        """The Arena's results (MemearenaError when the directory has none)."""
+        return self._get("arena")  # type: ignore[no-any-return]
+
+    @property
+    def adapt(self) -> AdaptResult:
+        """Adapt's results (MemearenaError when the directory has none)."""
+        return self._get("adapt")  # type: ignore[no-any-return]
+
+    @property
+    def judge_audit(self) -> JudgeAuditResult:
+        """The Judge audit's results (MemearenaError when the directory has none)."""
+        return self._get("judge_audit")  # type: ignore[no-any-return]
+
+    def _get(self, method: str) -> Any:
+        if method not in self.results:
+            raise MemearenaError(f"{self.run_dir}: holds no {method} results")
+        return self.results[method]
+
+    @property
+    def status(self) -> dict[str, Any] | None:
+        """The latest run's completion status from leaderboard.json."""
+        status = _read_json(self.run_dir / "leaderboard.json").get("status")
+        return status if isinstance(status, dict) else None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """Every method's main table (its ``to_pandas()``) stacked, with a first column
+        ``method`` naming where each row comes from."""
+        pd = _pandas()
+        frames = []
+        for name, result in self.results.items():
+            df = result.to_pandas()
+            df.insert(0, "method", name)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def __repr__(self) -> str:
+        return f"RunResults({str(self.run_dir)!r}, methods={self.methods})"

@@ -21,6 +21,7 @@ from memearena.config import (
     load_config,
     parse_config,
 )
+from memearena.engine.lifecycle import run_method
 from memearena.errors import ConfigError
 from memearena.prompts.budget import shown_pair, truncate_to_tokens
 
@@ -121,8 +122,10 @@ def test_yaml_alias_bomb_is_refused(tmp_path: Path) -> None:
         lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
     p = tmp_path / "bomb.yaml"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="expands to more than"):
+    with pytest.raises(ConfigError, match="expands to more than") as err:
         load_config(p)
+    # The message names the line of the anchor that blows up (a5: 10^6 values and more).
+    assert str(err.value).startswith(f"{p}:6: ")
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "-0.01"])
@@ -186,10 +189,10 @@ def test_the_ceiling_is_configurable_and_the_estimate_is_the_plan() -> None:
 
 
 def test_the_estimate_matches_the_dry_run_plan() -> None:
-    from memearena.runner import plan_arena
+    from memearena.engine.lifecycle import plan_method
 
     cfg = parse_config(BASE)
-    plan = plan_arena(cfg)
+    plan = plan_method("arena", cfg)
     est = arena_call_estimate(cfg, n_memes=2)
     assert {m: int(r["calls"]) for m, r in plan.per_model.items()} == {
         m: int(n) for m, n in est.items()
@@ -212,7 +215,7 @@ def test_long_answers_are_cut_to_the_budget_and_the_cut_is_recorded() -> None:
 def test_an_endless_answer_reaches_no_judge_whole(tmp_path: Path) -> None:
     """End to end: a target that writes 1 MB answers; every judge prompt stays small and every
     verdict involving it records the cut."""
-    import memearena.runner as runner_mod
+    import memearena.engine.lifecycle as runner_mod
     from memearena.store import RunStore
 
     cfg_raw = _with("arena.answer_max_tokens", 500)
@@ -243,7 +246,7 @@ def test_an_endless_answer_reaches_no_judge_whole(tmp_path: Path) -> None:
     mp = pytest.MonkeyPatch()
     mp.setattr(runner_mod, "sim_world", sim_world)
     try:
-        runner_mod.run_arena(cfg, tmp_path / "run", show_progress=False, bootstrap=5)
+        run_method("arena", cfg, tmp_path / "run", show_progress=False, bootstrap=5)
     finally:
         mp.undo()
     assert worlds[-1].judge_prompt_chars and max(worlds[-1].judge_prompt_chars) < 20_000

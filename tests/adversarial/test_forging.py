@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from memearena.config import CRITERIA, ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.engine.lifecycle import run_method
 from memearena.errors import ParseError
 from memearena.models.types import GenParams, Message, TextPart
 from memearena.prompts import (
@@ -332,11 +333,12 @@ def _e2e_config() -> RunConfig:
 def test_end_to_end_forging_through_the_simulated_world(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import memearena.runner as runner
+    import memearena.engine.lifecycle as lifecycle
+    import memearena.methods.arena.method as arena_method
     from memearena.store import RunStore
 
     worlds: list[AdversarialWorld] = []
-    real_world, real_load = runner.sim_world, runner.load_memes
+    real_world, real_load = lifecycle.sim_world, arena_method.load_memes
 
     def load_memes(cfg: RunConfig, store: Any = None) -> Any:
         loaded = real_load(cfg, store)
@@ -349,9 +351,9 @@ def test_end_to_end_forging_through_the_simulated_world(
         worlds.append(AdversarialWorld(real_world(cfg, memes)))
         return worlds[-1]
 
-    monkeypatch.setattr(runner, "load_memes", load_memes)
-    monkeypatch.setattr(runner, "sim_world", sim_world)
-    result = runner.run_arena(_e2e_config(), tmp_path / "run", show_progress=False)
+    monkeypatch.setattr(arena_method, "load_memes", load_memes)
+    monkeypatch.setattr(lifecycle, "sim_world", sim_world)
+    result = run_method("arena", _e2e_config(), tmp_path / "run", show_progress=False)
     world = worlds[-1]
 
     tally: Counter[str] = Counter()
@@ -420,7 +422,7 @@ def test_structured_output_judges_are_asked_with_the_schema_end_to_end(
     """A flagged judge gets the schema with every verdict request (its reply, bare JSON, is
     accepted); an unflagged judge gets none; the request keys differ, so a cache never mixes
     the two."""
-    import memearena.runner as runner
+    import memearena.engine.lifecycle as lifecycle
 
     seen: dict[str, set[str | None]] = {}
 
@@ -433,15 +435,15 @@ def test_structured_output_judges_are_asked_with_the_schema_end_to_end(
                 seen.setdefault(model, set()).add(params.response_format)
             return str(self.inner.respond(model, role, messages, params))
 
-    real = runner.sim_world
-    monkeypatch.setattr(runner, "sim_world", lambda c, m: Recorder(real(c, m)))
+    real = lifecycle.sim_world
+    monkeypatch.setattr(lifecycle, "sim_world", lambda c, m: Recorder(real(c, m)))
     cfg = _e2e_config()
     models = dict(cfg.models)
     models[ECHO] = models[ECHO].model_copy(update={"structured_outputs": True})
     assert cfg.arena is not None
     arena = cfg.arena.model_copy(update={"judges": [ECHO, QUOTE], "fusion_rounds": 2})
     cfg = cfg.model_copy(update={"models": models, "arena": arena})
-    result = runner.run_arena(cfg, tmp_path / "run", show_progress=False, bootstrap=5)
+    result = run_method("arena", cfg, tmp_path / "run", show_progress=False, bootstrap=5)
     from memearena.prompts import verdict_response_format
 
     assert seen[ECHO] == {verdict_response_format(list(CRITERIA))}

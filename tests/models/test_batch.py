@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from memearena.config import load_config
+from memearena.engine.lifecycle import plan_method, run_method
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, Message, TextPart
-from memearena.runner import plan_arena, run_arena
 from memearena.sim.catalogue import DEMO_JUDGES, DEMO_TARGETS
 from memearena.sim.serve import demo_world
 from memearena.sim.server import BackgroundServer, EchoResponder
@@ -95,7 +95,7 @@ def test_batched_arena_killed_while_batches_pend_resumes_to_the_live_leaderboard
     server: BackgroundServer, tmp_path: Path
 ) -> None:
     live_cfg = load_config(write_config(tmp_path / "live.yaml", server.base_url, batch=False))
-    live = run_arena(live_cfg, tmp_path / "live", show_progress=False)
+    live = run_method("arena", live_cfg, tmp_path / "live", show_progress=False)
     assert live.stopped is None
     assert batch_stats(server)["batches"] == 0  # the live run sent no batch
 
@@ -131,8 +131,12 @@ def test_batched_arena_killed_while_batches_pend_resumes_to_the_live_leaderboard
 def test_batched_calls_are_priced_at_the_discount_and_planned_so(
     server: BackgroundServer, tmp_path: Path
 ) -> None:
-    live = plan_arena(load_config(write_config(tmp_path / "l.yaml", server.base_url, batch=False)))
-    batch = plan_arena(load_config(write_config(tmp_path / "b.yaml", server.base_url, batch=True)))
+    live = plan_method(
+        "arena", load_config(write_config(tmp_path / "l.yaml", server.base_url, batch=False))
+    )
+    batch = plan_method(
+        "arena", load_config(write_config(tmp_path / "b.yaml", server.base_url, batch=True))
+    )
     assert live.calls == batch.calls
     for name, row in live.per_model.items():
         assert batch.per_model[name]["cost_usd"] == pytest.approx(0.5 * row["cost_usd"])

@@ -108,7 +108,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
         "all": board,
         "arena": {k: v for k, v in board.items() if k not in ("adapt", "judge_audit")},
         "adapt": adapt,
-        "judge_audit": {"judge_audit": board["judge_audit"]},
+        "judge_audit": {"judge_audit": board["judge_audit"], "run": board["run"]},
     }
 
 
@@ -206,11 +206,12 @@ def test_a_standalone_method_report_has_run_facts_usage_and_errors(
 ) -> None:
     for method, anchor in (("adapt", "adapt"), ("judge_audit", "judge-audit")):
         doc = demo[method]
-        assert doc[method]["run"]["config_sha256"], method
+        # The run's facts: the document's (the run lifecycle writes them for every method).
+        facts = doc.get("run") or doc[method]["run"]
         m = _measure(tmp_path, render_report(doc), width)
         sections = {c["section"] for c in m["cells"]}
         assert {"run", f"{anchor}-usage"} <= sections, (method, sections)
-        assert doc[method]["run"]["config_sha256"] in m["text"]
+        assert facts["config_sha256"] and facts["config_sha256"] in m["text"]
         assert f"Errors — {'Adapt' if method == 'adapt' else 'Judge audit'}" in m["text"]
 
 

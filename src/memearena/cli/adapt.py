@@ -96,40 +96,18 @@ def run_command(
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
 ) -> None:
     """Run (or resume) Adapt: mining, misbeliefs, references, scoring, refinement."""
-    from memearena.config import load_config
-    from memearena.methods.adapt.driver import plan_adapt, run_adapt
-    from memearena.methods.adapt.view import print_adapt_summary
-    from memearena.report.console import print_plan
+    from memearena.cli.run import run_or_plan
 
-    cfg = load_config(config)
-    if cfg.adapt is None:
-        raise MemearenaError(f"{config}: adapt: section is missing")
-    if dry_run:
-        print_plan(_console, cfg, plan_adapt(cfg))
-        return
-    root = out or Path("runs")
-    result = run_adapt(
-        cfg,
-        root / cfg.run,
+    run_or_plan(
+        "adapt",
+        config,
+        out=out,
+        dry_run=dry_run,
         max_cost=max_cost,
+        no_progress=no_progress,
         console=_console,
-        show_progress=not no_progress,
-        cache_path=root / "cache.sqlite",
+        err_console=_err,
     )
-    print_adapt_summary(_console, result.section)
-    _console.print(
-        Text(
-            f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
-            f"Outputs in {result.run_dir}/ (run.db, leaderboard.json, adapt_chains.jsonl, "
-            "report.html)"
-        )
-    )
-    if result.stopped:
-        _err.print(Text(f"stopped: {result.stopped}; re-run the same command to resume"))
-        raise typer.Exit(3)
-    if not result.outcome.originals:
-        _err.print("error: the run produced no scored answer", highlight=False)
-        raise typer.Exit(1)
 
 
 @adapt_app.command("labels")

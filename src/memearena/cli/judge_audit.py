@@ -263,34 +263,21 @@ def run_command(
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
 ) -> None:
     """Run (or resume) the Judge audit of a config's judges."""
-    from memearena.config import load_config
-    from memearena.methods.judge_audit.view import print_judge_audit_summary
-    from memearena.report.console import print_plan
-    from memearena.runner_judge_audit import plan_judge_audit, run_judge_audit
+    from memearena.cli.run import run_or_plan
 
     try:
-        cfg = load_config(config)
-        if cfg.judge_audit is None:
-            raise MemearenaError(f"{config}: judge_audit: section is missing")
-        if dry_run:
-            print_plan(_console(), cfg, plan_judge_audit(cfg))
-            return
-        root = out or Path("runs")
-        result = run_judge_audit(
-            cfg,
-            root / cfg.run,
+        run_or_plan(
+            "judge_audit",
+            config,
+            out=out,
+            dry_run=dry_run,
             max_cost=max_cost,
-            cache_path=root / "cache.sqlite",
+            no_progress=no_progress,
             console=_console(),
-            show_progress=not no_progress,
+            err_console=Console(stderr=True),
         )
     except MemearenaError as e:
         raise _fail(str(e)) from None
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted: re-run the same command to resume")
         raise typer.Exit(130) from None
-    print_judge_audit_summary(_console(), result)
-    if result.stopped:
-        raise typer.Exit(3)
-    if not result.usable:
-        raise typer.Exit(1)

@@ -148,45 +148,19 @@ def arena(
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
 ) -> None:
     """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
-    from memearena.config import check_wall_time, load_config
-    from memearena.engine.status import print_run_status
-    from memearena.methods.arena.stages import load_human_guidelines
-    from memearena.report.console import print_arena_summary, print_plan
-    from memearena.runner import plan_arena, run_arena
+    from memearena.cli.run import run_or_plan
 
-    cfg = load_config(config)
-    if cfg.arena is None:
-        raise MemearenaError(f"{config}: arena: section is missing")
-    settings = _settings(cfg.arena, compare_settings)
-    if dry_run:
-        from memearena.cli.models import warn_missing_keys
-
-        plan = plan_arena(cfg, settings)
-        print_plan(console, cfg, plan)
-        check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
-        warn_missing_keys(cfg, err_console)
-        return
-    if "human" in settings:
-        load_human_guidelines(cfg.arena.human_guidelines)  # a bad file fails before any call
-    run_dir = (out or Path("runs")) / cfg.run
-    result = run_arena(
-        cfg,
-        run_dir,
+    run_or_plan(
+        "arena",
+        config,
+        out=out,
+        dry_run=dry_run,
         max_cost=max_cost,
-        settings=settings,
+        no_progress=no_progress,
         console=console,
-        show_progress=not no_progress,
-        cache_path=(out or Path("runs")) / "cache.sqlite",
+        err_console=err_console,
+        options=lambda cfg: {"settings": _settings(cfg.arena, compare_settings)},
     )
-    print_arena_summary(console, result)
-    if result.status is not None:
-        # Exit codes: 1 incomplete (a model produced nothing, items missing, no battles),
-        # 3 spend cap reached (see memearena.engine.status).
-        print_run_status(console, result.status)
-        if result.status.exit_code:
-            raise typer.Exit(result.status.exit_code)
-    elif result.stopped:
-        raise typer.Exit(3)
 
 
 def _settings(acfg: Any, compare: bool) -> list[str]:
@@ -240,7 +214,7 @@ def report(
     """Re-render a run's report.html from its leaderboard.json."""
     import json
 
-    from memearena.report.html import write_report
+    from memearena.engine.lifecycle import write_run_report
 
     src = run_dir / "leaderboard.json"
     try:
@@ -249,7 +223,7 @@ def report(
         raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
-    console.print(f"wrote {console_safe(write_report(run_dir, board))}", highlight=False)
+    console.print(f"wrote {console_safe(write_run_report(run_dir, board))}", highlight=False)
 
 
 @app.command()

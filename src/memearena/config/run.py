@@ -560,6 +560,44 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _alias_bomb_line(root: yaml.Node, limit: int) -> int | None:
+    """The line of the innermost node whose expansion passes ``limit`` values (aliases make a
+    few lines expand to billions), or None. Sizes are counted once per node, so a bomb is
+    measured without being expanded."""
+    sizes: dict[int, int] = {}
+
+    def children(n: yaml.Node) -> list[yaml.Node]:
+        if isinstance(n, yaml.MappingNode):
+            return [x for pair in n.value for x in pair]
+        if isinstance(n, yaml.SequenceNode):
+            return list(n.value)
+        return []
+
+    def size(n: yaml.Node) -> int:
+        # Iterative post-order: a deep document must not exhaust the stack here.
+        stack = [(n, False)]
+        while stack:
+            cur, done = stack.pop()
+            if id(cur) in sizes:
+                continue
+            if done:
+                total = 1 + sum(sizes[id(c)] for c in children(cur))
+                sizes[id(cur)] = min(total, limit + 1)
+            else:
+                stack.append((cur, True))
+                stack.extend((c, False) for c in children(cur) if id(c) not in sizes)
+        return sizes[id(n)]
+
+    if size(root) <= limit:
+        return None
+    node = root
+    while True:
+        big = next((c for c in children(node) if size(c) > limit), None)
+        if big is None:
+            return int(node.start_mark.line) + 1
+        node = big
+
+
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """Largest config file read (a run config is a few kilobytes)."""
 
@@ -577,7 +615,19 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{path}: config is not UTF-8 text (bad byte at {e.start})") from None
     text = text.removeprefix("\ufeff")
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+        loader = _UniqueKeyLoader(text)  # a SafeLoader: no arbitrary objects
+        try:
+            node = loader.get_single_node()  # type: ignore[no-untyped-call]
+            if node is not None:
+                line = _alias_bomb_line(node, _MAX_NODES)
+                if line is not None:
+                    raise ConfigError(
+                        f"{path}:{line}: the config expands to more than {_MAX_NODES:,} values "
+                        "(YAML aliases)"
+                    )
+            raw = loader.construct_document(node) if node is not None else None  # type: ignore[no-untyped-call]
+        finally:
+            loader.dispose()  # type: ignore[no-untyped-call]
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML (nested too deeply)") from None
     except yaml.YAMLError as e:

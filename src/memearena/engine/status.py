@@ -8,20 +8,13 @@ the command exits non-zero (``EXIT_INCOMPLETE`` or ``EXIT_BUDGET``)."""
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from memearena.report.safe import console_safe
-
-if TYPE_CHECKING:
-    from memearena.config import RunConfig
-    from memearena.methods.arena.stages import ArenaOutcome
-    from memearena.store import RunStore
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -30,8 +23,10 @@ __all__ = [
     "EXIT_OK",
     "ModelStatus",
     "RunStatus",
-    "arena_status",
+    "clean_line",
+    "directory_status",
     "print_run_status",
+    "spend_cap_problem",
 ]
 
 EXIT_OK = 0
@@ -45,7 +40,7 @@ EXIT_BUDGET = 3
 """The spend cap (``--max-cost``) was reached; re-run with a higher cap to continue."""
 
 
-def _clean(text: str, limit: int = 200) -> str:
+def clean_line(text: str, limit: int = 200) -> str:
     """One printable line of untrusted text (an endpoint's error message may hold anything)."""
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     return " ".join(text.split())[:limit]
@@ -89,6 +84,8 @@ class RunStatus:
     stopped: str | None = None
     models: list[ModelStatus] = field(default_factory=list)
     battles: int = 0
+    produced: str = ""
+    """What the run produced, in words, for its final line (default: its battles)."""
 
     @property
     def exit_code(self) -> int:
@@ -120,128 +117,33 @@ class RunStatus:
                 "the same command with a higher --max-cost (finished calls are not paid again)"
             )
         if self.complete:
-            return f"complete: {self.battles:,} battles; {spend}"
+            return f"complete: {self.produced or f'{self.battles:,} battles'}; {spend}"
         return (
-            f"INCOMPLETE: {len(self.problems)} problem(s), {self.battles:,} battles; {spend}; "
+            f"INCOMPLETE: {len(self.problems)} problem(s), "
+            f"{self.produced or f'{self.battles:,} battles'}; {spend}; "
             "re-run the same command to retry what is missing"
         )
 
 
-def _judgment_state(art: Mapping[str, Any]) -> str:
-    if art.get("verdicts"):
-        return "done"
-    err = str(art.get("error") or "")
-    if art.get("refusal") or err.startswith("unparseable"):
-        return "refused"
-    return "missing"
+def directory_status(latest: RunStatus, others: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``"status"`` of a run directory that holds several methods' results: complete only
+    when each method's latest run was, with every method's problems (named by method), and the
+    spend of the latest run (the store's, every method's calls). ``others``: the other methods'
+    latest ``as_json()`` by method name. With no others it is ``latest.as_json()``."""
+    doc = latest.as_json()
+    if not others:
+        return doc
+    for name, st in sorted(others.items()):
+        if st.get("complete") is False:
+            doc["complete"] = False
+            doc["problems"] += [f"{name}: {p}" for p in st.get("problems") or []]
+    return doc
 
 
-def arena_status(
-    cfg: RunConfig,
-    outcomes: Sequence[ArenaOutcome],
-    store: RunStore,
-    *,
-    memes: int,
-    max_cost: float | None,
-    since: float = 0.0,
-    dead: Mapping[str, str] | None = None,
-    stopped: str | None = None,
-) -> RunStatus:
-    """The status of an Arena run from its outcomes (the first one is the main setting), the
-    store (spend, failed calls since ``since``) and ``dead`` (model -> why nothing can be sent
-    to it, e.g. a missing key)."""
-    assert cfg.arena is not None
-    acfg = cfg.arena
-    dead = dict(dead or {})
-    call_errors = store.call_errors(since)
-    spent, upper = store.spend()
-    main = next((o for o in outcomes if not o.stopped), None)
-    rows: list[ModelStatus] = []
-    problems: list[str] = []
-
-    def why(model: str) -> str:
-        errs = call_errors.get(model, {})
-        parts = [f"{n} {k}" for k, n in sorted(errs.items(), key=lambda kv: -kv[1])]
-        if model in dead:
-            parts.insert(0, _clean(dead[model]))
-        return "; ".join(parts) if parts else "no reply recorded"
-
-    if main is not None:
-        answers = main.answers
-        task_ids = set(main.tasks) or {(uid, lvl) for uid, lvl, _t in answers}
-        with_context = {uid for uid, _lvl in task_ids}
-        ctx_done = len(with_context)
-        rows.append(
-            ModelStatus(
-                acfg.context_model,
-                "context",
-                memes,
-                ctx_done,
-                0,
-                call_errors.get(acfg.context_model, {}),
-            )
-        )
-        # One pass over the answers (a stream from the store), counting per target.
-        answered: Counter[str] = Counter()
-        texts: Counter[str] = Counter()
-        for (_u, _l, tg), a in answers.items():
-            answered[tg] += 1
-            texts[tg] += "text" in a
-        for t in acfg.targets:
-            done = texts[t]
-            rows.append(
-                ModelStatus(
-                    t, "target", len(task_ids), done, answered[t] - done, call_errors.get(t, {})
-                )
-            )
-        states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
-        for jp in main.judged:
-            c = states.setdefault(jp.judge, Counter())
-            c[_judgment_state(jp.forward)] += 1
-            c[_judgment_state(jp.backward)] += 1
-        for j in acfg.judges:
-            c = states[j]
-            rows.append(
-                ModelStatus(
-                    j, "judge", sum(c.values()), c["done"], c["refused"], call_errors.get(j, {})
-                )
-            )
-        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
-    else:
-        battles = 0
-
-    if stopped:
-        cap = f"${max_cost:.4f}" if max_cost is not None else "the cap"
-        problems.append(
-            f"spend cap reached (--max-cost {cap}): re-run with a higher --max-cost to continue"
-        )
-    for r in rows:
-        what = {"context": "contexts", "target": "answers", "judge": "verdicts"}[r.role]
-        if r.planned and r.done == 0:
-            problems.append(
-                f"{r.role} {r.model!r} produced no {what} (0 of {r.planned}): {why(r.model)}"
-            )
-        elif r.missing:
-            problems.append(
-                f"{r.role} {r.model!r}: {r.missing} of {r.planned} {what} missing ({why(r.model)})"
-            )
-    if main is not None and not rows[0].planned:
-        problems.append("no memes to run on")
-    for name in sorted(dead):
-        if not any(name in p for p in problems):
-            problems.append(f"model {name!r} unavailable: {_clean(dead[name])}")
-    if main is not None and battles == 0 and not stopped:
-        problems.append("no battles were produced")
-    return RunStatus(
-        complete=not problems,
-        problems=problems,
-        spent_usd=spent,
-        spent_upper_bound_usd=upper,
-        max_cost=max_cost,
-        stopped=stopped,
-        models=rows,
-        battles=battles,
-    )
+def spend_cap_problem(max_cost: float | None) -> str:
+    """The problem line of a run the spend cap stopped."""
+    cap = f"${max_cost:.4f}" if max_cost is not None else "the cap"
+    return f"spend cap reached (--max-cost {cap}): re-run with a higher --max-cost to continue"
 
 
 def print_run_status(console: Console, status: RunStatus) -> None:

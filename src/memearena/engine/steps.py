@@ -12,7 +12,11 @@ window, not the number of items.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import contextlib
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memearena.prompts import AskResult
@@ -20,9 +24,12 @@ from memearena.store import RunStore
 
 __all__ = [
     "DEFAULT_WINDOW",
+    "StageCount",
     "bounded_map",
+    "counting_steps",
     "outcome_value",
     "run_step",
+    "seeded_rng",
     "step_outcome",
 ]
 
@@ -31,6 +38,46 @@ U = TypeVar("U")
 
 DEFAULT_WINDOW = 256
 """Jobs in flight when a caller does not say (a few times a typical total concurrency)."""
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    """A generator seeded by a string of the parts (config seed, purpose, item): stable across
+    processes and platforms, so a resumed run makes the choices an uninterrupted one makes."""
+    return random.Random("|".join(str(p) for p in parts))
+
+
+@dataclass
+class StageCount:
+    """Steps of one stage in this run: reused from the store, newly computed, or failed."""
+
+    reused: int = 0
+    """Found in the store under the same key (same request): not called again."""
+    new: int = 0
+    """Computed by this run (a parsed output, a refusal or an unparseable output)."""
+    failed: int = 0
+    """A model failure (only an error record): retried by the next run."""
+
+
+_TALLY: ContextVar[dict[str, StageCount] | None] = ContextVar("memearena_step_tally", default=None)
+
+
+@contextlib.contextmanager
+def counting_steps() -> Iterator[dict[str, StageCount]]:
+    """Count every ``run_step`` made inside (event loops started inside included) by artifact
+    kind: the lifecycle's "reused N, new M" per stage, for a method that keeps no counts."""
+    tally: dict[str, StageCount] = {}
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
+
+
+def _count(kind: str, field: str) -> None:
+    tally = _TALLY.get()
+    if tally is not None:
+        c = tally.setdefault(kind, StageCount())
+        setattr(c, field, getattr(c, field) + 1)
 
 
 def outcome_value(
@@ -91,9 +138,11 @@ async def run_step(
     if lookup:
         got = store.get_artifact(kind, key)
         if got is not None:
+            _count(kind, "reused")
             return got
     res = await call()
     value, error = step_outcome(res, encode)
+    _count(kind, "new" if value is not None else "failed")
     return await store.commit_step(kind, key, value, error=error, clear_error=error is None)
 
 

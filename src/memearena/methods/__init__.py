@@ -1,1 +1,2 @@
-"""The methods, one package each of the same shape: config, stages, analysis, view."""
+"""The methods, one package each of the same shape (config, stages, analysis, view, and
+``method.py``: the plug-in the run lifecycle sees through ``methods/base.py``)."""

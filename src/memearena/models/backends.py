@@ -11,13 +11,12 @@ import re
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
 from memearena.jsonsafe import loads_bounded
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
-from memearena.models.types import GenParams, ImagePart, Message, TextPart, Usage
+from memearena.models.types import GenParams, ImagePart, Message, RawReply, TextPart, Usage
 
 if TYPE_CHECKING:
     from memearena.config import OpenAIModelConfig, SimModelConfig
@@ -37,16 +36,6 @@ __all__ = [
 
 ROLE_HEADER = "X-Memearena-Role"
 """Header carrying the agent role (servers ignore it; the simulated server answers by it)."""
-
-
-@dataclass(frozen=True)
-class RawReply:
-    """What one endpoint returned for one request, before accounting and refusal detection."""
-
-    text: str
-    usage: Usage
-    finish_reason: str | None
-    refusal_field: str | None = None
 
 
 @runtime_checkable

@@ -20,8 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from memearena.errors import BadResponse
 from memearena.models.accounting import estimate_text_tokens
-from memearena.models.backends import RawReply
-from memearena.models.types import GenParams, Message, Usage
+from memearena.models.types import GenParams, Message, RawReply, Usage
 
 __all__ = [
     "EMBED_KEY_TAG",

@@ -84,3 +84,13 @@ class Completion:
     refusal: bool = False
     cached: bool = False
     cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """What one endpoint returned for one request, before accounting and refusal detection."""
+
+    text: str
+    usage: Usage
+    finish_reason: str | None
+    refusal_field: str | None = None

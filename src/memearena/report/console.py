@@ -6,16 +6,13 @@ wrap instead of being cut to nothing, and the judge table splits in two when it 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from memearena.config import RunConfig
 from memearena.report.safe import console_safe
-
-if TYPE_CHECKING:
-    from memearena.runner import ArenaRunResult, PlannedCalls
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -30,6 +27,11 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+def fmt_estimate(x: Any, digits: int = 3) -> str:
+    """A number, an estimate ``{"value", "ci_low", "ci_high"}`` as ``v±half``, or —."""
+    return _fmt(x, digits)
+
+
 def _name_column(table: Table, header: str, names: list[str]) -> None:
     """A name column that wraps long names rather than cutting them to an ellipsis."""
     longest = max((len(n) for n in names), default=len(header))
@@ -40,17 +42,23 @@ def _number_column(table: Table, header: str) -> None:
     table.add_column(header, justify="right", no_wrap=True)
 
 
-def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
-    """The --dry-run table: planned calls, tokens and cost per model."""
+def print_plan(
+    console: Console,
+    run: str,
+    per_model: Mapping[str, Mapping[str, float]],
+    providers: Mapping[str, str],
+) -> None:
+    """The --dry-run table: planned calls, tokens and cost per model (``providers``: each
+    model's provider)."""
     table = Table(
-        title=f"planned calls for run {console_safe(repr(cfg.run))} (dry run: nothing was called)"
+        title=f"planned calls for run {console_safe(repr(run))} (dry run: nothing was called)"
     )
-    _name_column(table, "model", list(plan.per_model))
+    _name_column(table, "model", list(per_model))
     table.add_column("provider", no_wrap=True)
     for col in ("calls", "in tokens", "out tokens", "est. USD"):
         _number_column(table, col)
-    for name, row in sorted(plan.per_model.items()):
-        provider = cfg.models[name].provider if name in cfg.models else "?"
+    for name, row in sorted(per_model.items()):
+        provider = providers.get(name, "?")
         table.add_row(
             console_safe(name),
             provider,
@@ -59,7 +67,9 @@ def print_plan(console: Console, cfg: RunConfig, plan: PlannedCalls) -> None:
             f"{int(row['output_tokens']):,}",
             f"{row['cost_usd']:.2f}",
         )
-    table.add_row("total", "", f"{plan.calls:,}", "", "", f"{plan.cost_usd:.2f}", style="bold")
+    calls = int(sum(r["calls"] for r in per_model.values()))
+    cost = sum(r["cost_usd"] for r in per_model.values())
+    table.add_row("total", "", f"{calls:,}", "", "", f"{cost:.2f}", style="bold")
     console.print(table)
     console.print(
         "Counts assume no re-asks and no refusals; input tokens are counted on the real prompts "
@@ -171,53 +181,6 @@ def print_settings(console: Console, settings: dict[str, Any], comparison: dict[
         means.append(_fmt(sum(vals) / len(vals)) if vals else "—")
     table.add_row("mean", *means, style="bold")
     console.print(table)
-
-
-def print_arena_summary(console: Console, result: ArenaRunResult) -> None:
-    """Leaderboard, judge bias, the simulated check, calls and where the files are."""
-    board = result.leaderboard
-    arena = board.get("arena", {})
-    if arena.get("overall"):
-        unit = console_safe(arena.get("bootstrap_unit", "battle"))
-        console.print(
-            leaderboard_table(
-                f"Arena — setting {console_safe(repr(arena['setting']))}, "
-                f"{arena['battles']:,} battles (intervals resample {unit}s)",
-                arena["overall"],
-            )
-        )
-        if arena.get("self_judged_battles"):
-            console.print(
-                f"{arena['self_judged_battles']:,} battles in which a judge compared its own "
-                f"family's model: self_judging = {console_safe(arena.get('self_judging'))}"
-            )
-        print_sensitivity(console, arena)
-        for table in judge_tables(arena.get("judges", []), console.width, unit=unit):
-            console.print(table)
-        alpha = (arena.get("panel") or {}).get("krippendorff_alpha")
-        if alpha:
-            console.print(f"Panel agreement: Krippendorff's α = {_fmt(alpha)}")
-    settings = arena.get("settings")
-    if settings:
-        print_settings(console, settings, arena.get("settings_comparison") or {})
-    sim = board.get("simulated")
-    if sim:
-        tau = (sim.get("leaderboard_vs_truth") or {}).get("kendall_tau") or sim["kendall_tau"]
-        console.print(
-            "[yellow]simulated targets[/yellow]: true order "
-            f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
-            f"recovered Kendall τ = {_fmt(tau)}"
-        )
-    if result.stages:
-        kept = "; leaderboard unchanged, kept" if result.analysis_reused else ""
-        console.print(f"steps — {result.resume_line()}{kept}", highlight=False, markup=False)
-    if result.stopped and result.status is None:  # else the run status says it, once
-        console.print(f"[red]stopped:[/red] {console_safe(result.stopped)}. Re-run to resume.")
-    console.print(
-        f"{result.new_calls:,} new model calls, total cost ${result.cost_usd:.4f}. "
-        f"Outputs in {console_safe(result.run_dir)}/ (run.db, leaderboard.json, battles.jsonl, "
-        "report.html)"
-    )
 
 
 _JUDGE_COLUMNS: tuple[tuple[str, str, int], ...] = (

@@ -1,8 +1,9 @@
 """The single-file HTML report of a run: ``report.html``, readable offline, no scripts.
 
 The page is a shell (``report.html.j2``: run facts, banners, navigation) around one included
-partial per method section of ``leaderboard.json`` (``_arena.html.j2``, ...): a method adds its
-section by registering ``(key, title, partial, builder)`` in :data:`SECTIONS`.
+partial per method section of ``leaderboard.json`` (``_arena.html.j2``, ...): a method's view
+adds its section with ``register_section(Section(key, title, partial, builder))``; the shell
+imports no method.
 
 Everything the document holds reaches the page through Jinja2 with autoescape on: model names,
 judge names, setting and group labels come from users and from models, so any of them may carry
@@ -30,7 +31,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
 
 from memearena.report.svg import estimate, interval_chart, matrix_chart, nice_ticks
 
-__all__ = ["SECTIONS", "Section", "render_report", "write_report"]
+__all__ = ["SECTIONS", "Section", "register_section", "render_report", "write_report"]
 
 SENSITIVITY_SECTIONS: tuple[tuple[str, str], ...] = (
     ("self_judging_include", "Self-judged battles included"),
@@ -588,27 +589,20 @@ class Section:
     build: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]
     """(the section's JSON, the whole document) -> its view model (with ``nav``: a list of
     (anchor, label)), or None to leave the section out; tolerant of missing keys."""
+    order: int = 100
+    """Place on the page (lower first)."""
 
 
-def _adapt_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    from memearena.methods.adapt.view import adapt_view
-
-    view = adapt_view(board)
-    return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
+SECTIONS: list[Section] = [Section("arena", "Arena", "_arena.html.j2", _arena_view, order=0)]
+"""Method sections, shown in ``order``; a method's view registers its own (``register_section``):
+the shell never imports a method."""
 
 
-def _judge_audit_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    from memearena.methods.judge_audit.view import judge_audit_view
-
-    return judge_audit_view(section)
-
-
-SECTIONS: list[Section] = [
-    Section("arena", "Arena", "_arena.html.j2", _arena_view),
-    Section("adapt", "Adapt", "adapt.html.j2", _adapt_section),
-    Section("judge_audit", "Judge audit", "_judge_audit.html.j2", _judge_audit_section),
-]
-"""Method sections in page order; a method adds its own (an additive edit)."""
+def register_section(section: Section) -> None:
+    """Add (or replace, by key) one method's part of the report."""
+    SECTIONS[:] = [s for s in SECTIONS if s.key != section.key]
+    SECTIONS.append(section)
+    SECTIONS.sort(key=lambda s: s.order)
 
 
 def _redact_urls(value: Any) -> Any:

@@ -37,11 +37,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memearena.models.types import GenParams, ImagePart, Message
+from memearena.sim.facts import digest
 
 if TYPE_CHECKING:
     from memearena.config import ImageConfig
     from memearena.data import Meme
-    from memearena.sim.world import SimWorld, _Meme, _Profile
+    from memearena.sim.facts import SimMeme, SimProfile, WorldCore
 
 __all__ = ["AdaptWorld", "cue_words"]
 
@@ -194,9 +195,9 @@ class _Request:
 
 
 class AdaptWorld:
-    """The Adapt roles of a ``SimWorld`` (reached through ``SimWorld.respond``)."""
+    """The Adapt roles of a ``WorldCore`` (reached through ``WorldCore.respond``)."""
 
-    def __init__(self, world: SimWorld) -> None:
+    def __init__(self, world: WorldCore) -> None:
         self.world = world
         self.null_world = False
         self._images: dict[str, str] = {}
@@ -247,17 +248,15 @@ class AdaptWorld:
             return text
         return req.image or ""
 
-    def _meme(self, req: _Request, text: str | None) -> tuple[_Meme, str]:
+    def _meme(self, req: _Request, text: str | None) -> tuple[SimMeme, str]:
         original = self._original_text(req, text)
-        return self.world._meme(original), original
+        return self.world.meme(original), original
 
-    def _base_explicitness(self, meme: _Meme) -> float:
-        from memearena.sim.world import _digest
-
-        return 0.55 + 0.45 * (_digest(self.world.seed, "explicit", meme.key) / 2.0**64)
+    def _base_explicitness(self, meme: SimMeme) -> float:
+        return 0.55 + 0.45 * (digest(self.world.seed, "explicit", meme.key) / 2.0**64)
 
     def explicitness(
-        self, meme: _Meme, original: str, text: str | None, caption: str | None = None
+        self, meme: SimMeme, original: str, text: str | None, caption: str | None = None
     ) -> float:
         """How explicit the meme's harm is to a reader given ``text`` with an image showing
         ``caption`` (1: fully explicit): the share of the original's cue words the reader sees,
@@ -275,7 +274,7 @@ class AdaptWorld:
 
     def respond(
         self,
-        prof: _Profile,
+        prof: SimProfile,
         role: str,
         messages: Sequence[Message],
         params: GenParams,
@@ -283,8 +282,6 @@ class AdaptWorld:
         bad: bool = False,
     ) -> str:
         """The simulated reply of one Adapt role (``bad``: a malformed version of it)."""
-        from memearena.sim.world import _digest
-
         image = None
         user: list[str] = []
         for m in messages:
@@ -298,7 +295,7 @@ class AdaptWorld:
         req = _Request("\n".join(user), image)
         # Sampling seeds (votes, reference candidates, repeats, retries) must change the draw.
         if params.seed is not None:
-            rng = random.Random(_digest(rng.random(), "seed", params.seed))
+            rng = random.Random(digest(rng.random(), "seed", params.seed))
         handler = getattr(self, "_" + role.removeprefix("adapt."), None)
         if handler is None:
             return f"(simulated reply: the simulated world does not model role {role!r} yet)"
@@ -313,7 +310,7 @@ class AdaptWorld:
 
     # ---- mining --------------------------------------------------------------------------
 
-    def _miner(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _miner(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         names = [
             ln[2:].split(":", 1)[0].strip()
@@ -342,7 +339,7 @@ class AdaptWorld:
             new = {"name": name, "description": desc}
         return json.dumps({"categories": cats, "new_category": new})
 
-    def _category_judge(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _category_judge(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         proposal = _tag(req.prompt, "proposal") or ""
         name = _norm(proposal.split(":", 1)[0])
         existing = [
@@ -351,7 +348,7 @@ class AdaptWorld:
             if ln.startswith("- ")
         ]
         known = name in _KNOWN_HARMS or name in {
-            _norm(m.category) for m in self.world._memes.values()
+            _norm(m.category) for m in self.world.memes.values()
         }
         overlaps = [e for e in existing if e == name or e in name or name in e]
         ok = known and not overlaps
@@ -367,7 +364,7 @@ class AdaptWorld:
             }
         )
 
-    def _image_examiner(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _image_examiner(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         name = _norm((_tag(req.prompt, "proposal") or "").split(":", 1)[0])
         fits = name == _norm(meme.category)
@@ -375,7 +372,7 @@ class AdaptWorld:
             fits = not fits
         return json.dumps({"fits": fits, "reason": "Checked against the image."})
 
-    def _instruction(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _instruction(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         cat = (_tag(req.prompt, "category") or "this category").split(":", 1)
         name = cat[0].strip()
         desc = cat[1].strip() if len(cat) > 1 else ""
@@ -387,7 +384,7 @@ class AdaptWorld:
             }
         )
 
-    def _narrator(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _narrator(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         category = (_tag(req.prompt, "category") or "").split(":", 1)[0].strip()
         if _norm(category) == _norm(meme.category) and meme.misbelief:
@@ -398,12 +395,12 @@ class AdaptWorld:
 
     # ---- answers and references ----------------------------------------------------------
 
-    def _understanding(self, prof: _Profile, category: str) -> float:
+    def _understanding(self, prof: SimProfile, category: str) -> float:
         by_cat = {_norm(k): v for k, v in prof.cfg.category_skill.items()}
         return by_cat.get(_norm(category), prof.cfg.skill)
 
     def _write_answer(
-        self, meme: _Meme, p_understand: float, u: float, rng: random.Random, hint: bool
+        self, meme: SimMeme, p_understand: float, u: float, rng: random.Random, hint: bool
     ) -> str:
         true_pool = list(meme.facts)
         rng.shuffle(true_pool)
@@ -431,7 +428,7 @@ class AdaptWorld:
             )
         return " ".join([*sentences, reading])
 
-    def _answer(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _answer(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         text = _tag(req.prompt, "meme_text")
         meme, original = self._meme(req, text)
         category = _category_of(_tag(req.prompt, "instruction") or "", meme.category)
@@ -439,7 +436,7 @@ class AdaptWorld:
         e = self.explicitness(meme, original, text, self.caption_shown(req.image))
         return self._write_answer(meme, u * (0.3 + 0.7 * e), u, rng, hint=False)
 
-    def _reference(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _reference(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         text = _tag(req.prompt, "meme_text")
         meme, original = self._meme(req, text)
         u = prof.cfg.skill
@@ -449,7 +446,7 @@ class AdaptWorld:
             meme, u * (0.3 + 0.7 * e), u, rng, hint=hinted and rng.random() < u
         )
 
-    def _coverage(self, meme: _Meme, text: str) -> int:
+    def _coverage(self, meme: SimMeme, text: str) -> int:
         t = _norm(text)
         points = 1
         points += 3 if _norm(meme.target) in t else 0
@@ -458,7 +455,7 @@ class AdaptWorld:
         points += 1 if any(f in t for f in meme.facts_n) else 0
         return points
 
-    def _reference_judge(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _reference_judge(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         cands = _tags(req.prompt, "candidate")
         scored = [(self._coverage(meme, c), -i) for i, c in enumerate(cands)]
@@ -469,7 +466,7 @@ class AdaptWorld:
 
     # ---- scoring -------------------------------------------------------------------------
 
-    def _score(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _score(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         meme, _ = self._meme(req, _tag(req.prompt, "meme_text"))
         ref = _norm(_tag(req.prompt, "reference") or "")
         ans = _norm(_tag(req.prompt, "answer") or "")
@@ -501,7 +498,7 @@ class AdaptWorld:
 
     # ---- refinement ----------------------------------------------------------------------
 
-    def _refine(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _refine(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         text = _tag(req.prompt, "meme_text") or ""
         words = text.split()
         cues = [i for i, w in enumerate(words) if cue_words(w)]
@@ -521,7 +518,7 @@ class AdaptWorld:
             }
         )
 
-    def _check(self, prof: _Profile, req: _Request, rng: random.Random) -> str:
+    def _check(self, prof: SimProfile, req: _Request, rng: random.Random) -> str:
         original = _tag(req.prompt, "original_text") or ""
         rewrite = _tag(req.prompt, "rewrite") or ""
         _, first = self._meme(req, original)

@@ -22,6 +22,7 @@ from aiohttp.web_request import FileField
 from memearena.errors import ModelError
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import SimResponder
+from memearena.sim.wire import parse_messages, request_params
 
 __all__ = ["BATCH_STATS_KEY", "BatchStats", "add_batch_routes"]
 
@@ -64,7 +65,6 @@ def add_batch_routes(
     known_models: list[str] | None = None,
 ) -> None:
     """Add the file and batch endpoints to the simulated server's `app`."""
-    from memearena.sim.server import _params, parse_messages  # the live endpoint's parsing
 
     stats = BatchStats()
     app[BATCH_STATS_KEY] = stats
@@ -83,7 +83,7 @@ def add_batch_routes(
                 raise ValueError(f"The model `{body['model']}` does not exist")
             messages = parse_messages(body.get("messages"))
             role = cid.split("|", 1)[0] or "chat"
-            text = responder.respond(body["model"], role, messages, _params(body))
+            text = responder.respond(body["model"], role, messages, request_params(body))
         except (ValueError, ModelError) as e:
             response = {"status_code": 400, "body": {"error": {"message": str(e)}}}
             return {"id": f"batch_req_{next(ids)}", "custom_id": cid, "response": response}

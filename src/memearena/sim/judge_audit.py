@@ -35,19 +35,18 @@ from typing import TYPE_CHECKING
 
 from memearena.config import SimModelConfig
 from memearena.methods.judge_audit.classic import FILLER
-from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
 from memearena.models.types import ImagePart, Message
+from memearena.sim.facts import tag_block
 
 if TYPE_CHECKING:
-    from memearena.sim.world import SimWorld, _Meme, _Profile
+    from memearena.sim.facts import SimMeme, SimProfile, WorldCore
 
 __all__ = [
     "DEMO_AUDIT_JUDGES",
     "DEMO_AUDIT_REFERENCE",
     "DEMO_AUDIT_RESPONDERS",
     "JudgeAuditSim",
-    "demo_audit_config",
 ]
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
@@ -83,30 +82,20 @@ DEMO_AUDIT_RESPONDERS: tuple[str, ...] = ("sim-aurora", "sim-drizzle")
 judge's own family)."""
 
 
-def demo_audit_config(judges: Sequence[str], *, bootstrap: int = 1000) -> JudgeAuditConfig:
-    """The demo's audit: ``judges`` plus the failure-mode judges, on the demo targets' answers."""
-    return JudgeAuditConfig(
-        judges=[*judges, *(j for j in DEMO_AUDIT_JUDGES if j not in judges)],
-        responders=list(DEMO_AUDIT_RESPONDERS),
-        reference_judge=DEMO_AUDIT_REFERENCE,
-        bootstrap=bootstrap,
-    )
-
-
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
 class JudgeAuditSim:
-    """Answers the ``judge_audit.*`` roles for a ``SimWorld`` (its memes and profiles)."""
+    """Answers the ``judge_audit.*`` roles for a ``WorldCore`` (its memes and profiles)."""
 
-    def __init__(self, world: SimWorld) -> None:
+    def __init__(self, world: WorldCore) -> None:
         self.world = world
         self._meta: dict[str, dict[str, str]] = {}
 
     def respond(
         self,
-        prof: _Profile,
+        prof: SimProfile,
         role: str,
         prompt: str,
         messages: Sequence[Message],
@@ -115,14 +104,12 @@ class JudgeAuditSim:
     ) -> str:
         """The reply of one simulated model in one ``judge_audit.*`` role."""
         if role == "judge_audit.respond":
-            from memearena.sim.world import _tag
-
-            if _tag(prompt, "meme_text") is None:
+            if tag_block(prompt, "meme_text") is None:
                 # The text-only question names its meme by quoting the meme's text.
-                quoted = _QUOTED.search(_tag(prompt, "query") or prompt)
+                quoted = _QUOTED.search(tag_block(prompt, "query") or prompt)
                 if quoted:
                     prompt = f"<meme_text>\n{quoted.group(1)}\n</meme_text>\n{prompt}"
-            return self.world._answer(prof, prompt, rng, bad)
+            return self.world.answer(prof, prompt, rng, bad)
         meta = self._image_meta(messages)
         if role == "judge_audit.describe":
             shows = meta.get(SHOWS_KEY) if meta is not None else None
@@ -156,13 +143,13 @@ class JudgeAuditSim:
                     return got
         return None
 
-    def _meme_of(self, text: str | None) -> _Meme | None:
+    def _meme_of(self, text: str | None) -> SimMeme | None:
         if not text or text.startswith("mm-judgebias item"):
             return None
-        return self.world._meme(text)
+        return self.world.meme(text)
 
     @staticmethod
-    def _about(response_n: str, meme: _Meme) -> bool:
+    def _about(response_n: str, meme: SimMeme) -> bool:
         # Facts are specific to one meme (several memes may share a target group).
         return any(f in response_n for f in (*meme.facts_n, *meme.false_n))
 
@@ -178,17 +165,15 @@ class JudgeAuditSim:
 
     def _score(
         self,
-        prof: _Profile,
+        prof: SimProfile,
         prompt: str,
         meta: dict[str, str] | None,
         rng: random.Random,
         bad: bool,
     ) -> str:
-        from memearena.sim.world import _tag
-
         cfg = prof.cfg
-        query = _tag(prompt, "query") or ""
-        response = _tag(prompt, "response") or ""
+        query = tag_block(prompt, "query") or ""
+        response = tag_block(prompt, "response") or ""
         response_n = _norm(response)
         quoted = _QUOTED.search(query)
         q_meme = self._meme_of(quoted.group(1)) if quoted else None
@@ -233,12 +218,10 @@ class JudgeAuditSim:
 
     # ---- pairwise ----------------------------------------------------------------------------
 
-    def _pairwise(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
-        from memearena.sim.world import _tag
-
+    def _pairwise(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         cfg = prof.cfg
-        a = _tag(prompt, "response_a") or ""
-        b = _tag(prompt, "response_b") or ""
+        a = tag_block(prompt, "response_a") or ""
+        b = tag_block(prompt, "response_b") or ""
         qa, qb = (self._base(a) - 5) / 3, (self._base(b) - 5) / 3
         diff = qa - qb + cfg.position_bias
         # Every judge notices redundancy a little (REDUNDANCY_COST); verbosity bias outweighs it.

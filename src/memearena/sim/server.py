@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
-import hashlib
 import json
 import pickle
 import socket
@@ -29,8 +27,9 @@ from aiohttp import web
 from memearena.errors import ConfigError, ModelError, TransientModelError
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import ROLE_HEADER, SimResponder
-from memearena.models.types import ContentPart, GenParams, ImagePart, Message, Role, TextPart
+from memearena.models.types import GenParams, ImagePart, Message
 from memearena.sim.faults import FAULTS, FaultPlan, garble
+from memearena.sim.wire import BadRequest, parse_messages, request_params
 
 __all__ = [
     "STATS_KEY",
@@ -94,77 +93,6 @@ class EchoResponder:
         return f"[{role}] {model}: {text}{suffix}"
 
 
-class _BadRequest(Exception):
-    pass
-
-
-_ROLES: dict[str, Role] = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "assistant": "assistant",
-}
-
-
-def _image_part(url: Any) -> ImagePart:
-    if not isinstance(url, str):
-        raise _BadRequest("image_url.url must be a string")
-    if url.startswith("data:"):
-        header, sep, payload = url.partition(",")
-        if not sep or ";base64" not in header:
-            raise _BadRequest("image data URL must be base64-encoded")
-        try:
-            raw = base64.b64decode(payload, validate=True)
-        except (binascii.Error, ValueError):
-            raise _BadRequest("image data URL is not valid base64") from None
-        return ImagePart(url, hashlib.sha256(raw).hexdigest())
-    # A remote URL cannot be fetched offline: identify it by the URL itself.
-    return ImagePart(url, hashlib.sha256(url.encode()).hexdigest())
-
-
-def parse_messages(raw: Any) -> list[Message]:
-    """Chat-completions wire messages back into ``Message``s (ValueError if malformed)."""
-    if not isinstance(raw, list) or not raw:
-        raise _BadRequest("'messages' must be a non-empty array")
-    out: list[Message] = []
-    for i, m in enumerate(raw):
-        if not isinstance(m, dict):
-            raise _BadRequest(f"messages[{i}] must be an object")
-        role = _ROLES.get(m.get("role"))  # type: ignore[arg-type]
-        if role is None:
-            raise _BadRequest(f"messages[{i}].role {m.get('role')!r} is not supported")
-        content = m.get("content")
-        parts: list[ContentPart] = []
-        if content is None:
-            pass
-        elif isinstance(content, str):
-            parts.append(TextPart(content))
-        elif isinstance(content, list):
-            for j, p in enumerate(content):
-                kind = p.get("type") if isinstance(p, dict) else None
-                if kind == "text" and isinstance(p.get("text"), str):
-                    parts.append(TextPart(p["text"]))
-                elif kind == "image_url" and isinstance(p.get("image_url"), dict):
-                    parts.append(_image_part(p["image_url"].get("url")))
-                else:
-                    raise _BadRequest(f"messages[{i}].content[{j}] is not a text or image part")
-        else:
-            raise _BadRequest(f"messages[{i}].content must be a string or an array")
-        out.append(Message(role, tuple(parts)))
-    return out
-
-
-def _params(body: dict[str, Any]) -> GenParams:
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    return GenParams(
-        temperature=body.get("temperature"),
-        top_p=body.get("top_p"),
-        max_tokens=max_tokens,
-        seed=body.get("seed"),
-        reasoning_effort=body.get("reasoning_effort"),
-    )
-
-
 def _error(
     status: int,
     message: str,
@@ -215,17 +143,17 @@ def make_app(
             try:
                 body = await request.json()
                 if not isinstance(body, dict):
-                    raise _BadRequest("the request body must be a JSON object")
+                    raise BadRequest("the request body must be a JSON object")
                 if body.get("stream"):
-                    raise _BadRequest("stream=true is not supported by the simulated server")
+                    raise BadRequest("stream=true is not supported by the simulated server")
                 model = body.get("model")
                 if not isinstance(model, str) or not model:
-                    raise _BadRequest("'model' must be a non-empty string")
+                    raise BadRequest("'model' must be a non-empty string")
                 messages = parse_messages(body.get("messages"))
-                params = _params(body)
-            except (_BadRequest, ValueError) as e:
+                params = request_params(body)
+            except (BadRequest, ValueError) as e:
                 stats.bad_requests += 1
-                msg = str(e) if isinstance(e, _BadRequest) else "the request body is not JSON"
+                msg = str(e) if isinstance(e, BadRequest) else "the request body is not JSON"
                 return _error(400, msg, "invalid_request_error")
             if model not in known_models:
                 if strict:
@@ -314,22 +242,22 @@ def make_app(
         try:
             body = await request.json()
             if not isinstance(body, dict):
-                raise _BadRequest("the request body must be a JSON object")
+                raise BadRequest("the request body must be a JSON object")
             model = body.get("model")
             if not isinstance(model, str) or not model:
-                raise _BadRequest("'model' must be a non-empty string")
+                raise BadRequest("'model' must be a non-empty string")
             raw = body.get("input")
             inputs = [raw] if isinstance(raw, str) else raw
             if not isinstance(inputs, list) or not inputs:
-                raise _BadRequest("'input' must be a string or a non-empty list of strings")
+                raise BadRequest("'input' must be a string or a non-empty list of strings")
             if not all(isinstance(t, str) for t in inputs):
-                raise _BadRequest("'input' must hold strings (token ids are not supported)")
+                raise BadRequest("'input' must hold strings (token ids are not supported)")
             fmt = body.get("encoding_format", "float")
             if fmt not in ("float", "base64"):
-                raise _BadRequest("'encoding_format' must be 'float' or 'base64'")
-        except (_BadRequest, ValueError) as e:
+                raise BadRequest("'encoding_format' must be 'float' or 'base64'")
+        except (BadRequest, ValueError) as e:
             stats.bad_requests += 1
-            msg = str(e) if isinstance(e, _BadRequest) else "the request body is not JSON"
+            msg = str(e) if isinstance(e, BadRequest) else "the request body is not JSON"
             return _error(400, msg, "invalid_request_error")
         if model not in known_models:
             if strict:

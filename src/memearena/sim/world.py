@@ -28,7 +28,6 @@ same request always gets the same reply, different requests differ.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -39,9 +38,9 @@ from typing import Any, TypeVar
 from memearena.config import CRITERIA, SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
-from memearena.prompts.render import DELIMITER_TAGS
 from memearena.prompts.schemas import LEVELS
 from memearena.sim.adapt import AdaptWorld
+from memearena.sim.facts import SimMeme, SimProfile, digest, tag_block
 from memearena.sim.judge_audit import JudgeAuditSim
 
 __all__ = [
@@ -117,7 +116,6 @@ _SYNTH_GROUPS = (
 )
 _SYNTH_CATEGORIES = ("nationality", "religion", "race", "gender", "disability")
 
-_TAG_MARKS = {name: (f"<{name}>", f"</{name}>") for name in DELIMITER_TAGS}
 _CRITERION_LINE = re.compile(r"^-\s*([a-z_]+)\s*:", re.M)
 _N_CONTEXTS = re.compile(r"exactly (\d+) interpretive context")
 _TARGET_LINE = re.compile(r"^\s*target\s*:(.*)$", re.I | re.M)
@@ -141,32 +139,10 @@ def _sentence(text: str) -> str:
     return text if text[-1] in ".!?" else text + "."
 
 
-def _digest(*parts: object) -> int:
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "big")
-
-
 def family_signature(family: str) -> str:
     """The signature sentence a simulated family writes (how a judge recognises its own)."""
-    h = _digest("signature", family)
+    h = digest("signature", family)
     return f"{_SIG_OPENERS[h % 8]} {_SIG_CLOSERS[(h >> 8) % 8]}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Meme:
-    key: str
-    target: str
-    category: str
-    harm: str
-    misbelief: str
-    harmful: bool
-    facts: tuple[str, ...]
-    false_facts: tuple[str, ...]
-    decoys: tuple[str, ...]
-    facts_n: tuple[str, ...]
-    false_n: tuple[str, ...]
-    target_n: str
-    decoys_n: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,14 +154,6 @@ class _Knowledge:
     misbeliefs: frozenset[int]
     knows_target: bool
     guess: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Profile:
-    name: str
-    cfg: SimModelConfig
-    family: str
-    signature: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +184,14 @@ class SimWorld:
         self.seed = seed
         self.fingerprint = f"simulated-world:{seed}"
         """What a simulated model's identity adds: its answers depend on this world's seed."""
-        self._profiles: dict[str, _Profile] = {}
+        self._profiles: dict[str, SimProfile] = {}
         for key, cfg in models.items():
-            prof = _Profile(key, cfg, cfg.family or key, family_signature(cfg.family or key))
+            prof = SimProfile(key, cfg, cfg.family or key, family_signature(cfg.family or key))
             self._profiles[key] = prof
             if cfg.model and cfg.model not in models:
                 self._profiles.setdefault(cfg.model, prof)
         self._annotations = {normalize_text(k): v for k, v in (annotations or {}).items()}
-        self._memes: dict[str, _Meme] = {}
+        self.memes: dict[str, SimMeme] = {}
         self._knowledge: dict[tuple[str, str], _Knowledge] = {}
         self._scores: dict[tuple[str, _Beliefs, str], dict[str, float]] = {}
         self._judge_audit = JudgeAuditSim(self)
@@ -232,29 +200,29 @@ class SimWorld:
 
     # ---- lookups -------------------------------------------------------------------------
 
-    def _profile(self, model: str) -> _Profile:
+    def _profile(self, model: str) -> SimProfile:
         prof = self._profiles.get(model)
         if prof is None:
-            prof = _Profile(model, DEFAULT_PROFILE, model, family_signature(model))
+            prof = SimProfile(model, DEFAULT_PROFILE, model, family_signature(model))
             self._profiles[model] = prof
         return prof
 
-    def _meme(self, text: str) -> _Meme:
-        meme = self._memes.get(text)
+    def meme(self, text: str) -> SimMeme:
+        meme = self.memes.get(text)
         if meme is None:
             key = normalize_text(text)
             ann = self._annotations.get(key)
             meme = _build_meme(key, ann) if ann is not None else _synthetic_meme(key, text)
-            _bounded_put(self._memes, text, meme)
+            _bounded_put(self.memes, text, meme)
         return meme
 
-    def _know(self, prof: _Profile, meme: _Meme) -> _Knowledge:
+    def _know(self, prof: SimProfile, meme: SimMeme) -> _Knowledge:
         k = self._knowledge.get((prof.name, meme.key))
         if k is None:
             skill = prof.cfg.skill
 
             def u(*parts: object) -> float:
-                return _digest(self.seed, "know", prof.name, meme.key, *parts) / 2.0**64
+                return digest(self.seed, "know", prof.name, meme.key, *parts) / 2.0**64
 
             shared = prof.cfg.family_misbeliefs
 
@@ -262,7 +230,7 @@ class SimWorld:
                 # A family-wide draw with probability `family_misbeliefs`: models of one family
                 # then hold the same false beliefs (0 keeps every draw the model's own).
                 if shared > 0 and u("shared?", j) < shared:
-                    return _digest(self.seed, "know-family", prof.family, meme.key, j) / 2.0**64
+                    return digest(self.seed, "know-family", prof.family, meme.key, j) / 2.0**64
                 return u("m", j)
 
             false_known = frozenset(j for j in range(len(meme.false_facts)) if u("f", j) < skill)
@@ -302,8 +270,8 @@ class SimWorld:
         # have got: a resumed run then ends where an uninterrupted one does. Whether this
         # attempt refuses or is malformed depends on the whole conversation.
         original = parts[:n_original] if n_original else parts
-        rng = random.Random(_digest(self.seed, prof.name, role, "\x1d".join(original)))
-        attempt = random.Random(_digest(self.seed, prof.name, role, "attempt", *parts))
+        rng = random.Random(digest(self.seed, prof.name, role, "\x1d".join(original)))
+        attempt = random.Random(digest(self.seed, prof.name, role, "attempt", *parts))
         prompt = "\n".join(user)
         if role == "ping":
             return "Captioned meme image."
@@ -316,7 +284,7 @@ class SimWorld:
         if role.startswith("adapt."):
             return self.adapt.respond(prof, role, messages, params, rng, bad_format)
         if role == "arena.answer":
-            return self._answer(prof, prompt, rng, bad_format)
+            return self.answer(prof, prompt, rng, bad_format)
         if role == "arena.judge":
             return self._judge(prof, prompt, rng, bad_format)
         if role in ("arena.guideline_draft", "arena.guideline_self"):
@@ -327,12 +295,12 @@ class SimWorld:
             return self._contexts(prompt, rng, bad_format)
         return f"(simulated reply: the simulated world does not model role {role!r} yet)"
 
-    def _meme_of(self, prompt: str) -> _Meme:
-        return self._meme(_tag(prompt, "meme_text") or prompt)
+    def _meme_of(self, prompt: str) -> SimMeme:
+        return self.meme(tag_block(prompt, "meme_text") or prompt)
 
     # ---- targets -------------------------------------------------------------------------
 
-    def _answer(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
+    def answer(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         meme = self._meme_of(prompt)
         skill = prof.cfg.skill
         true_pool = list(range(len(meme.facts)))
@@ -363,7 +331,7 @@ class SimWorld:
 
     # ---- judges: guidelines --------------------------------------------------------------
 
-    def _draft(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
+    def _draft(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         meme = self._meme_of(prompt)
         k = self._know(prof, meme)
         facts = [meme.facts[i] for i in sorted(k.true_known)]
@@ -379,12 +347,12 @@ class SimWorld:
         ]
         return _guideline_json("\n".join(lines), rng, bad)
 
-    def _refine(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
+    def _refine(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         meme = self._meme_of(prompt)
         k = self._know(prof, meme)
         skill = prof.cfg.skill
-        guideline = _tag(prompt, "guideline") or ""
-        analysis_n = normalize_text(_tag(prompt, "analysis") or "")
+        guideline = tag_block(prompt, "guideline") or ""
+        analysis_n = normalize_text(tag_block(prompt, "analysis") or "")
         guide_n = normalize_text(guideline)
         kept: list[str] = []
         for line in guideline.splitlines():
@@ -420,7 +388,7 @@ class SimWorld:
 
     # ---- judges: pairwise verdicts -------------------------------------------------------
 
-    def _beliefs(self, prof: _Profile, meme: _Meme, guideline: str | None) -> _Beliefs:
+    def _beliefs(self, prof: SimProfile, meme: SimMeme, guideline: str | None) -> _Beliefs:
         k = self._know(prof, meme)
         own_target = meme.target_n if k.knows_target else None
         if not guideline:
@@ -440,7 +408,7 @@ class SimWorld:
             k.true_known | g_true, k.misbeliefs | g_false, k.false_known - g_false, target
         )
 
-    def _quality(self, text: str, meme: _Meme, b: _Beliefs) -> dict[str, float]:
+    def _quality(self, text: str, meme: SimMeme, b: _Beliefs) -> dict[str, float]:
         key = (meme.key, b, text)
         cached = self._scores.get(key)
         if cached is None:
@@ -448,7 +416,7 @@ class SimWorld:
             _bounded_put(self._scores, key, cached)
         return cached
 
-    def _score(self, text: str, meme: _Meme, b: _Beliefs) -> dict[str, float]:
+    def _score(self, text: str, meme: SimMeme, b: _Beliefs) -> dict[str, float]:
         ans = parse_answer(text)
         body = normalize_text(text)
         stated_true = [i for i, f in enumerate(meme.facts_n) if f in body]
@@ -476,14 +444,14 @@ class SimWorld:
             "accuracy": accuracy,
         }
 
-    def _judge(self, prof: _Profile, prompt: str, rng: random.Random, bad: bool) -> str:
+    def _judge(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         meme = self._meme_of(prompt)
-        crit_block = _tag(prompt, "criteria")
+        crit_block = tag_block(prompt, "criteria")
         criteria = _CRITERION_LINE.findall(crit_block) if crit_block else []
         criteria = criteria or list(CRITERIA)
-        a = _tag(prompt, "response_a") or ""
-        b = _tag(prompt, "response_b") or ""
-        beliefs = self._beliefs(prof, meme, _tag(prompt, "guideline"))
+        a = tag_block(prompt, "response_a") or ""
+        b = tag_block(prompt, "response_b") or ""
+        beliefs = self._beliefs(prof, meme, tag_block(prompt, "guideline"))
         qa, qb = self._quality(a, meme, beliefs), self._quality(b, meme, beliefs)
         cfg = prof.cfg
         bias = cfg.position_bias
@@ -558,7 +526,7 @@ _READING_SCORES = {
 }
 
 
-def _coverage(meme: _Meme, b: _Beliefs) -> float:
+def _coverage(meme: SimMeme, b: _Beliefs) -> float:
     """Share of the meme's facts (true ones known, false ones recognised) and of its target
     that the judge's beliefs settle correctly."""
     settled = len(b.true_facts & frozenset(range(len(meme.facts))))
@@ -575,18 +543,7 @@ def _bounded_put(cache: dict[K, V], key: K, value: V) -> None:
     cache[key] = value
 
 
-def _tag(text: str, name: str) -> str | None:
-    """The first ``<name>`` block of a prompt (inserted values cannot hold delimiter tags)."""
-    start_mark, end_mark = _TAG_MARKS[name]
-    start = text.find(start_mark)
-    if start == -1:
-        return None
-    start += len(start_mark)
-    end = text.find(end_mark, start)
-    return text[start:end].strip() if end != -1 else None
-
-
-def _right_reading(meme: _Meme) -> str:
+def _right_reading(meme: SimMeme) -> str:
     if not meme.harmful:
         return (
             f"The meme refers to {meme.target}, but it does not demean them; read from this "
@@ -598,7 +555,7 @@ def _right_reading(meme: _Meme) -> str:
     )
 
 
-def _wrong_reading(meme: _Meme, rng: random.Random) -> str:
+def _wrong_reading(meme: SimMeme, rng: random.Random) -> str:
     decoy = rng.choice(meme.decoys)
     if meme.harmful:
         return f"The meme is aimed at {decoy}, and it reads as light-hearted banter, not harm."
@@ -617,7 +574,7 @@ def _malformed(out: str, rng: random.Random) -> str:
     return "Having compared everything carefully, I think the first one is somewhat better."
 
 
-def _build_meme(key: str, ann: Mapping[str, Any]) -> _Meme:
+def _build_meme(key: str, ann: Mapping[str, Any]) -> SimMeme:
     synth = _synthetic_meme(key, key)
     facts = tuple(_sentence(str(f)) for f in ann.get("facts") or () if str(f).strip())
     false = tuple(_sentence(str(f)) for f in ann.get("false_facts") or () if str(f).strip())
@@ -635,8 +592,8 @@ def _build_meme(key: str, ann: Mapping[str, Any]) -> _Meme:
     )
 
 
-def _synthetic_meme(key: str, text: str) -> _Meme:
-    h = _digest("synthetic", key)
+def _synthetic_meme(key: str, text: str) -> SimMeme:
+    h = digest("synthetic", key)
     group = _SYNTH_GROUPS[h % len(_SYNTH_GROUPS)]
     category = _SYNTH_CATEGORIES[(h >> 8) % len(_SYNTH_CATEGORIES)]
     words = _WORD.findall(text)
@@ -670,11 +627,11 @@ def _finish(
     harmful: bool,
     facts: tuple[str, ...],
     false_facts: tuple[str, ...],
-) -> _Meme:
+) -> SimMeme:
     target_n = normalize_text(target)
     decoys = tuple(d for d in _DECOYS if d not in target_n and target_n not in d)
     decoys = decoys or ("people in general",)
-    return _Meme(
+    return SimMeme(
         key=key,
         target=target,
         category=category,

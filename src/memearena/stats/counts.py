@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from memearena.stats._scipy import connected_components
-from memearena.stats.battles import Battle
 from memearena.stats.errors import StatsError
+
+
+class Outcome(Protocol):
+    """What counting reads of a battle (``memearena.stats.Battle`` is one)."""
+
+    @property
+    def model_a(self) -> str: ...
+    @property
+    def model_b(self) -> str: ...
+    @property
+    def winner(self) -> str: ...
+
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -39,7 +51,7 @@ class PairCounts:
 
     @classmethod
     def from_battles(
-        cls, battles: Iterable[Battle], models: Sequence[str] | None = None
+        cls, battles: Iterable[Outcome], models: Sequence[str] | None = None
     ) -> PairCounts:
         """Aggregate battles; `models` fixes the order (default: sorted names seen)."""
         battles = list(battles)
@@ -123,7 +135,7 @@ class PairCounts:
 
 
 def as_counts(
-    data: PairCounts | Iterable[Battle], models: Sequence[str] | None = None
+    data: PairCounts | Iterable[Outcome], models: Sequence[str] | None = None
 ) -> PairCounts:
     """Accept either counts or battles (optionally re-ordered / extended to `models`)."""
     if isinstance(data, PairCounts):

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import DatasetConfig, RunConfig
+from memearena.engine.pool import sim_world
+from memearena.engine.rundir import load_memes
 from memearena.methods.adapt.config import AdaptConfig
-from memearena.methods.adapt.driver import AdaptOutcome, AdaptPipeline
+from memearena.methods.adapt.stages import AdaptOutcome, AdaptPipeline
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, Message, TextPart
-from memearena.runner import load_memes, sim_world
 from memearena.sim.catalogue import demo_models
 from memearena.store import RunStore
 

@@ -91,7 +91,7 @@ def test_a_run_writes_its_outputs_and_resumes(tmp_path: Path) -> None:
     html = (run / "report.html").read_text()
     assert 'id="adapt"' in html and "Conditional loop vs unconditional control" in html
     # A standalone Adapt run's report has what every method's has: run facts, usage, errors.
-    assert sec["run"]["name"] == "cli-adapt" and sec["run"]["config_sha256"] in html
+    assert board["run"]["name"] == "cli-adapt" and board["run"]["config_sha256"] in html
     assert sum(u["calls"] for u in sec["usage"].values()) > 0 and "errors" in sec
     assert 'id="adapt-usage"' in html and 'id="adapt-errors"' in html
     again = runner.invoke(app, ["adapt", str(cfg), "--out", str(out), "--no-progress"])

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from adapt_helpers import prompt_text, run_pipeline, small_config
 
+from memearena.api import plan_adapt
 from memearena.methods.adapt import erase
 from memearena.methods.adapt.analysis import adapt_section, loop_vs_control
 from memearena.methods.adapt.config import AdaptConfig
-from memearena.methods.adapt.driver import AdaptOutcome, plan_adapt
 from memearena.methods.adapt.refine import seed_count
+from memearena.methods.adapt.stages import AdaptOutcome
 from memearena.models.types import GenParams, Message
 
 

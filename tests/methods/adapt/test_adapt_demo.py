@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memearena.methods.adapt.demo import DEMO_WEAKNESS, run_adapt_demo
+from memearena.demo import DEMO_WEAKNESS, run_adapt_demo
 
 
 def test_the_demo_finds_the_weakness_and_measures_the_selection_artefact(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ import pytest
 from adapt_helpers import run_pipeline, small_config
 
 from memearena.data import Meme
+from memearena.engine.lifecycle import plan_method
 from memearena.errors import TransientModelError
 from memearena.methods.adapt.common import Category
-from memearena.methods.adapt.driver import plan_adapt
 from memearena.methods.adapt.refine import EMBED_ROLE, EmbeddingRetriever, Sample
 from memearena.models.embeddings import SimEmbedder
 
@@ -110,8 +110,8 @@ def test_a_failed_embedding_leaves_refinement_pending_then_resumes(
 
 def test_dry_run_counts_embedding_calls() -> None:
     cfg = small_config(retrieval="embeddings", embedding_model=EMB)
-    plan = plan_adapt(cfg)
-    bm25 = plan_adapt(small_config())
+    plan = plan_method("adapt", cfg)
+    bm25 = plan_method("adapt", small_config())
     emb_calls = plan.per_model[EMB]["calls"] - bm25.per_model[EMB]["calls"]
     assert emb_calls > 0
 

@@ -19,12 +19,13 @@ from adapt_helpers import prompt_text, run_pipeline, small_config, tag
 
 from memearena.config import DatasetConfig, RunConfig
 from memearena.data import demo_dir, load_datasets, prepare_image
+from memearena.engine.pool import sim_world
+from memearena.engine.rundir import load_memes
 from memearena.errors import ConfigError
 from memearena.methods.adapt import erase
-from memearena.methods.adapt.driver import AdaptPipeline
+from memearena.methods.adapt.stages import AdaptPipeline
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, ImagePart, Message
-from memearena.runner import load_memes, sim_world
 from memearena.sim.catalogue import demo_models
 from memearena.sim.server import BackgroundServer
 from memearena.store import RunStore

@@ -172,10 +172,11 @@ def _mine_planted(tmp_path: Path, **adapt: object):
     import asyncio
 
     from memearena.config import DatasetConfig
+    from memearena.engine.pool import sim_world
+    from memearena.engine.rundir import load_memes
     from memearena.methods.adapt.common import AdaptContext
     from memearena.methods.adapt.mining import mine
     from memearena.models import ModelPool
-    from memearena.runner import load_memes, sim_world
     from memearena.store import RunStore
 
     path, truth = _planted_set(tmp_path / "data")

@@ -13,10 +13,10 @@ import pytest
 from adapt_helpers import prompt_text, run_pipeline, small_config, tag
 
 from memearena.data import Meme
+from memearena.engine.rundir import load_memes
 from memearena.methods.adapt.common import Category
 from memearena.methods.adapt.refine import Retriever, Sample
 from memearena.models.types import GenParams, Message
-from memearena.runner import load_memes
 
 CAT = Category("Race", "d", "i")
 

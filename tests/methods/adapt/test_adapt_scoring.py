@@ -9,13 +9,13 @@ from pathlib import Path
 
 from adapt_helpers import Scripted, prompt_text, run_pipeline, small_config, tag
 
+from memearena.engine.pool import sim_world
 from memearena.methods.adapt.analysis import adapt_section
 from memearena.methods.adapt.common import AdaptContext, Category
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, Message
 from memearena.prompts import parse_score
-from memearena.runner import sim_world
 from memearena.sim.world import REFUSAL_TEXT
 from memearena.store import RunStore
 

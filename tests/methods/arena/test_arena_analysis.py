@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
-from memearena.methods.arena.analysis import setting_section, write_arena_outputs
+from memearena.methods.arena.analysis import setting_section, write_battle_files
 from memearena.methods.arena.stages import ArenaOutcome
 
 
@@ -74,7 +74,7 @@ def test_self_judged_battles_are_left_out_of_the_leaderboard_and_both_boards_sho
     assert alt["battles"] == len(battles)
     assert alt["order_differs"] and next(r["model"] for r in alt["overall"]) == "c"
     # The battle files split the same way; rank on battles.jsonl sees what the board saw.
-    write_arena_outputs(tmp_path, {"arena": section}, [outcome], cfg)
+    write_battle_files(tmp_path, [outcome], cfg)
     kept = (tmp_path / "battles.jsonl").read_text().splitlines()
     left = (tmp_path / "battles.self_judged.jsonl").read_text().splitlines()
     assert len(kept) == section["battles"] and len(left) == 72

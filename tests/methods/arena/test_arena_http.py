@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from memearena.config import load_config
-from memearena.runner import run_arena
+from memearena.engine.lifecycle import run_method
 from memearena.sim.catalogue import DEMO_JUDGES, DEMO_TARGETS
 from memearena.sim.serve import demo_world
 from memearena.sim.server import BackgroundServer
@@ -100,7 +100,7 @@ def test_malformed_outputs_over_http_are_reasked_or_recorded(
     garbling_server: BackgroundServer, tmp_path: Path
 ) -> None:
     cfg = load_config(write_config(tmp_path / "http.yaml", garbling_server.base_url))
-    result = run_arena(cfg, tmp_path / "run", show_progress=False)
+    result = run_method("arena", cfg, tmp_path / "run", show_progress=False)
     assert result.stopped is None
     faults = garbling_server.stats()["faults"]
     assert faults.get("malformed", 0) > 0
@@ -123,7 +123,7 @@ def test_arena_over_http_with_faults_survives_kill_and_resumes_to_the_same_leade
 
     # Uninterrupted reference run (in-process).
     before = server.stats()
-    reference = run_arena(cfg, tmp_path / "a" / "http", show_progress=False)
+    reference = run_method("arena", cfg, tmp_path / "a" / "http", show_progress=False)
     after = server.stats()
     assert reference.stopped is None
     faults = sum(after["faults"].values()) - sum(before["faults"].values())
@@ -137,7 +137,7 @@ def test_arena_over_http_with_faults_survives_kill_and_resumes_to_the_same_leade
     # every (task, pair, judge) was judged in both orders
     judged = {
         (jp.task.meme.uid, jp.task.level, jp.x, jp.y, jp.judge)
-        for jp in reference.outcomes[0].judged
+        for jp in reference.outcome[0].judged
     }
     assert len(judged) == 3 * 3 * 3 * 2
 

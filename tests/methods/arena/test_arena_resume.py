@@ -21,8 +21,8 @@ import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.engine.lifecycle import RunResult, run_method
 from memearena.errors import IncompatibleRunError
-from memearena.runner import ArenaRunResult, run_arena
 from memearena.store import RunStore
 
 TEMPLATES = ("context", "answer", "guideline", "judge")
@@ -66,8 +66,8 @@ def config(
     )
 
 
-def _run(cfg: RunConfig, run_dir: Path) -> ArenaRunResult:
-    return run_arena(cfg, run_dir, show_progress=False)
+def _run(cfg: RunConfig, run_dir: Path) -> RunResult:
+    return run_method("arena", cfg, run_dir, show_progress=False)
 
 
 def signatures(run_dir: Path, cfg: RunConfig, templates: dict[str, int]) -> dict[str, Counter[Any]]:

@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
+from memearena.engine.steps import seeded_rng
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
     owns,
     pick_analysis,
-    seeded_rng,
     target_pairs,
 )
 

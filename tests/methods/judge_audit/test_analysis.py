@@ -10,7 +10,7 @@ import pytest
 
 from memearena.config import RunConfig, parse_config
 from memearena.methods.judge_audit.analysis import judge_audit_section
-from memearena.methods.judge_audit.driver import JudgeAuditOutcome, ScoreRecord, VerdictRecord
+from memearena.methods.judge_audit.stages import JudgeAuditOutcome, ScoreRecord, VerdictRecord
 
 ITEMS = [f"m{i:02d}" for i in range(30)]
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from memearena.demo import demo_config
+from memearena.demo import demo_config, run_demo_audit
 from memearena.methods.judge_audit.view import demo_check
-from memearena.runner_judge_audit import run_demo_audit
 from memearena.sim.judge_audit import DEMO_AUDIT_REFERENCE
 
 

@@ -19,8 +19,9 @@ from PIL import Image, ImageDraw, ImageFont
 from memearena.config import parse_config
 from memearena.data import load_datasets
 from memearena.demo import demo_config
-from memearena.methods.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
+from memearena.engine.pool import open_pool, sim_world
 from memearena.methods.judge_audit.items import integrality_check
+from memearena.methods.judge_audit.method import load_audit_inputs
 from memearena.methods.judge_audit.perturb import (
     AESTHETIC_EDITS,
     GEOMETRIC_EDITS,
@@ -33,8 +34,7 @@ from memearena.methods.judge_audit.perturb import (
     structural_similarity,
     transform_image,
 )
-from memearena.runner import open_pool
-from memearena.runner_judge_audit import load_audit_inputs
+from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline
 from memearena.store import RunStore
 
 SSIM_FLOOR = 0.75
@@ -217,7 +217,7 @@ def _pipeline(tmp_path: Path, **audit: object) -> tuple[JudgeAuditPipeline, RunS
     cfg = parse_config(raw)
     store = RunStore(tmp_path / "run.db")
     memes, rows = load_audit_inputs(cfg, store, tmp_path / "source")
-    pool = open_pool(cfg, memes, store, cache_path=None, max_cost=None)
+    pool = open_pool(cfg, sim_world(cfg, memes), store, cache_path=None, max_cost=None)
     return JudgeAuditPipeline(cfg, memes, rows, pool, store, tmp_path / "images"), store
 
 

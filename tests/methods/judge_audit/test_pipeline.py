@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from memearena.cli import app
 from memearena.config import parse_config
-from memearena.runner_judge_audit import SCORES_FILE, run_judge_audit
+from memearena.engine.lifecycle import run_method
+from memearena.methods.judge_audit.method import SCORES_FILE
 
 runner = CliRunner()
 
@@ -50,7 +51,7 @@ def _row(section: dict[str, Any], judge: str) -> dict[str, Any]:
 def audit_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     run_dir = tmp_path_factory.mktemp("audit") / "ja"
     cfg = parse_config(_raw())
-    return run_dir, run_judge_audit(cfg, run_dir, show_progress=False)
+    return run_dir, run_method("judge_audit", cfg, run_dir, show_progress=False)
 
 
 def test_outputs_and_leaderboard(audit_run: tuple[Path, Any]) -> None:
@@ -84,7 +85,7 @@ def test_outputs_and_leaderboard(audit_run: tuple[Path, Any]) -> None:
     html = (run_dir / "report.html").read_text()
     assert 'id="judge-audit"' in html and "data:image/jpeg;base64," in html
     # A standalone audit's report has what every method's has: run facts, usage, errors.
-    assert section["run"]["config_sha256"] in html
+    assert board["run"]["config_sha256"] in html
     assert set(section["usage"]) >= {"clean", "blind", "broken"}
     assert 'id="judge-audit-usage"' in html and 'id="judge-audit-errors"' in html
 
@@ -104,7 +105,7 @@ def test_unparsed_scores_are_excluded_and_counted(audit_run: tuple[Path, Any]) -
 
 def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
     run_dir, first = audit_run
-    again = run_judge_audit(parse_config(_raw()), run_dir, show_progress=False)
+    again = run_method("judge_audit", parse_config(_raw()), run_dir, show_progress=False)
     assert again.new_calls == 0
     assert _row(again.section, "clean")["overall"] == _row(first.section, "clean")["overall"]
 
@@ -126,7 +127,7 @@ def test_scores_file_reanalyses_with_metrics(audit_run: tuple[Path, Any]) -> Non
 def test_abstentions_are_an_outcome_not_a_number(tmp_path: Path) -> None:
     raw = _raw(prompt="abstention", judges=["clean"], reference_judge=None, classic=[])
     raw["data"] = [{"format": "demo", "limit": 4}]
-    result = run_judge_audit(parse_config(raw), tmp_path / "run", show_progress=False)
+    result = run_method("judge_audit", parse_config(raw), tmp_path / "run", show_progress=False)
     row = _row(result.section, "clean")
     assert row["abstention_rate"]["value"] > 0
     rd = row["types"]["response_dominance"]
@@ -157,7 +158,7 @@ def test_mm_judgebias_rows_are_scored_and_bad_rows_recorded(tmp_path: Path) -> N
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     raw = _raw(judges=["clean"], responders=[], reference_judge=None)
     raw["data"] = [{"format": "mm-judgebias", "path": str(data)}]
-    result = run_judge_audit(parse_config(raw), tmp_path / "run", show_progress=False)
+    result = run_method("judge_audit", parse_config(raw), tmp_path / "run", show_progress=False)
     assert result.section["items"] == 2
     scored = {(r.item, r.bias_type) for r in result.outcome.scores}
     assert scored == {("mm-judgebias:1", "text_dominance"), ("mm-judgebias:2", "image_dominance")}
@@ -185,7 +186,7 @@ def test_cli_run_dry_run_and_nothing_usable(tmp_path: Path) -> None:
 
 
 def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
-    from memearena.runner import run_arena
+    from memearena.engine.lifecycle import run_method
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -209,7 +210,7 @@ def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
             "judge_audit": str(run_dir / "leaderboard.json"),
         },
     }
-    result = run_arena(parse_config(raw), run_dir, show_progress=False)
+    result = run_method("arena", parse_config(raw), run_dir, show_progress=False)
     warnings = result.leaderboard["arena"]["judge_audit_warnings"]
     assert any("'j1' is flagged by the judge audit: position" in w for w in warnings)
     assert any("'j2' was not covered" in w for w in warnings)
@@ -222,11 +223,11 @@ def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
     raw["models"]["clean"]["price"] = {"input": 1000.0, "output": 1000.0}
     raw["data"] = [{"format": "demo", "limit": 3}]
     cfg = parse_config(raw)
-    stopped = run_judge_audit(cfg, tmp_path / "run", max_cost=0.5, show_progress=False)
+    stopped = run_method("judge_audit", cfg, tmp_path / "run", max_cost=0.5, show_progress=False)
     assert stopped.stopped is not None and stopped.section["stopped"]
     assert stopped.cost_usd <= 0.5 + 1e-9
     done_before = len(stopped.outcome.scores)
-    resumed = run_judge_audit(cfg, tmp_path / "run", show_progress=False)
+    resumed = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
     assert resumed.stopped is None
     assert len(resumed.outcome.scores) >= done_before
-    assert resumed.usable
+    assert resumed.exit_code == 0 and resumed.status.complete

@@ -1,4 +1,5 @@
 """Adapt (AdamMeme): mining, misbelief, reference, scoring, refinement; one module per stage.
 
-from memearena.methods.adapt.driver import run_adapt, plan_adapt
+Run it through the lifecycle (``memearena.engine.lifecycle.run_method("adapt", cfg, run_dir)``)
+or the notebook API (``memearena.run_adapt``); ``method.py`` is what the lifecycle sees of it.
 """

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from memearena.data import Meme
-from memearena.engine.steps import bounded_map
+from memearena.engine.steps import bounded_map, seeded_rng
 from memearena.errors import ModelError
 from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.methods.adapt.config import AdaptConfig
 from memearena.methods.adapt.erase import refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
-from memearena.methods.arena.schedule import seeded_rng
 from memearena.models.types import GenParams
 
 __all__ = [

@@ -1,16 +1,11 @@
-"""Rendering of the Adapt method: its leaderboard.json section, lineage file, human-labelling
-export, console summary and the report's Adapt section. Rendering only: the numbers come from
+"""Rendering of the Adapt method: its console summary and the report's Adapt section, from the
+``adapt`` key of leaderboard.json only. Rendering only: the numbers come from
 ``memearena.methods.adapt.analysis``. Meme text and model output are untrusted: the HTML escapes
-them, the console prints them as plain text, and the CSV export defuses spreadsheet formulas."""
+them and the console prints them as plain text."""
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -18,151 +13,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memearena.config import RunConfig
-from memearena.methods.arena.schedule import seeded_rng
-from memearena.report.safe import console_safe, csv_safe
+from memearena.report.html import Section, register_section
+from memearena.report.safe import console_safe
 from memearena.report.svg import estimate, interval_chart
 
-__all__ = [
-    "HUMAN_KEY_FILE",
-    "HUMAN_LABELS_FILE",
-    "adapt_view",
-    "csv_cell",
-    "fmt_interval",
-    "print_adapt_summary",
-    "write_adapt_outputs",
-]
-
-HUMAN_LABELS_FILE = "adapt_human_labels.csv"
-"""Blind labelling sheet: item, image, text, and empty ``harmful`` / ``category`` columns."""
-HUMAN_KEY_FILE = "adapt_human_key.csv"
-"""What each item of the labelling sheet is (kept apart so the labellers stay blind)."""
-
-
-def csv_cell(value: object) -> object:
-    """A cell a spreadsheet will show as text, never evaluate (formula injection)."""
-    return csv_safe("" if value is None else value)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _merge_board(run_dir: Path, section: dict[str, Any]) -> dict[str, Any]:
-    """leaderboard.json with its ``adapt`` key replaced (other methods' keys kept)."""
-    path = run_dir / "leaderboard.json"
-    board: dict[str, Any] = {}
-    if path.exists():
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
-                board = loaded
-        except (OSError, json.JSONDecodeError):
-            board = {}  # an unreadable board is rewritten with what this run knows
-    board["adapt"] = section
-    _atomic_write(path, json.dumps(board, indent=2, ensure_ascii=False))
-    return board
-
-
-def _refined_image(run_dir: Path, shown: dict[str, Any] | None) -> str | None:
-    """Where the image a rewrite was shown with is ("": it went out with none; None: the
-    meme's own image)."""
-    if not shown or shown.get("source") in ("original", "no image"):
-        return None
-    if not shown.get("path"):
-        return ""
-    path = Path(shown["path"])
-    return str(path if path.is_absolute() else run_dir / path)
-
-
-def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, Any]) -> int:
-    """Refined items and their matched originals, shuffled, for blind harmfulness labels."""
-    items: dict[tuple[str, str], dict[str, Any]] = {}
-    for c in outcome.chains:
-        for s in c["steps"]:
-            if not s.get("text"):
-                continue
-            items.setdefault(
-                ("refined", s["text"]),
-                {
-                    "kind": "refined",
-                    "meme": s["meme"],
-                    "text": s["text"],
-                    "category": c["category"],
-                    # Labelled on what the target saw: the erased image, never the original.
-                    "image": _refined_image(run_dir, s.get("image")),
-                },
-            )
-            items.setdefault(
-                ("original", s["meme"]),
-                {
-                    "kind": "original",
-                    "meme": s["meme"],
-                    "text": s["parent_text"],
-                    "category": c["category"],
-                },
-            )
-    rows = sorted(items.values(), key=lambda r: (r["meme"], r["kind"], r["text"]))
-    seeded_rng(cfg.seed, "adapt.human_export").shuffle(rows)
-    labels: list[list[object]] = [["item", "image", "text", "harmful", "category"]]
-    key: list[list[object]] = [["item", "kind", "meme", "category", "text"]]
-    for i, r in enumerate(rows, start=1):
-        item = f"item-{i:05d}"
-        image = r["image"] if r.get("image") is not None else memes.get(r["meme"])
-        labels.append([item, csv_cell(image), csv_cell(r["text"]), "", ""])
-        key.append(
-            [item, r["kind"], csv_cell(r["meme"]), csv_cell(r["category"]), csv_cell(r["text"])]
-        )
-    for name, table in ((HUMAN_LABELS_FILE, labels), (HUMAN_KEY_FILE, key)):
-        buf = _Buffer()
-        csv.writer(buf).writerows(table)
-        _atomic_write(run_dir / name, buf.text())
-    return len(rows)
-
-
-class _Buffer:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, s: str) -> int:
-        self.parts.append(s)
-        return len(s)
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-def write_adapt_outputs(
-    run_dir: Path, cfg: RunConfig, outcome: Any, section: dict[str, Any]
-) -> dict[str, Any]:
-    """leaderboard.json (``adapt`` key), ``adapt_chains.jsonl``, ``adapt_scores.jsonl``, the
-    human-labelling export, and report.html; returns the whole board."""
-    from memearena.data import load_datasets
-    from memearena.report.html import write_report
-
-    board = _merge_board(run_dir, section)
-    _atomic_write(
-        run_dir / "adapt_chains.jsonl",
-        "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in outcome.chains),
-    )
-    _atomic_write(
-        run_dir / "adapt_scores.jsonl",
-        "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outcome.originals),
-    )
-    if cfg.adapt is not None and cfg.adapt.human_export:
-        loaded = load_datasets(cfg.data, cfg.image, check_images=False)
-        images = {m.uid: str(m.image_path) if m.image_path else "" for m in loaded.memes}
-        _human_export(run_dir, cfg, outcome, images)
-    write_report(run_dir, board)
-    return board
-
+__all__ = ["adapt_view", "fmt_interval", "print_adapt_summary", "report_section"]
 
 # ---- console --------------------------------------------------------------------------------
 
@@ -457,3 +312,12 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
             if q
         ],
     }
+
+
+def report_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's Adapt part (``adapt.html.j2``), or None when there is nothing to show."""
+    view = adapt_view(board)
+    return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
+
+
+register_section(Section("adapt", "Adapt", "adapt.html.j2", report_section, order=1))

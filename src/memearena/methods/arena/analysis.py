@@ -60,7 +60,7 @@ __all__ = [
     "true_ranking",
     "verdict_batches",
     "verdict_metrics",
-    "write_arena_outputs",
+    "write_battle_files",
 ]
 
 WEAK_PRIOR = 1.0
@@ -799,39 +799,19 @@ def arena_leaderboard(
     return doc
 
 
-def _strict_json(obj: Any) -> Any:
-    """The document with every non-finite number as null (strict JSON readers reject NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_strict_json(v) for v in obj]
-    return obj
-
-
 _line_encoder = msgspec.json.Encoder(order="sorted")
 """One battle per line, keys sorted (7x faster than ``json.dumps`` on battle rows); a line
 with non-ASCII text is written by ``json.dumps`` instead, escaped."""
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_arena_outputs(
-    run_dir: Path, board: dict[str, Any], outcomes: Sequence[ArenaOutcome], cfg: RunConfig
-) -> None:
-    """Write ``leaderboard.json`` and the battle files: ``battles.jsonl`` holds the battles
+def write_battle_files(run_dir: Path, outcomes: Sequence[ArenaOutcome], cfg: RunConfig) -> None:
+    """Write the battle files: ``battles.jsonl`` holds the battles
     the main leaderboard is fitted on, so ``memearena rank --cluster item`` reproduces it;
     battles left out by the self-judging policy go to ``battles.self_judged.jsonl``; other
     settings to ``battles.<setting>.jsonl`` (and ``battles.<setting>.self_judged.jsonl``)."""
     assert cfg.arena is not None
     families = _families(cfg)
     exclude = cfg.arena.self_judging == "exclude"
-    _atomic_write(run_dir / "leaderboard.json", json.dumps(_strict_json(board), indent=2))
     for i, o in enumerate(outcomes):
         stem = "battles" if i == 0 else f"battles.{o.setting}"
         kept, left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"

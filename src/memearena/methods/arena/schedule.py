@@ -8,11 +8,6 @@ from dataclasses import dataclass
 from itertools import combinations
 
 
-def seeded_rng(*parts: object) -> random.Random:
-    """A generator seeded by a string of the parts: stable across processes and platforms."""
-    return random.Random("|".join(str(p) for p in parts))
-
-
 @dataclass(frozen=True)
 class FusionPlan:
     """Who drafts a meme's guideline and which judge refines it in each round."""

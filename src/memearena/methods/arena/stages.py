@@ -9,7 +9,7 @@ output gives a new key. Outcomes that are final (a parsed output, a refusal, an 
 unparseable after re-asks) are artifacts; a permanent model failure is only an error record, so a
 re-run retries it.
 
-The pipeline streams: memes go through a bounded window (``pipelines.steps.bounded_map``); each
+The pipeline streams: memes go through a bounded window (``engine.steps.bounded_map``); each
 meme's steps are looked up in batches, the missing ones called, their outcomes group-committed;
 then the meme leaves memory (its prepared image included: the image's hash is kept in the store,
 so a resumed step never re-encodes it). Which artifacts make up the current outcome is recorded
@@ -30,13 +30,12 @@ from typing import Any, TypeVar
 from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map, run_step
+from memearena.engine.steps import StageCount, bounded_map, run_step, seeded_rng
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
     pick_analysis,
-    seeded_rng,
     target_pairs,
 )
 from memearena.models import ModelPool
@@ -124,18 +123,6 @@ class JudgedPair:
     judge: str
     forward: dict[str, Any]
     backward: dict[str, Any]
-
-
-@dataclass
-class StageCount:
-    """Steps of one stage in this run: reused from the store, newly computed, or failed."""
-
-    reused: int = 0
-    """Found in the store under the same key (same request): not called again."""
-    new: int = 0
-    """Computed by this run (a parsed output, a refusal or an unparseable output)."""
-    failed: int = 0
-    """A model failure (only an error record): retried by the next run."""
 
 
 @dataclass

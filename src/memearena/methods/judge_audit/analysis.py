@@ -38,7 +38,7 @@ import numpy as np
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.errors import DataError
-from memearena.methods.judge_audit.driver import JudgeAuditOutcome
+from memearena.methods.judge_audit.stages import JudgeAuditOutcome
 from memearena.stats.judge_bias import (
     BIAS_CATEGORIES,
     BIAS_TYPES,

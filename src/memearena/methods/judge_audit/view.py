@@ -13,19 +13,17 @@ import hashlib
 import io
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from memearena.report.console import fitted_tables
+from memearena.report.html import Section, register_section
 from memearena.report.safe import console_safe, strip_control
 from memearena.report.svg import estimate, interval_chart
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
-
-if TYPE_CHECKING:
-    from memearena.runner_judge_audit import JudgeAuditRunResult
 
 __all__ = [
     "attach_thumbnails",
@@ -34,6 +32,7 @@ __all__ = [
     "judge_audit_table",
     "judge_audit_view",
     "print_judge_audit_summary",
+    "report_section",
     "thumbnail",
 ]
 
@@ -154,10 +153,10 @@ def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
     return lines, ok
 
 
-def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> None:
-    """The leaderboard, what was run and where the outputs are. Tables fit the console's width
-    (split into parts that repeat the judge column: a judge's name is never cut)."""
-    section = result.section
+def print_judge_audit_summary(console: Console, section: dict[str, Any]) -> None:
+    """The evaluator leaderboard, the classic biases and what was run, from the
+    ``judge_audit`` section. Tables fit the console's width (split into parts that repeat the
+    judge column: a judge's name is never cut)."""
     rows = _rows(section)
     names = [console_safe(r.get("judge", "")) for r in rows]
     lead_headers = ["#", "rank range", "trust", "shortfalls", "overall", *BIAS_CATEGORIES]
@@ -206,10 +205,7 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
     ):
         console.print(table)
     console.print(
-        strip_control(
-            f"{section.get('items', 0)} items, prompt {section.get('prompt')!s}; "
-            f"{result.new_calls:,} new calls, ${result.cost_usd:.2f} spent in total"
-        ),
+        strip_control(f"{section.get('items', 0)} items, prompt {section.get('prompt')!s}"),
         markup=False,
     )
     errors = section.get("errors") or {}
@@ -220,13 +216,6 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
             ),
             markup=False,
         )
-    if result.stopped:
-        console.print(
-            strip_control(f"stopped early: {result.stopped}"), markup=False, style="yellow"
-        )
-    if not result.usable:
-        console.print("the audit produced nothing usable: no pair received two scores", style="red")
-    console.print(strip_control(f"outputs in {result.run_dir}"), markup=False)
 
 
 # ---- HTML view ---------------------------------------------------------------------------------
@@ -422,3 +411,13 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         "reference": str(section.get("reference_judge") or "the panel's best"),
         "simulated": str(sim.get("note", "")) if isinstance(sim, dict) else None,
     }
+
+
+def report_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's Judge-audit part (``_judge_audit.html.j2``)."""
+    return judge_audit_view(section)
+
+
+register_section(
+    Section("judge_audit", "Judge audit", "_judge_audit.html.j2", report_section, order=2)
+)

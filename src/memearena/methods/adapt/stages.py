@@ -1,4 +1,5 @@
-"""The Adapt driver: mining -> misbeliefs -> references -> scoring (per repeat) -> refinement.
+"""The Adapt stages in order: mining -> misbeliefs -> references -> scoring (per repeat) ->
+refinement (one module each; this one runs them).
 
 Every stage streams its jobs through ``bounded_map`` (a bounded window in flight) and every
 model call is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the
@@ -8,14 +9,9 @@ chain) are rebuilt from the stored steps on every run, so they always match the 
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from memearena.config import RunConfig
 from memearena.data import Meme
@@ -38,16 +34,13 @@ from memearena.methods.adapt.refine import (
     seed_count,
 )
 from memearena.methods.adapt.scoring import answer_and_score
-from memearena.models import ModelPool, ResponseCache
+from memearena.models import ModelPool
 from memearena.store import RunStore
 
 __all__ = [
     "TYPICAL_OUTPUT_TOKENS",
     "AdaptOutcome",
     "AdaptPipeline",
-    "AdaptRunResult",
-    "plan_adapt",
-    "run_adapt",
 ]
 
 TYPICAL_OUTPUT_TOKENS: dict[str, int] = {
@@ -194,7 +187,10 @@ class AdaptPipeline:
             vectors, _ = await misbelief_vectors(ctx, texts)
             self._mark(out, "embeddings")
         chain_jobs: list[tuple[str, int, str, Sample, Retriever]] = []
-        for (t, cname, r), pool in sorted(samples.items()):
+        for (t, cname, r), arrived in sorted(samples.items()):
+            # Completion order is the endpoint's (latency, concurrency): retrieval ties and the
+            # seed draw must not depend on it, or a run is not reproducible from its config.
+            pool = sorted(arrived, key=lambda s: (s.meme.uid, s.category.name))
             retriever: Retriever
             if vectors is None:
                 retriever = Retriever(pool)
@@ -219,112 +215,3 @@ class AdaptPipeline:
             key=lambda c: (c["target"], c["category"], c["repeat"], c["mode"], c["seed"])
         )
         self._mark(out, "refinement")
-
-
-@dataclass
-class AdaptRunResult:
-    """Where a finished (or budget-stopped) Adapt run left its outputs."""
-
-    run_dir: Path
-    outcome: AdaptOutcome
-    section: dict[str, Any]
-    new_calls: int
-    cost_usd: float
-    stopped: str | None
-
-
-def _open(
-    cfg: RunConfig,
-    memes: Sequence[Meme],
-    store: RunStore | None,
-    cache_path: Path | None,
-    max_cost: float | None,
-) -> tuple[ModelPool, Callable[[str, str], None]]:
-    """The model pool (with the simulated world, its Adapt switches set) and the image hook."""
-    from memearena.runner import sim_world
-
-    acfg = cfg.adapt
-    assert acfg is not None
-    world = sim_world(cfg, memes)
-    world.adapt.null_world = acfg.sim.null_world
-    # The null world answers the same requests differently: its replies must never be cached
-    # alongside (or replayed as) the ordinary world's.
-    use_cache = cache_path is not None and cfg.cache and not acfg.sim.null_world
-    cache = ResponseCache(cache_path) if use_cache and cache_path is not None else None
-    pool = ModelPool(cfg.models, store=store, cache=cache, max_cost=max_cost, responder=world)
-    return pool, world.adapt.register_image
-
-
-def run_adapt(
-    cfg: RunConfig,
-    run_dir: str | Path,
-    *,
-    max_cost: float | None = None,
-    cache_path: Path | None = None,
-    console: Console | None = None,
-    show_progress: bool = True,
-    bootstrap: int | None = None,
-) -> AdaptRunResult:
-    """Run (or resume) Adapt in ``run_dir``; add its section to ``leaderboard.json``, write the
-    report, the lineage (``adapt_chains.jsonl``) and the human-labelling export."""
-    from memearena.methods.adapt.analysis import adapt_section
-    from memearena.methods.adapt.view import write_adapt_outputs
-    from memearena.runner import load_memes, run_facts, snapshot_config
-
-    if cfg.adapt is None:
-        raise ConfigError("config: 'adapt' section is missing")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    store = RunStore(run_dir / "run.db")
-    try:
-        snapshot_config(cfg, store)
-        memes = load_memes(cfg, store).memes
-        calls_before = len(store.calls())
-        pool, on_image = _open(cfg, memes, store, cache_path or run_dir / "cache.sqlite", max_cost)
-
-        async def go() -> AdaptOutcome:
-            try:
-                with StageProgress(console, enabled=show_progress) as progress:
-                    pipe = AdaptPipeline(cfg, memes, pool, store, progress, on_image)
-                    return await pipe.run()
-            finally:
-                await pool.aclose()
-
-        outcome = asyncio.run(go())
-        section = adapt_section(cfg, outcome, bootstrap=bootstrap, store=store)
-        section["run"] = run_facts(cfg)  # the report shows every method's run facts
-        write_adapt_outputs(run_dir, cfg, outcome, section)
-        new_calls = sum(
-            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
-        )
-        return AdaptRunResult(
-            run_dir, outcome, section, new_calls, store.total_cost(), outcome.stopped
-        )
-    finally:
-        store.close()
-
-
-def plan_adapt(cfg: RunConfig) -> Any:
-    """Dry run: Adapt with every model stood in for by a simulated one of the same name (no
-    endpoint is called). Counts follow the simulated run's path (refinement chains stop where
-    simulated scores stop them), so they are an estimate; tokens use typical reply lengths."""
-    from memearena.runner import load_memes, planned_from_calls, stand_in_config
-
-    sim_cfg = stand_in_config(cfg)
-    with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
-        store = RunStore(Path(tmp) / "run.db")
-        try:
-            memes = load_memes(sim_cfg).memes
-            pool, on_image = _open(sim_cfg, memes, store, None, None)
-
-            async def go() -> None:
-                try:
-                    pipe = AdaptPipeline(sim_cfg, memes, pool, store, None, on_image, dry_run=True)
-                    await pipe.run()
-                finally:
-                    await pool.aclose()
-
-            asyncio.run(go())
-            return planned_from_calls(cfg, store.iter_calls(), TYPICAL_OUTPUT_TOKENS)
-        finally:
-            store.close()

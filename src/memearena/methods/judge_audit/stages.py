@@ -1,6 +1,6 @@
-"""The Judge audit driver: responses → perturbed pairs → pointwise scores → classic biases.
+"""The Judge audit stages in order: responses → perturbed pairs → pointwise scores → classic biases.
 
-Every model call is one idempotent step (``pipelines.steps.run_step``) whose artifact key
+Every model call is one idempotent step (``engine.steps.run_step``) whose artifact key
 carries the request's fingerprint (``ModelPool.request_key``): a re-run resumes, a changed
 prompt, image or parameter is recomputed, and identical requests (the unbiased triplet shared by
 several bias types) are judged once. Jobs stream through ``bounded_map`` windows and results are

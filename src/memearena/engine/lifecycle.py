@@ -1,0 +1,262 @@
+"""The run lifecycle, written once for every method.
+
+``run_method`` opens (or creates) the run directory — the lock, the store, the dataset binding,
+the config snapshot with prompt hashes — checks every needed API key before any call, builds the
+pool (cache, spend cap, batch), runs the method, accounts for it (spend and its upper bound
+from the store, steps reused / new per stage) and finishes it: the status with its problems and
+exit code, the method's section merged into ``leaderboard.json`` atomically, the report, and
+the console summary (``print_run_summary``). ``plan_method`` is the dry run: the same code path
+against stand-ins. The lifecycle sees a method only through ``memearena.methods.base.Method``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from memearena.config import RunConfig
+from memearena.engine.leaderboard import merge_leaderboard
+from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, stand_in_config
+from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
+from memearena.engine.progress import StageProgress
+from memearena.engine.rundir import open_run_dir, run_facts
+from memearena.engine.status import RunStatus, directory_status, print_run_status
+from memearena.engine.steps import StageCount, counting_steps
+from memearena.methods.base import Method, MethodRun, RunContext, get_method, method_names
+from memearena.report.html import write_report
+from memearena.report.safe import console_safe
+from memearena.store import RunStore
+
+__all__ = [
+    "RunResult",
+    "env_flag",
+    "plan_method",
+    "print_run_summary",
+    "run_method",
+    "write_run_report",
+]
+
+
+@dataclass
+class RunResult:
+    """Where a finished (or stopped) run of one method left its outputs, and its verdict."""
+
+    method: str
+    title: str
+    run_dir: Path
+    leaderboard: dict[str, Any]
+    """The whole ``leaderboard.json`` as written (every method's keys)."""
+    status: RunStatus
+    """What is missing, why, the spend and the exit code (``memearena.engine.status``)."""
+    new_calls: int
+    """Calls this invocation paid for (not cached, not over budget)."""
+    cost_usd: float
+    """Everything the run directory's calls cost (settled), every invocation."""
+    outcome: Any
+    """The method's own outcome (the Arena: one ``ArenaOutcome`` per setting)."""
+    outputs: tuple[str, ...] = ()
+    stages: dict[str, StageCount] = field(default_factory=dict)
+    """Per stage: steps reused from the run directory, newly computed, and failed."""
+    analysis_reused: bool = False
+    """The section was unchanged: the previous one was kept rather than recomputed."""
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the run stopped early (the spend cap), or None."""
+        return self.status.stopped
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """The method's section of the leaderboard (empty when it wrote none)."""
+        sec = self.leaderboard.get(self.method)
+        return sec if isinstance(sec, dict) else {}
+
+    @property
+    def exit_code(self) -> int:
+        """0 complete, 1 incomplete or nothing usable, 3 spend cap reached."""
+        return self.status.exit_code
+
+    def resume_line(self) -> str:
+        """``contexts: reused N, new M · answers: ...`` (failed steps too, when any)."""
+        parts = []
+        for stage, c in self.stages.items():
+            text = f"{stage}: reused {c.reused:,}, new {c.new:,}"
+            if c.failed:
+                text += f", failed {c.failed:,} (retried on re-run)"
+            parts.append(text)
+        return " · ".join(parts)
+
+
+def _method(name: str, cfg: RunConfig, options: Mapping[str, Any]) -> Method:
+    return get_method(name)(cfg, options)
+
+
+def run_method(
+    name: str,
+    cfg: RunConfig,
+    run_dir: str | Path,
+    *,
+    max_cost: float | None = None,
+    cache_path: Path | None = None,
+    console: Console | None = None,
+    show_progress: bool = True,
+    bootstrap: int | None = None,
+    **options: Any,
+) -> RunResult:
+    """Run (or resume) method ``name`` in ``run_dir``: outputs written, verdict returned."""
+    run_dir = Path(run_dir)
+    method = _method(name, cfg, options)
+    method.prepare(console)
+    with open_run_dir(cfg, run_dir) as store:
+        started = time.time()
+        calls_before = store.last_call_id()
+        inputs = method.load(store, run_dir)
+        check_keys(cfg, method.models())  # before any call
+        world = sim_world(cfg, inputs.memes)
+        cacheable = method.setup_world(world)
+        pool = open_pool(
+            cfg,
+            world,
+            store,
+            cache_path=(cache_path or run_dir / CACHE_FILE) if cacheable else None,
+            max_cost=max_cost,
+        )
+        ctx = RunContext(
+            cfg=cfg,
+            run_dir=run_dir,
+            store=store,
+            pool=pool,
+            progress=StageProgress(enabled=False),
+            inputs=inputs,
+            world=world,
+            started=started,
+            max_cost=max_cost,
+        )
+        with counting_steps() as tally:
+            run = _execute(method, ctx, console, show_progress)
+        stages = run.stages or {kind: tally[kind] for kind in tally}
+        finished = method.finish(ctx, run, bootstrap=bootstrap)
+        status = _directory_status(store, method.name, finished.status)
+        parts = {**finished.parts, "run": run_facts(cfg), "status": status}
+        board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
+        write_run_report(run_dir, board)
+        if finished.written is not None:
+            finished.written()
+        return RunResult(
+            method=method.name,
+            title=method.title,
+            run_dir=run_dir,
+            leaderboard=board,
+            status=finished.status,
+            new_calls=store.count_new_calls(calls_before),
+            cost_usd=store.total_cost(),
+            outcome=run.outcome,
+            outputs=method.outputs,
+            stages=stages,
+            analysis_reused=finished.analysis_reused,
+        )
+
+
+STATUS_META = "status."
+"""Meta entries ``status.<method>``: each method's latest status in this run directory."""
+
+
+def _directory_status(store: RunStore, method: str, status: RunStatus) -> dict[str, Any]:
+    """Record this method's status; the directory's: no method's failure hidden by another's
+    later success (the demo's directory holds three methods, one report banner)."""
+    store.set_meta(STATUS_META + method, json.dumps(status.as_json()))
+    others: dict[str, dict[str, Any]] = {}
+    for name in method_names():
+        raw = store.get_meta(STATUS_META + name) if name != method else None
+        if raw:
+            others[name] = json.loads(raw)
+    return directory_status(status, others)
+
+
+def _execute(
+    method: Method, ctx: RunContext, console: Console | None, show_progress: bool
+) -> MethodRun:
+    """One event loop for the method's stages; the pool is drained and closed however it ends."""
+
+    async def go() -> MethodRun:
+        try:
+            with StageProgress(console, enabled=show_progress and not ctx.planning) as progress:
+                ctx.progress = progress
+                return await method.run(ctx)
+        finally:
+            await ctx.pool.aclose()
+
+    return asyncio.run(go())
+
+
+def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
+    """Dry run of method ``name``: its own code path with every model stood in for by a
+    simulated one of the same name (``memearena.engine.plan``); nothing is called."""
+    _method(name, cfg, options)  # a missing section is one ConfigError line, before anything
+    sim_cfg = stand_in_config(cfg)
+    method = _method(name, sim_cfg, options)
+    with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:
+        scratch = Path(tmp)
+        store = RunStore(scratch / "run.db")
+        try:
+            inputs = method.load(None, scratch)
+            world = sim_world(sim_cfg, inputs.memes)
+            method.setup_world(world)
+            # The stand-ins of endpoint models meet the world as the simulated server would.
+            endpoints = frozenset(n for n, m in cfg.models.items() if m.provider != "sim")
+            served = AsServed(world, endpoints)
+            pool = open_pool(sim_cfg, served, store, cache_path=None, max_cost=None)
+            ctx = RunContext(
+                cfg=sim_cfg,
+                run_dir=scratch,
+                store=store,
+                pool=pool,
+                progress=StageProgress(enabled=False),
+                inputs=inputs,
+                world=world,
+                planning=True,
+                started=time.time(),
+                stand_ins=endpoints,
+            )
+            _execute(method, ctx, None, False)
+            return planned_from_calls(cfg, store.iter_calls(), method.typical_output)
+        finally:
+            store.close()
+
+
+def write_run_report(run_dir: Path, board: dict[str, Any]) -> Path:
+    """``run_dir/report.html`` from ``board``, with every registered method's section."""
+    for name in method_names():
+        get_method(name)  # importing a method registers its view's report section
+    return write_report(run_dir, board)
+
+
+def print_run_summary(console: Console, result: RunResult, *, view: bool = True) -> None:
+    """The end of every run, every method alike: the method's own summary (its view), steps
+    reused / new per stage, where the outputs are, then the status (one spend line)."""
+    if view:
+        get_method(result.method).summary(console, result.leaderboard)
+    if result.stages:
+        kept = "; leaderboard unchanged, kept" if result.analysis_reused else ""
+        console.print(f"steps — {result.resume_line()}{kept}", highlight=False, markup=False)
+    files = ", ".join(("run.db", "leaderboard.json", *result.outputs, "report.html"))
+    console.print(
+        f"{result.new_calls:,} new model calls. Outputs in "
+        f"{console_safe(result.run_dir)}/ ({files})",
+        highlight=False,
+    )
+    print_run_status(console, result.status)
+
+
+def env_flag(name: str) -> bool:
+    """Whether an environment flag is set to a true value."""
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -1,0 +1,303 @@
+"""The Arena as a method of the run lifecycle (``memearena.methods.base.Method``).
+
+Its stages are ``memearena.methods.arena.stages``; its analysis (the store's battles -> the
+``arena`` section, pure) is ``memearena.methods.arena.analysis``; its view is
+``memearena.methods.arena.view``. What is the Arena's own here: the settings to judge, the
+human-guidelines check and the Judge-audit warnings before any call, the wall-time check, the
+reuse of an unchanged leaderboard, the battle files, and what an incomplete Arena run lacks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from memearena.config import RunConfig, arena_call_estimate, check_wall_time
+from memearena.engine.rundir import load_memes
+from memearena.engine.status import ModelStatus, RunStatus, clean_line, spend_cap_problem
+from memearena.errors import ConfigError
+from memearena.methods.arena import view
+from memearena.methods.arena.stages import (
+    ANSWERS_VIEW,
+    ArenaOutcome,
+    ArenaPipeline,
+    judged_view,
+    load_human_guidelines,
+)
+from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
+from memearena.prompts import template_hashes
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from memearena.store import RunStore
+
+__all__ = ["ANALYSIS_DIGEST", "TYPICAL_OUTPUT_TOKENS", "Arena", "analysis_digest", "arena_status"]
+
+TYPICAL_OUTPUT_TOKENS: dict[str, int] = {
+    "arena.context": 450,
+    "arena.answer": 450,
+    "arena.guideline_draft": 500,
+    "arena.guideline_refine": 500,
+    "arena.guideline_self": 500,
+    "arena.judge": 350,
+}
+"""Output tokens a real model typically writes per role: the dry run's floor (capped by a
+model's ``max_tokens``), since simulated replies are shorter than real ones."""
+
+ANALYSIS_DIGEST = "arena.analysis_digest"
+"""Meta entry: digest of everything the written leaderboard was computed from."""
+
+
+class Arena:
+    """Contexts, answers, guideline fusion and pairwise battles -> Elo / Bradley–Terry."""
+
+    name: ClassVar[str] = "arena"
+    title: ClassVar[str] = "Arena"
+    keys: ClassVar[tuple[str, ...]] = ("arena", "simulated")
+    outputs: ClassVar[tuple[str, ...]] = ("battles.jsonl",)
+    typical_output: ClassVar[Mapping[str, int]] = TYPICAL_OUTPUT_TOKENS
+
+    def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
+        if cfg.arena is None:
+            raise ConfigError("config: arena: section is missing")
+        self.cfg = cfg
+        self.acfg = cfg.arena
+        settings = options.get("settings")
+        self.settings: list[str] | None = list(settings) if settings else None
+        self.notes: list[str] = []
+
+    def models(self) -> list[str]:
+        return [self.acfg.context_model, *self.acfg.targets, *self.acfg.judges]
+
+    def prepare(self, console: Console | None) -> None:
+        if "human" in (self.settings or [self.acfg.setting]):
+            load_human_guidelines(self.acfg.human_guidelines)  # a bad file fails before any call
+        self.notes = _judge_audit_warnings(self.cfg, console)
+
+    def load(self, store: RunStore | None, run_dir: Path) -> Inputs:
+        memes = load_memes(self.cfg, store).memes
+        if store is not None:  # a real run: its wall time is checked before any call
+            check_wall_time(self.cfg, arena_call_estimate(self.cfg, len(memes), self.settings))
+        return Inputs(list(memes))
+
+    def setup_world(self, world: Any) -> bool:
+        return True
+
+    async def run(self, ctx: RunContext) -> MethodRun:
+        pipe = ArenaPipeline(ctx.cfg, ctx.inputs.memes, ctx.pool, ctx.store, ctx.progress)
+        outcomes = await pipe.run(self.settings)
+        stopped = next((o.stopped for o in outcomes if o.stopped), None)
+        return MethodRun(outcomes, stopped, dict(pipe.counts))
+
+    def finish(self, ctx: RunContext, run: MethodRun, *, bootstrap: int | None) -> Finished:
+        from memearena.methods.arena.analysis import arena_leaderboard, write_battle_files
+
+        outcomes: list[ArenaOutcome] = run.outcome
+        store = ctx.store
+        done = [o for o in outcomes if not o.stopped]
+        status = arena_status(
+            ctx.cfg,
+            outcomes,
+            store,
+            memes=len(ctx.inputs.memes),
+            max_cost=ctx.max_cost,
+            since=ctx.started,
+            dead=ctx.pool.dead_models(),
+            stopped=run.stopped,
+        )
+        if not done:
+            # No setting finished (a spend cap or dead endpoints stopped the run before): the
+            # status replaces any earlier leaderboard, so that neither the file nor the report
+            # can pass an older result off as this run's; the report's banner says why.
+            return Finished({}, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, ""))
+        # The leaderboard is recomputed only when something it reads changed; the run's facts
+        # and status (date, spend, problems) are this run's either way.
+        digest = analysis_digest(ctx.cfg, store, [o.setting for o in done], bootstrap)
+        previous = _previous_board(ctx.run_dir, store, digest)
+        if previous is not None:
+            kept = {k: previous[k] for k in self.keys if k in previous}
+            return Finished(kept, status, analysis_reused=True)
+        board = arena_leaderboard(ctx.cfg, done, store, bootstrap=bootstrap)
+        if self.notes and isinstance(board.get("arena"), dict):
+            board["arena"]["judge_audit_warnings"] = self.notes
+        write_battle_files(ctx.run_dir, done, ctx.cfg)
+        return Finished(board, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, digest))
+
+    @staticmethod
+    def summary(console: Console, board: Mapping[str, Any]) -> None:
+        view.print_arena_summary(console, board)
+
+
+def analysis_digest(
+    cfg: RunConfig, store: RunStore, settings: Sequence[str], bootstrap: int | None
+) -> str:
+    """Digest of everything an Arena leaderboard is computed from: the config and prompts,
+    the member views (which answers and verdicts make up each setting), the calls and errors on
+    record, and the analysis code. Equal digests, equal leaderboards."""
+    from memearena import __version__
+    from memearena.methods.arena import analysis
+
+    h = hashlib.sha256()
+    for part in (
+        __version__,
+        Path(analysis.__file__).read_bytes().hex(),
+        cfg.model_dump_json(),
+        json.dumps(template_hashes(), sort_keys=True),
+        json.dumps([list(settings), bootstrap]),
+        str(store.last_call_id()),
+        store.errors_digest(),
+        store.view_digest(ANSWERS_VIEW),
+        *(store.view_digest(judged_view(s)) for s in settings),
+    ):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, Any] | None:
+    """The leaderboard written by an earlier run from exactly the same records, if intact."""
+    if store.get_meta(ANALYSIS_DIGEST) != digest:
+        return None
+    needed = [run_dir / n for n in ("leaderboard.json", "battles.jsonl", "report.html")]
+    if not all(p.exists() for p in needed):
+        return None
+    try:
+        board = json.loads(needed[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return board if isinstance(board, dict) else None
+
+
+def _judge_audit_warnings(cfg: RunConfig, console: Console | None) -> list[str]:
+    """Warnings about panel judges that the Judge audit named by ``arena.judge_audit`` flagged
+    (printed before any call is made)."""
+    if cfg.arena is None or cfg.arena.judge_audit is None:
+        return []
+    from rich.console import Console
+    from rich.markup import escape
+
+    from memearena.methods.judge_audit.analysis import audit_warnings
+
+    notes = audit_warnings(cfg.arena.judge_audit, cfg.arena.judges)
+    out = console or Console(stderr=True)
+    for note in notes:
+        out.print(f"[yellow]warning:[/yellow] {escape(note)}")
+    return notes
+
+
+def _judgment_state(art: Mapping[str, Any]) -> str:
+    if art.get("verdicts"):
+        return "done"
+    err = str(art.get("error") or "")
+    if art.get("refusal") or err.startswith("unparseable"):
+        return "refused"
+    return "missing"
+
+
+def arena_status(
+    cfg: RunConfig,
+    outcomes: Sequence[ArenaOutcome],
+    store: RunStore,
+    *,
+    memes: int,
+    max_cost: float | None,
+    since: float = 0.0,
+    dead: Mapping[str, str] | None = None,
+    stopped: str | None = None,
+) -> RunStatus:
+    """The status of an Arena run from its outcomes (the first one is the main setting), the
+    store (spend, failed calls since ``since``) and ``dead`` (model -> why nothing can be sent
+    to it, e.g. a missing key)."""
+    assert cfg.arena is not None
+    acfg = cfg.arena
+    dead = dict(dead or {})
+    call_errors = store.call_errors(since)
+    spent, upper = store.spend()
+    main = next((o for o in outcomes if not o.stopped), None)
+    rows: list[ModelStatus] = []
+    problems: list[str] = []
+
+    def why(model: str) -> str:
+        errs = call_errors.get(model, {})
+        parts = [f"{n} {k}" for k, n in sorted(errs.items(), key=lambda kv: -kv[1])]
+        if model in dead:
+            parts.insert(0, clean_line(dead[model]))
+        return "; ".join(parts) if parts else "no reply recorded"
+
+    if main is not None:
+        answers = main.answers
+        task_ids = set(main.tasks) or {(uid, lvl) for uid, lvl, _t in answers}
+        with_context = {uid for uid, _lvl in task_ids}
+        ctx_done = len(with_context)
+        rows.append(
+            ModelStatus(
+                acfg.context_model,
+                "context",
+                memes,
+                ctx_done,
+                0,
+                call_errors.get(acfg.context_model, {}),
+            )
+        )
+        # One pass over the answers (a stream from the store), counting per target.
+        answered: Counter[str] = Counter()
+        texts: Counter[str] = Counter()
+        for (_u, _l, tg), a in answers.items():
+            answered[tg] += 1
+            texts[tg] += "text" in a
+        for t in acfg.targets:
+            done = texts[t]
+            rows.append(
+                ModelStatus(
+                    t, "target", len(task_ids), done, answered[t] - done, call_errors.get(t, {})
+                )
+            )
+        states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
+        for jp in main.judged:
+            c = states.setdefault(jp.judge, Counter())
+            c[_judgment_state(jp.forward)] += 1
+            c[_judgment_state(jp.backward)] += 1
+        for j in acfg.judges:
+            c = states[j]
+            rows.append(
+                ModelStatus(
+                    j, "judge", sum(c.values()), c["done"], c["refused"], call_errors.get(j, {})
+                )
+            )
+        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
+    else:
+        battles = 0
+
+    if stopped:
+        problems.append(spend_cap_problem(max_cost))
+    for r in rows:
+        what = {"context": "contexts", "target": "answers", "judge": "verdicts"}[r.role]
+        if r.planned and r.done == 0:
+            problems.append(
+                f"{r.role} {r.model!r} produced no {what} (0 of {r.planned}): {why(r.model)}"
+            )
+        elif r.missing:
+            problems.append(
+                f"{r.role} {r.model!r}: {r.missing} of {r.planned} {what} missing ({why(r.model)})"
+            )
+    if main is not None and not rows[0].planned:
+        problems.append("no memes to run on")
+    for name in sorted(dead):
+        if not any(name in p for p in problems):
+            problems.append(f"model {name!r} unavailable: {clean_line(dead[name])}")
+    if main is not None and battles == 0 and not stopped:
+        problems.append("no battles were produced")
+    return RunStatus(
+        complete=not problems,
+        problems=problems,
+        spent_usd=spent,
+        spent_upper_bound_usd=upper,
+        max_cost=max_cost,
+        stopped=stopped,
+        models=rows,
+        battles=battles,
+    )
