@@ -380,14 +380,9 @@ class ModelPool:
                 self._cache.put_many(entries.items())
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
-        if calls and self._store is not None:
-            try:
-                self._store.record_call_rows(calls)
-            except Exception as e:
-                error = error or e
-        if settle and self._store is not None:
-            try:
-                self._store.settle_call_rows(settle)
+        if (calls or settle) and self._store is not None:
+            try:  # one transaction: the records of calls about to be sent and of calls ended
+                self._store.write_call_rows(calls, settle)
             except Exception as e:
                 error = error or e
         for w in waiters:

@@ -1,0 +1,212 @@
+"""SQLite cost per statement as the store grows: the simulated Arena (in-process, the demo
+catalogue, memes cycled from the bundled set as in ``bench/scale.py``) at growing sizes, every
+SQLite statement timed where it runs.
+
+Each size runs in its own process; there, ``sqlite3.connect`` hands out a connection whose
+cursors time ``execute``/``executemany`` and every fetch (a SELECT's rows are stepped while they
+are fetched) with ``perf_counter``; commits are ``COMMIT`` statements on the autocommit
+connections the store and cache use, so they are counted too. Reported per size: statements
+(an ``executemany`` counts once, its rows apart), total seconds inside SQLite, us per
+statement, overall and per statement shape (the first words and the table), so a statement that
+grows dearer with the store shows up by name. Target: us per statement flat (within noise) from
+100 to 1,000 memes.
+
+    nice python bench/store_statements.py [--sizes 100,300,1000] [--repeats 3] [--top 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_STATS: dict[str, list[float]] = {}  # shape -> [statements, rows, seconds]
+_WORDS = re.compile(r"\s+")
+
+
+def _shape(sql: str) -> str:
+    words = _WORDS.sub(" ", sql.strip()).split(" ")
+    head = " ".join(words[:2]).upper()
+    table = next(
+        (words[i + 1] for i, w in enumerate(words[:-1]) if w.upper() in ("FROM", "INTO", "UPDATE")),
+        "",
+    )
+    if head.startswith("UPDATE"):
+        table = words[1] if len(words) > 1 else ""
+    return f"{head} {table}".strip()
+
+
+def _add(sql: str, rows: int, seconds: float, statements: int = 1, db: str = "") -> None:
+    s = _STATS.setdefault(f"{_shape(sql)} [{db}]", [0, 0, 0.0])
+    s[0] += statements
+    s[1] += rows
+    s[2] += seconds
+
+
+class TimedCursor(sqlite3.Cursor):
+    """A cursor that adds the time spent in SQLite to its statement's shape."""
+
+    _sql = ""
+
+    def execute(self, sql: str, params: Any = (), /) -> TimedCursor:  # type: ignore[override]
+        self._sql = sql
+        t = time.perf_counter()
+        try:
+            return super().execute(sql, params)  # type: ignore[return-value]
+        finally:
+            _add(sql, 1, time.perf_counter() - t, db=self.connection.db_name)
+
+    def executemany(self, sql: str, seq: Any, /) -> TimedCursor:  # type: ignore[override]
+        self._sql = sql
+        rows = list(seq)
+        t = time.perf_counter()
+        try:
+            return super().executemany(sql, rows)  # type: ignore[return-value]
+        finally:
+            _add(sql, len(rows), time.perf_counter() - t, db=self.connection.db_name)
+
+    def _fetch(self, fn: Any, *args: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            _add(self._sql, 0, time.perf_counter() - t, 0, self.connection.db_name)
+
+    def fetchone(self) -> Any:
+        return self._fetch(super().fetchone)
+
+    def fetchall(self) -> list[Any]:
+        return self._fetch(super().fetchall)  # type: ignore[no-any-return]
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        return self._fetch(super().fetchmany, size or self.arraysize)  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return self._fetch(super().__next__)
+
+
+class TimedConnection(sqlite3.Connection):
+    """A connection whose shortcuts (``execute``, ``executemany``) go through a TimedCursor."""
+
+    def __init__(self, database: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        self.db_name = Path(str(database)).name
+
+    def cursor(self, factory: Any = TimedCursor) -> Any:  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, sql: str, params: Any = (), /) -> Any:  # type: ignore[override]
+        return self.cursor().execute(sql, params)
+
+    def executemany(self, sql: str, seq: Any, /) -> Any:  # type: ignore[override]
+        return self.cursor().executemany(sql, seq)
+
+
+def child(n: int) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from scale import write_memes
+
+    connect = sqlite3.connect
+
+    def timed_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        kwargs.setdefault("factory", TimedConnection)
+        return connect(*args, **kwargs)
+
+    sqlite3.connect = timed_connect  # type: ignore[assignment]
+
+    from memearena.api import run_arena
+    from memearena.config import DatasetConfig
+    from memearena.demo import demo_config
+
+    with tempfile.TemporaryDirectory(prefix="memearena-stmt-") as tmp:
+        root = Path(tmp)
+        data = write_memes(root / "data", n)
+        cfg = demo_config(bootstrap=50)
+        cfg = cfg.model_copy(
+            update={"run": "stmt", "data": [DatasetConfig(format="demo", path=data)]}
+        )
+        t, c = time.perf_counter(), time.process_time()
+        done = run_arena(cfg, root / "run", show_progress=False)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return {"memes": n, "calls": done.new_calls, "wall_s": wall, "cpu_s": cpu, "stats": _STATS}
+
+
+def run_child(n: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"child {n} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,300,1000")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per size, interleaved")
+    ap.add_argument("--top", type=int, default=12, help="statement shapes listed")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child is not None:
+        print(json.dumps(child(a.child)))
+        return
+    sizes = [int(s) for s in a.sizes.split(",")]
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+    for _ in range(a.repeats):  # interleaved: a change in the machine's load hits every size
+        for n in sizes:
+            runs[n].append(run_child(n))
+
+    def per_stmt(r: dict[str, Any], shape: str | None = None) -> tuple[float, float, float]:
+        items = [r["stats"][shape]] if shape else list(r["stats"].values())
+        stmts = sum(s[0] for s in items if s)
+        secs = sum(s[2] for s in items if s)
+        return stmts, secs, 1e6 * secs / max(1, stmts)
+
+    print(f"SQLite per statement, simulated Arena, median of {a.repeats} interleaved runs a size:")
+    cols = ("memes", 6), ("calls", 8), ("statements", 10), ("rows", 9), ("SQLite s", 9)
+    cols += ("us/stmt", 8), ("stmt/call", 9)
+    print(" ".join(f"{name:>{width}}" for name, width in cols))
+    for n in sizes:
+        rs = runs[n]
+        stmts = statistics.median(per_stmt(r)[0] for r in rs)
+        rows = statistics.median(sum(s[1] for s in r["stats"].values()) for r in rs)
+        secs = statistics.median(per_stmt(r)[1] for r in rs)
+        us = statistics.median(per_stmt(r)[2] for r in rs)
+        calls = statistics.median(r["calls"] for r in rs)
+        print(
+            f"{n:>6,} {calls:>8,.0f} {stmts:>10,.0f} {rows:>9,.0f} {secs:>9.2f} {us:>8.1f} "
+            f"{stmts / max(1, calls):>9.2f}"
+        )
+    last = runs[sizes[-1]]
+    shapes = sorted(
+        last[0]["stats"],
+        key=lambda k: -statistics.median(r["stats"].get(k, [0, 0, 0])[2] for r in last),
+    )[: a.top]
+    print(
+        "\nby statement shape (us per statement at each size; share of SQLite time at the largest):"
+    )
+    print(f"{'shape':<44} " + " ".join(f"{n:>9,}" for n in sizes) + f" {'share':>6}")
+    total_last = statistics.median(per_stmt(r)[1] for r in last)
+    for shape in shapes:
+        cells = []
+        for n in sizes:
+            vals = [per_stmt(r, shape) for r in runs[n] if shape in r["stats"]]
+            cells.append(f"{statistics.median(v[2] for v in vals):>9.1f}" if vals else f"{'-':>9}")
+        share = statistics.median(per_stmt(r, shape)[1] for r in last if shape in r["stats"])
+        print(f"{shape[:44]:<44} " + " ".join(cells) + f" {share / total_last:>6.1%}")
+
+
+if __name__ == "__main__":
+    main()
