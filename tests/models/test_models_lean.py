@@ -505,3 +505,33 @@ def test_an_unknown_client_is_refused_naming_the_field(tmp_path) -> None:
     )
     with pytest.raises(ConfigError, match="client"):
         load_config(path)
+
+
+def test_an_error_body_arriving_in_pieces_is_read_whole() -> None:
+    async def slow_error(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(status=400, headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(ERROR_BODY[:10].encode())
+        await asyncio.sleep(0.05)
+        await resp.write(ERROR_BODY[10:].encode())
+        await resp.write_eof()
+        return resp
+
+    with Stub(slow_error) as stub:
+        got = _both(stub, lambda b: b.chat(user("q"), GenParams(), "t"))
+    assert got["lean"] == got["sdk"]
+    assert got["lean"][2].endswith("HTTP 400: nope")
+
+
+def test_a_backend_serves_one_event_loop_after_another() -> None:
+    with BackgroundServer() as srv:
+        backend = LeanBackend("m", openai_cfg(srv.base_url))
+        first = run(backend.chat(user("one"), GenParams(), "t"))
+
+        async def second() -> str:
+            try:
+                return (await backend.chat(user("two"), GenParams(), "t")).text
+            finally:
+                await backend.aclose()
+
+        assert (first.text, run(second())) == ("[t] sim-a: one", "[t] sim-a: two")

@@ -183,13 +183,20 @@ class LeanBackend:
         self._busy = [0] * len(self._bases)
         self._rr = itertools.count()
         self._aiohttp: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"LeanBackend({self.name!r}, model={self._cfg.model!r})"
 
     def _session(self, i: int) -> aiohttp.ClientSession:
-        """Replica ``i``'s session, opened on first use (a session belongs to the running loop)."""
+        """Replica ``i``'s session, opened on first use. A session belongs to the event loop it
+        was opened on: a backend used again from another loop (one per command) opens new ones
+        (the old loop is gone with its connections)."""
+        loop = asyncio.get_running_loop()
+        if self._sessions is not None and self._loop is not loop:
+            self._sessions = None
         if self._sessions is None:
+            self._loop = loop
             import aiohttp
             from yarl import URL
 
@@ -295,8 +302,15 @@ class LeanBackend:
     async def _read_error(self, resp: aiohttp.ClientResponse) -> str:
         """An error body's message (its first ``_ERROR_BODY_BYTES`` only: an error body is
         untrusted and need not be small)."""
-        raw = await resp.content.read(_ERROR_BODY_BYTES)
-        return status_message(resp.status, raw.decode("utf-8", "replace"))
+        chunks: list[bytes] = []
+        left = _ERROR_BODY_BYTES
+        while left > 0:  # read(n) returns what has arrived, up to n: loop to the end or the cap
+            chunk = await resp.content.read(left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return status_message(resp.status, b"".join(chunks).decode("utf-8", "replace"))
 
     def _scrub(self, text: str) -> str:
         return scrub_key(text, self._secret)
