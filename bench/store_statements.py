@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import statistics
@@ -143,9 +144,14 @@ def child(n: int) -> dict[str, Any]:
     return {"memes": n, "calls": done.new_calls, "wall_s": wall, "cpu_s": cpu, "stats": _STATS}
 
 
-def run_child(n: int) -> dict[str, Any]:
+def run_child(n: int, src: str | None = None) -> dict[str, Any]:
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--child", str(n)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     if out.returncode != 0:
         raise SystemExit(f"child {n} failed:\n{out.stderr[-3000:]}")
@@ -157,16 +163,31 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,300,1000")
     ap.add_argument("--repeats", type=int, default=3, help="runs per size, interleaved")
     ap.add_argument("--top", type=int, default=12, help="statement shapes listed")
+    ap.add_argument(
+        "--baseline-src",
+        help="a src/ folder of another version (e.g. from git archive): run it too, interleaved",
+    )
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
         print(json.dumps(child(a.child)))
         return
     sizes = [int(s) for s in a.sizes.split(",")]
-    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
-    for _ in range(a.repeats):  # interleaved: a change in the machine's load hits every size
+    versions = {"this tree": None} | ({"baseline": a.baseline_src} if a.baseline_src else {})
+    all_runs: dict[str, dict[int, list[dict[str, Any]]]] = {
+        v: {n: [] for n in sizes} for v in versions
+    }
+    for _ in range(a.repeats):  # interleaved: a change in the machine's load hits all alike
         for n in sizes:
-            runs[n].append(run_child(n))
+            for v, src in versions.items():
+                all_runs[v][n].append(run_child(n, src))
+    for v in versions:
+        if len(versions) > 1:
+            print(f"\n=== {v} ({versions[v] or 'PYTHONPATH as set'}) ===")
+        report(all_runs[v], sizes, a)
+
+
+def report(runs: dict[int, list[dict[str, Any]]], sizes: list[int], a: Any) -> None:
 
     def per_stmt(r: dict[str, Any], shape: str | None = None) -> tuple[float, float, float]:
         items = [r["stats"][shape]] if shape else list(r["stats"].values())

@@ -236,6 +236,10 @@ REPLIES: dict[str, str] = {
     "verdict JSON in content": _completion('{"verdicts": {"a": {"winner": "A"}}}' + "[" * 40),
     "unknown fields": _completion("x", system_fingerprint="fp", service_tier={"a": [1, 2]}),
     "unicode": _completion("é ✓ 😀 \u2028"),
+    "a key given twice (the last wins on both)": (
+        '{"choices": [{"message": {"content": "first", "content": "last"}}]}'
+    ),
+    "a byte-order mark": "\ufeff" + _completion("x"),
     # malformed: every one a bad_response on both paths
     "message is a string": json.dumps({"choices": [{"message": "hello"}]}),
     "no choices": json.dumps({"id": "x"}),
