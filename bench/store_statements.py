@@ -180,7 +180,15 @@ def main() -> None:
     for _ in range(a.repeats):  # interleaved: a change in the machine's load hits all alike
         for n in sizes:
             for v, src in versions.items():
-                all_runs[v][n].append(run_child(n, src))
+                r = run_child(n, src)
+                all_runs[v][n].append(r)
+                secs = sum(st[2] for st in r["stats"].values())
+                stmts = sum(st[0] for st in r["stats"].values())
+                print(
+                    f"# {v}: {n} memes, {r['calls']:,} calls, {stmts:,} statements, "
+                    f"{1e6 * secs / max(1, stmts):.1f} us/stmt, wall {r['wall_s']:.0f} s",
+                    flush=True,
+                )
     for v in versions:
         if len(versions) > 1:
             print(f"\n=== {v} ({versions[v] or 'PYTHONPATH as set'}) ===")
