@@ -130,8 +130,10 @@ async def stack(
     image: tuple[str, str] | None,
     tmp: Path,
     client: str,
+    parts: str = "store,cache",
 ) -> Result:
-    """``calls`` distinct requests through ModelPool + cache + store over the ``client`` path."""
+    """``calls`` distinct requests through ModelPool + cache + store over the ``client`` path
+    (``parts`` names which of the store and the cache the pool gets)."""
     cfg = OpenAIModelConfig(
         provider="openai",
         model="sim-a",
@@ -139,8 +141,8 @@ async def stack(
         max_concurrency=conc,
         client=client,  # type: ignore[arg-type]
     )
-    store = RunStore(tmp / f"{tag}-run.db")
-    cache = ResponseCache(tmp / f"{tag}-cache.db")
+    store = RunStore(tmp / f"{tag}-run.db") if "store" in parts else None
+    cache = ResponseCache(tmp / f"{tag}-cache.db") if "cache" in parts else None
     pool = ModelPool({"sim-a": cfg}, store=store, cache=cache, max_cost=1e9)
     extra = () if image is None else (ImagePart(*image),)
 
@@ -152,12 +154,36 @@ async def stack(
         result = await _timed(one, calls)
     finally:
         await pool.aclose()
-    n_calls = len(store.calls())
-    assert n_calls == calls + min(50, calls), n_calls
-    assert store.usage_summary()["sim-a"]["cached"] == 0
-    store.close()
-    cache.close()
+    if store is not None:
+        n_calls = len(store.calls())
+        assert n_calls == calls + min(50, calls), n_calls
+        assert store.usage_summary()["sim-a"]["cached"] == 0
+        store.close()
+    if cache is not None:
+        cache.close()
     return result
+
+
+async def backend_only(
+    base_url: str, calls: int, conc: int, tag: str, image: tuple[str, str] | None
+) -> Result:
+    """The lean backend alone (no pool: no cache, store, limits, accounting)."""
+    from memearena.models import GenParams, LeanBackend
+
+    cfg = OpenAIModelConfig(provider="openai", model="sim-a", base_url=base_url)
+    backend = LeanBackend("sim-a", cfg)
+    sem = asyncio.Semaphore(conc)
+    extra = () if image is None else (ImagePart(*image),)
+
+    async def one(i: int) -> str:
+        msgs = [Message("user", (TextPart(f"{tag} {i}: {PROMPT}"), *extra))]
+        async with sem:
+            return (await backend.chat(msgs, GenParams(), "target")).text
+
+    try:
+        return await _timed(one, calls)
+    finally:
+        await backend.aclose()
 
 
 LABELS = {
@@ -167,6 +193,11 @@ LABELS = {
     "create": "bare SDK create (defaults)",
     "post": "bare SDK post + aiohttp transport",
 }
+BREAKDOWN = {  # not run unless named in --clients: where the stack's time goes
+    "lean-store": "lean stack, store but no cache",
+    "lean-pool": "lean stack, neither store nor cache",
+    "backend": "lean backend alone (no pool)",
+}
 
 
 def _runner(
@@ -175,6 +206,11 @@ def _runner(
     data_url = None if image is None else image[0]
     if kind in ("lean", "sdk"):
         return asyncio.run(stack(url, n, c, tag, image, tmp, kind))
+    if kind in ("lean-store", "lean-pool"):
+        parts = "store" if kind == "lean-store" else ""
+        return asyncio.run(stack(url, n, c, tag, image, tmp, "lean", parts))
+    if kind == "backend":
+        return asyncio.run(backend_only(url, n, c, tag, image))
     if kind == "raw":
         return asyncio.run(raw(url, n, c, tag, data_url))
     return asyncio.run(bare(url, n, c, tag, data_url, fast=kind == "post"))
@@ -198,11 +234,16 @@ def main() -> None:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--repeats", type=int, default=5, help="zero-latency rounds (median kept)")
     ap.add_argument("--image-bytes", type=int, default=4096, help="0: text-only requests")
-    ap.add_argument("--clients", default=",".join(LABELS), help="comma-separated subset")
+    ap.add_argument(
+        "--clients",
+        default=",".join(LABELS),
+        help=f"comma-separated, of {', '.join([*LABELS, *BREAKDOWN])}",
+    )
     ap.add_argument("--profile", choices=sorted(LABELS), help="cProfile one client afterwards")
     ap.add_argument("--no-latency", action="store_true", help="skip the 50 ms section")
     a = ap.parse_args()
     n, c = a.calls, a.concurrency
+    LABELS.update(BREAKDOWN)
     kinds = [k for k in LABELS if k in a.clients.split(",")]
     image = _image(a.image_bytes) if a.image_bytes > 0 else None
 
@@ -247,6 +288,9 @@ def main() -> None:
         ratio("lean", "post")
         ratio("sdk", "raw")
         ratio("sdk", "post")
+        for k in ("lean-store", "lean-pool", "backend"):
+            if k in cpu and "raw" in cpu:
+                print(f"  {k} CPU per call over raw: {cpu[k] - cpu['raw']:+.0f} us")
         if "lean" in cpu and "raw" in cpu:
             print(
                 f"  lean stack overhead over raw, CPU per call: {cpu['lean'] - cpu['raw']:+.0f} us"
