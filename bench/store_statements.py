@@ -13,6 +13,7 @@ grows dearer with the store shows up by name. Target: us per statement flat (wit
 100 to 1,000 memes.
 
     nice python bench/store_statements.py [--sizes 100,300,1000] [--repeats 3] [--top 12]
+    nice python bench/store_statements.py --cache-curve 258000   # the cache layouts alone
 """
 
 from __future__ import annotations
@@ -150,6 +151,73 @@ def child(n: int) -> dict[str, Any]:
     return {"memes": n, "calls": done.new_calls, "wall_s": wall, "cpu_s": cpu, "stats": _STATS}
 
 
+_LAYOUTS = {
+    "hash-keyed (WITHOUT ROWID, before)": (
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+        " created_at REAL NOT NULL) WITHOUT ROWID"
+    ),
+    "rowid + key index (now)": (
+        "CREATE TABLE responses (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,"
+        " value TEXT NOT NULL, created_at REAL NOT NULL)"
+    ),
+}
+
+
+def cache_curve(total: int, batch: int, value_bytes: int) -> None:
+    """The response cache's two layouts side by side in one process, batch for batch (so the
+    machine's load hits both alike): a miss lookup per entry, then the batch inserted in key
+    order in one transaction, as ``ModelPool`` does; CPU us per entry between marks."""
+    import hashlib
+
+    from memearena.models.cache import _INSERT
+    from memearena.store.runstore import PAGE_CACHE_KIB
+
+    marks = sorted({total // 10, total // 3, total // 2, total})
+    with tempfile.TemporaryDirectory(prefix="memearena-cache-") as tmp:
+        dbs = {}
+        for i, (name, ddl) in enumerate(_LAYOUTS.items()):
+            db = sqlite3.connect(Path(tmp) / f"c{i}.sqlite", isolation_level=None)
+            for pragma in (
+                "journal_mode=WAL",
+                "synchronous=NORMAL",
+                f"cache_size=-{PAGE_CACHE_KIB}",
+            ):
+                db.execute(f"PRAGMA {pragma}")
+            db.execute(ddl)
+            dbs[name] = db
+        spent = dict.fromkeys(dbs, 0.0)
+        done, last, curve = 0, 0, {name: [] for name in dbs}
+        value = "v" * value_bytes
+        while done < total:
+            keys = [hashlib.sha256(f"{done + i}".encode()).hexdigest() for i in range(batch)]
+            rows = sorted((k, value + k[:8], time.time()) for k in keys)
+            for name, db in dbs.items():
+                c = time.process_time()
+                for k in keys:
+                    db.execute("SELECT value FROM responses WHERE key=?", (k,)).fetchone()
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany(_INSERT, rows)
+                db.execute("COMMIT")
+                spent[name] += time.process_time() - c
+            done += batch
+            if marks and done >= marks[0]:
+                marks.pop(0)
+                for name in dbs:
+                    curve[name].append((done, 1e6 * spent[name] / (done - last)))
+                    spent[name] = 0.0
+                last = done
+        sizes = {name: (Path(tmp) / f"c{i}.sqlite").stat().st_size for i, name in enumerate(dbs)}
+        for db in dbs.values():
+            db.close()
+    print(
+        f"response cache, {batch} entries a commit, {value_bytes}-byte replies: CPU us per entry "
+        "(miss lookup + insert + commit) over each stretch"
+    )
+    for name, points in curve.items():
+        cells = "  ".join(f"{n:>8,}: {us:6.1f}" for n, us in points)
+        print(f"  {name:<36} {cells}   file {sizes[name] / 1e6:,.0f} MB")
+
+
 def run_child(n: int, src: str | None = None, clock: str = "cpu") -> dict[str, Any]:
     env = {**os.environ, "MEMEARENA_BENCH_CLOCK": clock}
     if src is not None:
@@ -176,10 +244,19 @@ def main() -> None:
         help="a src/ folder of another version (e.g. from git archive): run it too, interleaved",
     )
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="what is timed")
+    ap.add_argument(
+        "--cache-curve",
+        type=int,
+        metavar="ENTRIES",
+        help="instead: the response cache's layouts, before and now, up to ENTRIES entries",
+    )
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
         print(json.dumps(child(a.child)))
+        return
+    if a.cache_curve:
+        cache_curve(a.cache_curve, batch=200, value_bytes=1200)
         return
     sizes = [int(s) for s in a.sizes.split(",")]
     versions = {"this tree": None} | ({"baseline": a.baseline_src} if a.baseline_src else {})
