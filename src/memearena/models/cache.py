@@ -178,6 +178,18 @@ def request_key(
 
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created_at) VALUES (?, ?, ?)"
 
+# Replies (~1 KB each) are appended in rowid order and only the compact key index takes the
+# random inserts of hash keys, so it stays in the page cache and a commit dirties one index leaf
+# and the table's tail per entry. Keyed by the hash itself (WITHOUT ROWID), every insert landed
+# on a random leaf holding two or three replies: page splits, a file 3x larger, and reads and
+# commits that grew dearer with the cache (139 vs 25-68 us an entry from 25,000 to 258,000
+# entries, bench/store_statements.py).
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS responses ("
+    " id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT NOT NULL,"
+    " created_at REAL NOT NULL)"
+)
+
 
 def _value_json(c: Completion) -> str:
     """The stored value: ``json.dumps`` of text, model, token counts and finish reason (default
@@ -228,11 +240,9 @@ class ResponseCache:
             # not worth the ~8 us a call that OFF saves here.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")  # random keys, see there
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL"
-                ") WITHOUT ROWID"
-            )
+            # A cache written before this layout keeps its WITHOUT ROWID table: the statements
+            # below read and write both layouts alike.
+            self._db.execute(_CREATE)
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"{self.path}: cannot open response cache ({e})") from None
 

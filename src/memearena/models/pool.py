@@ -65,6 +65,7 @@ from memearena.store.runstore import USAGE_FIELDS, CallStatus, RunStore
 
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
+    from memearena.models.lean import LeanBackend
 
 __all__ = ["DEFAULT_OUTPUT_ESTIMATE", "USAGE_FIELDS", "ModelPool"]
 
@@ -121,6 +122,17 @@ class _Model:
         # Whether calls are recorded ``sent`` before they are sent: every call that can cost
         # money or leaves this process (a free in-process simulated model needs no such record).
         self.tracked = cfg.provider != "sim" or self.price_in > 0 or self.price_out > 0
+
+
+def _live_backend(m: _Model) -> OpenAIBackend | LeanBackend:
+    """The raw endpoint of an OpenAI-compatible model: the lean path unless ``client: sdk``."""
+    cfg = m.cfg
+    assert cfg.provider == "openai"
+    if cfg.client == "sdk":
+        return OpenAIBackend(m.name, cfg)
+    from memearena.models.lean import LeanBackend  # lazy: aiohttp is only needed here
+
+    return LeanBackend(m.name, cfg)
 
 
 class ModelPool:
@@ -232,7 +244,7 @@ class ModelPool:
                         ledger = BatchLedger.of(self._store)
                         m.backend = BatchBackend(m.name, m.cfg, ledger)
                     else:
-                        m.backend = OpenAIBackend(m.name, m.cfg)
+                        m.backend = _live_backend(m)
                 except EndpointError as e:  # a missing key: nothing can be sent to this model
                     m.dead = e
                     raise
@@ -368,14 +380,9 @@ class ModelPool:
                 self._cache.put_many(entries.items())
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
-        if calls and self._store is not None:
-            try:
-                self._store.record_call_rows(calls)
-            except Exception as e:
-                error = error or e
-        if settle and self._store is not None:
-            try:
-                self._store.settle_call_rows(settle)
+        if (calls or settle) and self._store is not None:
+            try:  # one transaction: the records of calls about to be sent and of calls ended
+                self._store.write_call_rows(calls, settle)
             except Exception as e:
                 error = error or e
         for w in waiters:
@@ -615,7 +622,7 @@ class ModelPool:
                 e = m.backend
             elif m.cfg.provider == "openai":
                 try:
-                    e = OpenAIBackend(m.name, m.cfg)
+                    e = _live_backend(m)
                 except EndpointError as err:  # a missing key: nothing can be sent to this model
                     m.dead = err
                     raise

@@ -387,6 +387,29 @@ class RunStore:
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
+    def write_call_rows(
+        self, rows: Sequence[tuple[Any, ...]], settle: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """``record_call_rows(rows)`` and ``settle_call_rows(settle)`` in one transaction (one
+        commit for both, as the model stack's group commit writes them): all or none."""
+        if not rows or not settle:
+            self.record_call_rows(rows)
+            self.settle_call_rows(settle)
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_INSERT_CALL, rows)
+                db.executemany(_SETTLE_CALL, settle)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""
         return [CallRecord(*row) for row in self._read(_SELECT_CALLS)]
