@@ -256,15 +256,19 @@ def report(
 @one_line_errors
 def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
-    table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",
+    table: Annotated[
+        str, typer.Option("--table", help="calls | requests | artifacts | errors")
+    ] = "calls",
     fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
     to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
 ) -> None:
     """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
     from memearena.store import RunStore
 
-    if table not in ("calls", "artifacts", "errors"):
-        raise MemearenaError(f"--table: must be calls, artifacts or errors, got {table!r}")
+    if table not in ("calls", "requests", "artifacts", "errors"):
+        raise MemearenaError(
+            f"--table: must be calls, requests, artifacts or errors, got {table!r}"
+        )
     if fmt not in ("jsonl", "csv"):
         raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
     db = run_dir / "run.db"
