@@ -285,6 +285,21 @@ def export(
     console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
 
 
+@app.command()
+@one_line_errors
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory or a folder of runs.")] = Path(
+        "runs"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+) -> None:
+    """Browse runs locally, read-only: every number opens the memes, requests and replies."""
+    from memearena.view import serve
+
+    serve(run_dir, host=host, port=port)
+
+
 @models_app.command("check")
 @one_line_errors
 def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).")]) -> None:

@@ -34,8 +34,11 @@ CREATE TABLE IF NOT EXISTS requests (
     dict INTEGER NOT NULL,
     body BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS calls_request_hash ON calls(request_hash);
 """
-"""Created on every open (``IF NOT EXISTS``): additive, so older readers are unaffected."""
+"""Created on every open (``IF NOT EXISTS``): additive, so older readers are unaffected. The
+index on ``calls(request_hash)`` links a request (and the artifact whose key ends with it) to
+the calls that sent it."""
 
 PARAM_NAMES = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "response_format")
 """The positional parameters of a payload (``models.cache.params_json``), in order."""
