@@ -32,6 +32,8 @@ CSP = (
 )
 """No remote load, no script, no inline style: the pages are plain HTML and one stylesheet."""
 
+BIND_HOST: web.AppKey[str] = web.AppKey("bind_host", str)
+VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
 
@@ -111,7 +113,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not request.host.startswith("[")
         else (request.host.split("]")[0] + "]")
     )
-    if host not in _LOOPBACK and host != request.app["bind_host"]:
+    if host not in _LOOPBACK and host != request.app[BIND_HOST]:
         return web.Response(status=421, text="misdirected request")
     if request.method not in ("GET", "HEAD"):
         return web.Response(status=405, text="read-only viewer")
@@ -377,8 +379,8 @@ def make_app(root: Path, bind_host: str = "127.0.0.1") -> web.Application:
     """The viewer over one run directory or a folder of runs (ViewError when none is there)."""
     v = _Viewer(root)
     app = web.Application(middlewares=[_guard])
-    app["bind_host"] = bind_host
-    app["viewer"] = v
+    app[BIND_HOST] = bind_host
+    app[VIEWER] = v
     r = app.router
     r.add_get("/", v.runs)
     r.add_get("/static/view.css", v.css)
