@@ -8,10 +8,11 @@ import asyncio
 import hashlib
 import html
 import re
+import sqlite3
 import subprocess
-from html.parser import HTMLParser
 import sys
 from collections.abc import Awaitable, Callable
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,7 @@ def test_reader_never_writes_the_run(demo_run: Path) -> None:
     r.meme("demo:m01")
     r.battles(model="sim-aurora")
     assert r._db is not None
-    with pytest.raises(Exception, match="readonly|read-only|query_only"):
+    with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only|query_only"):
         r._db.execute("DELETE FROM calls")
     r.close()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
