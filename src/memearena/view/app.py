@@ -360,6 +360,17 @@ class _Viewer:
         match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
         page = r.jsonl("judge_audit_scores", match, _int(request, "offset"), 50)
         ja = r.board.get("judge_audit") or {}
+        examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
+        shown = [
+            (str(s.get("image", "")), str(s.get("query", "")), str(s.get("response", "")))
+            for e in examples
+            for s in (e.get("unbiased") or {}, e.get("biased") or {})
+        ]
+        judges = sorted({j for e in examples for j in e.get("scores") or {}})
+        found = r.score_replies(shown, judges)
+        replies = [
+            {"unbiased": found[2 * i], "biased": found[2 * i + 1]} for i in range(len(examples))
+        ]
         return self.render(
             request,
             "ja_pairs.html.j2",
@@ -367,7 +378,8 @@ class _Viewer:
             label=self.label(n),
             page=page,
             ja=ja,
-            examples=(ja.get("examples") or {}).get(q.get("bias_type", "")) or [],
+            examples=examples,
+            replies=replies,
         )
 
     async def css(self, request: web.Request) -> web.Response:

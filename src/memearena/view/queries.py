@@ -170,6 +170,7 @@ class RunReader:
         self._memes: _MemeIndex | None = None
         self._zdicts: dict[int, bytes] | None = None
         self._pairwise: tuple[float, dict[str, Any]] | None = None
+        self._replies: dict[tuple[Any, ...], list[dict[str, dict[str, Any]]]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -759,6 +760,47 @@ class RunReader:
             "count": {x: {y: count[(x, y)] for y in models if (x, y) in count} for x in models},
         }
         self._pairwise = (mtime, out)
+        return out
+
+    def score_replies(
+        self, shown: list[tuple[str, str, str]], judges: list[str], scan: int = 200_000
+    ) -> list[dict[str, dict[str, Any]]]:
+        """For each ``(image, query, response)`` a Judge-audit judge was shown, per judge the
+        score call that showed it (its id and raw reply); stops once every judge is found for
+        every one (at most ``scan`` score calls are read)."""
+        key = (tuple(shown), tuple(judges))
+        hit = self._replies.get(key)
+        if hit is not None:
+            return hit
+        out: list[dict[str, dict[str, Any]]] = [{} for _ in shown]
+        # Matched in the payload's own JSON text (each string encoded as the key's payload is).
+        tags = [
+            (
+                json.dumps(image),
+                json.dumps(f"<query>\n{q}\n</query>", ensure_ascii=False)[1:-1],
+                json.dumps(f"<response>\n{r}\n</response>", ensure_ascii=False)[1:-1],
+            )
+            for image, q, r in shown
+        ]
+        if self._zdicts is None:
+            self._zdicts = {
+                int(i): bytes(b) for i, b in self._q("SELECT id, body FROM request_dicts")
+            }
+        want = set(judges)
+        rows = self._q(
+            "SELECT c.id, c.model, c.response, r.dict, r.body FROM calls c"
+            " JOIN requests r ON r.key = c.request_hash"
+            " WHERE c.role='judge_audit.score' ORDER BY c.id LIMIT ?",
+            (scan,),
+        )
+        for call_id, model, reply, d, body in rows:
+            if all(want <= o.keys() for o in out):
+                break
+            text = unpack(body, self._zdicts.get(int(d)))
+            for o, (image, q_tag, r_tag) in zip(out, tags, strict=True):
+                if model not in o and image in text and q_tag in text and r_tag in text:
+                    o[str(model)] = {"call": int(call_id), "reply": reply}
+        self._replies[key] = out
         return out
 
     # ------------------------------------------------------------------ adapt / judge audit
