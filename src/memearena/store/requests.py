@@ -85,16 +85,26 @@ def unpack(body: bytes, zdict: bytes | None) -> str:
     return (do.decompress(body) + do.flush()).decode("utf-8")
 
 
+def _unnest(value: Any) -> Any:
+    """An endpoint identity with its JSON-in-JSON parts decoded (a simulated model's identity
+    wraps its endpoint's JSON text with the world's fingerprint)."""
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return _unnest(json.loads(value))
+        except ValueError:
+            return value
+    if isinstance(value, list):
+        return [_unnest(v) for v in value]
+    return value
+
+
 def decode_payload(payload: str) -> dict[str, Any]:
     """A payload as named fields: ``key_version``, ``endpoint`` (what answered: provider, model
     id, base URLs; for a simulated model its settings and world), ``messages`` (``role``,
     ``content``: ``{"type": "text", "text"}`` or ``{"type": "image", "sha256"}``) and
     ``params`` (only those set)."""
     version, endpoint, messages, params = json.loads(payload)
-    try:
-        endpoint_value: Any = json.loads(endpoint)
-    except (TypeError, ValueError):
-        endpoint_value = endpoint
+    endpoint_value = _unnest(endpoint)
     out_msgs = []
     for role, parts in messages:
         content = [
