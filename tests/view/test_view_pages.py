@@ -260,3 +260,18 @@ def test_missing_or_non_run_directory_is_a_one_line_error(tmp_path: Path) -> Non
         )
         assert out.returncode == 2
         assert out.stderr.strip().count("\n") == 0 and "error:" in out.stderr
+
+
+def test_meme_page_shows_every_answer_round_and_battle(demo_run: Path) -> None:
+    _, body, _ = _with_client(demo_run, lambda c: _get(c, "/r/0/meme?id=demo:m01"))
+    reader = RunReader(demo_run)
+    m = reader.meme("demo:m01")
+    reader.close()
+    assert m is not None
+    assert {len(rows) for rows in m["answers"].values()} == {5}  # five targets per context
+    assert set(m["answers"]) == {"high", "moderate", "unrelated"}
+    assert len(m["contexts"]) == 3 and m["image"] and "VELLMARIAN" in m["text"]
+    assert m["rounds"] and any(r["changed"] for r in m["rounds"][1:])
+    assert "<ins>" in body  # what a guideline round added
+    assert len(m["battles"]) == 3 * 10 * 4  # levels x pairs x judges
+    assert body.count('class="battle-link"') == len(m["battles"])

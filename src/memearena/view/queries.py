@@ -139,6 +139,25 @@ def _meme_text(payload: dict[str, Any]) -> tuple[str, str | None]:
     return text, image
 
 
+def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
+    """What a guideline round changed: ``(op, text)`` runs, op ``=`` kept, ``+`` added, ``-``
+    removed (words and whitespace runs are the units)."""
+    import difflib
+    import re
+
+    a, b = re.findall(r"\S+|\s+", old), re.findall(r"\S+|\s+", new)
+    out: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.append(("=", "".join(a[i1:i2])))
+            continue
+        if i2 > i1:
+            out.append(("-", "".join(a[i1:i2])))
+        if j2 > j1:
+            out.append(("+", "".join(b[j1:j2])))
+    return out
+
+
 @dataclass
 class _MemeIndex:
     ids: list[str] = field(default_factory=list)
@@ -416,6 +435,7 @@ class RunReader:
         rounds.sort(key=lambda r: (str(r["round"]).zfill(4), str(r["judge"])))
         for i, r in enumerate(rounds):
             r["changed"] = i == 0 or r["guideline"] != rounds[i - 1]["guideline"]
+            r["diff"] = _word_diff(rounds[i - 1]["guideline"], r["guideline"]) if i else []
         battles = self.battles(meme=uid, limit=MAX_PER_PAGE).rows
         return {
             "uid": uid,
