@@ -275,3 +275,35 @@ def test_meme_page_shows_every_answer_round_and_battle(demo_run: Path) -> None:
     assert "<ins>" in body  # what a guideline round added
     assert len(m["battles"]) == 3 * 10 * 4  # levels x pairs x judges
     assert body.count('class="battle-link"') == len(m["battles"])
+
+
+def test_images_are_served_by_hash_and_only_images(demo_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    reader = RunReader(demo_run)
+    sha = reader.meme_image("demo:m01")
+    reader.close()
+    assert sha
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("cache.sqlite", "run.lock"))
+    secret = tmp_path / "secret.png"
+    secret.write_text("not an image")
+    st = secret.stat()
+    db = sqlite3.connect(run / "run.db")
+    db.execute(
+        "INSERT INTO image_hashes (path, size, mtime_ns, recipe, sha256) VALUES (?, ?, ?, 'x', ?)",
+        (str(secret), st.st_size, st.st_mtime_ns, "f" * 64),
+    )
+    db.commit()
+    db.close()
+
+    async def fn(client: TestClient) -> list[tuple[int, str]]:
+        out = []
+        for url in (f"/r/0/image/{sha}", f"/r/0/image/{'f' * 64}", "/r/0/image/..%2f..%2fetc"):
+            resp = await client.get(url)
+            out.append((resp.status, resp.headers.get("Content-Type", "")))
+        return out
+
+    (ok, ctype), (fake, _), (bad, _) = _with_client(run, fn)
+    assert ok == 200 and ctype == "image/png"
+    assert fake == 404 and bad == 404

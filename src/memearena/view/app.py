@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import mimetypes
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
@@ -35,7 +34,29 @@ CSP = (
 BIND_HOST: web.AppKey[str] = web.AppKey("bind_host", str)
 VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-_IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def _image_type(path: Path) -> str | None:
+    """The image type of a file by its first bytes (PNG, JPEG, GIF, WebP), or None: only an
+    image is ever served, whatever path a run database names."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError:
+        return None
+    for magic, ctype in _MAGIC:
+        if head.startswith(magic):
+            return ctype
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -283,10 +304,10 @@ class _Viewer:
     async def image(self, request: web.Request) -> web.StreamResponse:
         _, r = self.reader(request)
         path = r.image_path(request.match_info["sha"])
-        ctype = mimetypes.guess_type(path.name)[0] if path else None
-        if path is None or ctype not in _IMAGE_TYPES:
+        ctype = _image_type(path) if path else None
+        if path is None or ctype is None:
             raise web.HTTPNotFound(text="image not on disk")
-        return web.FileResponse(path, headers={"Content-Type": str(ctype)})
+        return web.FileResponse(path, headers={"Content-Type": ctype})
 
     async def adapt(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)

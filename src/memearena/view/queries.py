@@ -435,7 +435,9 @@ class RunReader:
         rounds.sort(key=lambda r: (str(r["round"]).zfill(4), str(r["judge"])))
         for i, r in enumerate(rounds):
             r["changed"] = i == 0 or r["guideline"] != rounds[i - 1]["guideline"]
-            r["diff"] = _word_diff(rounds[i - 1]["guideline"], r["guideline"]) if i else []
+            r["diff"] = (
+                _word_diff(str(rounds[i - 1]["guideline"]), str(r["guideline"])) if i else []
+            )
         battles = self.battles(meme=uid, limit=MAX_PER_PAGE).rows
         return {
             "uid": uid,
