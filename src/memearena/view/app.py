@@ -129,12 +129,11 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    host = (
-        (request.host or "").rsplit(":", 1)[0]
-        if not request.host.startswith("[")
-        else (request.host.split("]")[0] + "]")
-    )
-    if host not in _LOOPBACK and host != request.app[BIND_HOST]:
+    # Bound to loopback, only a loopback name is answered (DNS rebinding); bound elsewhere on
+    # purpose (--host), any name is.
+    raw = request.host or ""
+    host = raw.split("]")[0] + "]" if raw.startswith("[") else raw.rsplit(":", 1)[0]
+    if request.app[BIND_HOST] in _LOOPBACK and host not in _LOOPBACK:
         return web.Response(status=421, text="misdirected request")
     if request.method not in ("GET", "HEAD"):
         return web.Response(status=405, text="read-only viewer")
