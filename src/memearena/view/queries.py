@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from memearena.errors import MemearenaError
 from memearena.store.requests import decode_payload, unpack
 
@@ -156,6 +158,14 @@ def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
         if j2 > j1:
             out.append(("+", "".join(b[j1:j2])))
     return out
+
+
+class _BattleRow(msgspec.Struct):
+    """The fields of a resolved battle the win-rate matrix reads (others are skipped)."""
+
+    model_a: str
+    model_b: str
+    winner: str
 
 
 @dataclass
@@ -374,8 +384,8 @@ class RunReader:
             )
             out = set()
             for (key,) in rows:
-                parts = key.split("|")
-                if not model or model in parts[3:6]:
+                parts = key.split("|")  # setting|meme|level|a|b|judge|request
+                if not model or model in parts[-4:-1]:
                     out.add("|".join(parts[1:-5]))
             return out
         if outcome == "error":
@@ -764,13 +774,23 @@ class RunReader:
         wins: dict[tuple[str, str], float] = {}
         count: dict[tuple[str, str], int] = {}
         names: dict[str, None] = {}
-        for _, row in self._lines("battles"):
-            a, b, w = str(row.get("model_a")), str(row.get("model_b")), row.get("winner")
-            names.update(dict.fromkeys((a, b)))
-            score = 1.0 if w == "model_a" else 0.0 if w == "model_b" else 0.5
-            for x, y, s in ((a, b, score), (b, a, 1.0 - score)):
-                wins[(x, y)] = wins.get((x, y), 0.0) + s
-                count[(x, y)] = count.get((x, y), 0) + 1
+        decode = msgspec.json.Decoder(_BattleRow).decode
+        try:
+            f = path.open("rb")
+        except OSError:
+            return {}
+        with f:  # streamed: memory follows the models, not the battles
+            for line in f:
+                try:
+                    row = decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                a, b, w = row.model_a, row.model_b, row.winner
+                names.update(dict.fromkeys((a, b)))
+                score = 1.0 if w == "model_a" else 0.0 if w == "model_b" else 0.5
+                for x, y, sc in ((a, b, score), (b, a, 1.0 - score)):
+                    wins[(x, y)] = wins.get((x, y), 0.0) + sc
+                    count[(x, y)] = count.get((x, y), 0) + 1
         order = [str(r.get("model")) for r in (self.board.get("arena") or {}).get("overall") or []]
         models = [m for m in order if m in names] + [m for m in names if m not in order]
         out = {
@@ -829,7 +849,7 @@ class RunReader:
     def jsonl(self, name: str, match: dict[str, str], offset: int = 0, limit: int = 50) -> Page:
         """Rows of a run's JSONL output (``adapt_chains``, ``adapt_scores``,
         ``judge_audit_scores``) whose fields equal ``match``, each with its line number."""
-        if name not in ("adapt_chains", "adapt_scores", "judge_audit_scores", "battles"):
+        if name not in ("adapt_chains", "adapt_scores", "judge_audit_scores"):
             raise ViewError(f"unknown output {name!r}")
         limit = max(1, min(limit, MAX_PER_PAGE))
         out: list[dict[str, Any]] = []
