@@ -197,7 +197,7 @@ def test_hostile_text_reaches_the_page_escaped(demo_run: Path, tmp_path: Path) -
         assert _only_our_svgs(body)
         assert not tags.handlers, tags.handlers
         assert all(src.startswith("/r/0/image/") for src in tags.img_srcs), tags.img_srcs
-        assert not [h for h in tags.hrefs if not h.startswith(("/", "?"))], tags.hrefs
+        assert not [h for h in tags.hrefs if not h.startswith(("/", "?", "data:,"))], tags.hrefs
     shown = html.unescape(bodies[2]) + html.unescape(bodies[3])
     for payload in PAYLOADS:  # shown as text, whole
         assert payload.replace("__BEACON__", "http://127.0.0.1:9") in shown
@@ -307,3 +307,21 @@ def test_images_are_served_by_hash_and_only_images(demo_run: Path, tmp_path: Pat
     (ok, ctype), (fake, _), (bad, _) = _with_client(run, fn)
     assert ok == 200 and ctype == "image/png"
     assert fake == 404 and bad == 404
+
+
+def test_a_busy_port_is_a_one_line_error(demo_run: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "memearena", "view", str(demo_run), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert out.returncode == 2
+    assert "cannot listen on 127.0.0.1" in out.stderr and out.stderr.strip().count("\n") == 0
