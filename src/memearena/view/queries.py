@@ -199,6 +199,7 @@ class RunReader:
         self._memes: _MemeIndex | None = None
         self._zdicts: dict[int, bytes] | None = None
         self._pairwise: tuple[float, dict[str, Any]] | None = None
+        self._summaries: dict[str, tuple[tuple[Any, ...], Any]] = {}
         self._replies: dict[tuple[Any, ...], list[dict[str, dict[str, Any]]]] = {}
         self._lock = threading.Lock()
 
@@ -249,8 +250,32 @@ class RunReader:
         return [(k, json.loads(v)) for k, v in rows]
 
     # ------------------------------------------------------------------ overview
+    def _stamp(self) -> tuple[Any, ...]:
+        """What a run's files look like now: equal stamps, equal contents (a live run moves
+        its WAL; a finished one keeps its stamp, so its summaries are computed once)."""
+        out: list[Any] = []
+        for name in ("run.db", "run.db-wal", "leaderboard.json"):
+            try:
+                st = (self.dir / name).stat()
+                out.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def _cached(self, name: str, compute: Any) -> Any:
+        stamp = self._stamp()
+        hit = self._summaries.get(name)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        value = compute()
+        self._summaries[name] = (stamp, value)
+        return value
+
     def overview(self) -> dict[str, Any]:
         """Run facts, status, spend, calls, tokens, errors by reason, simulated notes."""
+        return dict(self._cached("overview", self._overview))
+
+    def _overview(self) -> dict[str, Any]:
         board = self.board
         run: dict[str, Any] = board["run"] if isinstance(board.get("run"), dict) else {}
         status = board.get("status") if isinstance(board.get("status"), dict) else None
@@ -705,6 +730,9 @@ class RunReader:
 
     def filter_values(self) -> dict[str, list[str]]:
         """Values the filters offer: models, judges, criteria, roles, statuses."""
+        return dict(self._cached("filters", self._filter_values))
+
+    def _filter_values(self) -> dict[str, list[str]]:
         arena: dict[str, Any] = (
             self.board["arena"] if isinstance(self.board.get("arena"), dict) else {}
         )
