@@ -357,6 +357,14 @@ class _Viewer:
         if chain is None:
             raise ViewError("no such chain in this run")
         steps = chain.get("steps") or []
+        for st in steps:
+            st["_answer"] = r.adapt_answer(
+                str(st.get("meme")),
+                st.get("text"),
+                str(chain.get("category")),
+                str(chain.get("target")),
+                int(chain.get("repeat") or 0),
+            )
         return self.render(
             request,
             "chain.html.j2",

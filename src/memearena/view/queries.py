@@ -873,6 +873,37 @@ class RunReader:
         self._replies[key] = out
         return out
 
+    def adapt_answer(
+        self, meme: str, text: str | None, category: str, target: str, repeat: int
+    ) -> dict[str, Any] | None:
+        """The target's answer to a meme (``text``: a rewrite of it; None: the original), with
+        its call and the hash of the image it was shown."""
+        import hashlib
+
+        tag = "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
+        for_key = f"{meme}|{tag}|{category}|{target}|{repeat}"
+        rows = self._q(
+            "SELECT key, value FROM artifacts WHERE kind='adapt.answer'"
+            " AND json_extract(value, '$.for')=? LIMIT 1",
+            (for_key,),
+        )
+        if not rows:
+            return None
+        key, value = rows[0]
+        v = json.loads(value)
+        req = self.request(key)
+        image = None
+        for m in (req or {}).get("messages", []):
+            for part in m.get("content", []):
+                if part.get("type") == "image":
+                    image = part.get("sha256")
+        return {
+            "answer": v.get("answer") or v.get("raw") or v.get("error") or "",
+            "outcome": _verdict_outcome(v),
+            "call": self.call_for(key),
+            "image": image,
+        }
+
     # ------------------------------------------------------------------ adapt / judge audit
     def jsonl(self, name: str, match: dict[str, str], offset: int = 0, limit: int = 50) -> Page:
         """Rows of a run's JSONL output (``adapt_chains``, ``adapt_scores``,
