@@ -325,3 +325,18 @@ def test_a_busy_port_is_a_one_line_error(demo_run: Path) -> None:
         )
     assert out.returncode == 2
     assert "cannot listen on 127.0.0.1" in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+def test_adapt_heatmap_cells_open_the_records_and_chains_behind_them(demo_run: Path) -> None:
+    async def fn(client: TestClient) -> tuple[str, str, str]:
+        adapt = (await _get(client, "/r/0/adapt"))[1]
+        cell = html.unescape(re.search(r'class="cell" href="([^"]+)"', adapt).group(1))
+        records = (await _get(client, cell))[1]
+        chain = re.search(r'class="chain" href="([^"]+)"', records).group(1)
+        return cell, records, (await _get(client, chain))[1]
+
+    cell, records, chain = _with_client(demo_run, fn)
+    assert "model=" in cell and "category=" in cell
+    assert 'id="scores"' in records and "No scored answer matches" not in records
+    assert "target&#39;s answer to the rewrite" in chain or "target's answer" in chain
+    assert "no answer on record" not in chain and 'class="call"' in chain
