@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["Page", "RunReader", "ViewError", "find_runs", "make_app", "serve"]
 
 
-def make_app(root: Path, bind_host: str = "127.0.0.1") -> web.Application:
-    """The viewer's aiohttp application over ``root`` (ViewError when no run is there)."""
+def make_app(root: Path, bind_host: str = "127.0.0.1", *, warm: bool = True) -> web.Application:
+    """The viewer's aiohttp application over ``root`` (ViewError when no run is there);
+    ``warm``: compute each run's summaries at start, in a worker thread."""
     from memearena.view.app import make_app as _make
 
-    return _make(root, bind_host)
+    return _make(root, bind_host, warm=warm)
 
 
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8765) -> None:

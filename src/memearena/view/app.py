@@ -9,6 +9,7 @@ it and read the run)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,7 @@ CSP = (
 
 BIND_HOST: web.AppKey[str] = web.AppKey("bind_host", str)
 VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
+WARMING: web.AppKey[Any] = web.AppKey("warming", object)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -155,6 +157,16 @@ class _Viewer:
         self.paths = find_runs(self.root)
         self.readers: dict[int, RunReader] = {}
         self.env = _env()
+
+    def warm(self) -> None:
+        """Compute every run's summaries and meme index (reads only; a failure is left for the
+        page that needs it to report)."""
+        for n, path in enumerate(self.paths):
+            try:
+                reader = self.readers.setdefault(n, RunReader(path))
+                reader.warm()
+            except Exception:
+                continue
 
     def reader(self, request: web.Request) -> tuple[int, RunReader]:
         try:
@@ -415,8 +427,10 @@ class _Viewer:
         return web.Response(text=text, content_type="text/css")
 
 
-def make_app(root: Path, bind_host: str = "127.0.0.1") -> web.Application:
-    """The viewer over one run directory or a folder of runs (ViewError when none is there)."""
+def make_app(root: Path, bind_host: str = "127.0.0.1", *, warm: bool = True) -> web.Application:
+    """The viewer over one run directory or a folder of runs (ViewError when none is there).
+    ``warm``: at start, compute each run's summaries and meme index in a worker thread (reads
+    only), so the first pages of a large run open as fast as the next ones."""
     v = _Viewer(root)
     app = web.Application(middlewares=[_guard])
     app[BIND_HOST] = bind_host
@@ -440,9 +454,17 @@ def make_app(root: Path, bind_host: str = "127.0.0.1") -> web.Application:
     r.add_get("/r/{run}/judge-audit/pairs", v.ja_pairs)
 
     async def close(_: web.Application) -> None:
+        task = app.get(WARMING)
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=30)
         for reader in v.readers.values():
             reader.close()
 
+    async def start_warming(_: web.Application) -> None:
+        app[WARMING] = asyncio.get_running_loop().create_task(asyncio.to_thread(v.warm))
+
+    if warm:
+        app.on_startup.append(start_warming)
     app.on_cleanup.append(close)
     return app
 

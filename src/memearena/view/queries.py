@@ -250,6 +250,12 @@ class RunReader:
         return [(k, json.loads(v)) for k, v in rows]
 
     # ------------------------------------------------------------------ overview
+    def warm(self) -> None:
+        """Compute what the first pages need (overview, filter values, meme index)."""
+        self.overview()
+        self.filter_values()
+        self._meme_index()
+
     def _stamp(self) -> tuple[Any, ...]:
         """What a run's files look like now: equal stamps, equal contents (a live run moves
         its WAL; a finished one keeps its stamp, so its summaries are computed once)."""
