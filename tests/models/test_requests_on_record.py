@@ -136,3 +136,18 @@ def test_api_reads_requests(tmp_path: Path) -> None:
     result = memearena.open_run(tmp_path)
     assert result.request(key)["messages"][0]["content"][0]["text"] == "hello"
     assert list(result.requests()["key"]) == [key]
+
+
+def test_a_key_value_in_a_prompt_never_reaches_the_stored_request(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from models_helpers import openai_cfg
+
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("MY_KEY", secret)
+    cfg = openai_cfg("http://127.0.0.1:9/v1", api_key_env="MY_KEY")
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": FakeBackend()})
+    run(pool.complete("m", user(f"my key is {secret}"), role="target"))
+    req = store.request(store.calls()[0].request_hash)
+    assert req is not None
+    assert secret not in json.dumps(req) and "***" in req["messages"][0]["content"][0]["text"]

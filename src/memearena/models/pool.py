@@ -477,8 +477,11 @@ class ModelPool:
 
     def _keep_request(self, key: str, role: str, payload: str) -> None:
         """Queue the request as sent for the next commit (kept once per key; a call's row
-        names it by its ``request_hash``)."""
+        names it by its ``request_hash``). Known key values are scrubbed from it, as from every
+        text stored (such a request no longer hashes to its key: a key never reaches run.db)."""
         if self._store is not None:
+            if self._secrets:
+                payload = self.scrub(payload)
             self._pending_requests.append((key, *self._store.pack_request(role, payload)))
 
     def _check_open(self, m: _Model) -> None:
