@@ -325,6 +325,15 @@ def test_a_busy_port_is_a_one_line_error(demo_run: Path) -> None:
         )
     assert out.returncode == 2
     assert "cannot listen on 127.0.0.1" in out.stderr and out.stderr.strip().count("\n") == 0
+    for bad in ("0", "70000"):
+        out = subprocess.run(
+            [sys.executable, "-m", "memearena", "view", str(demo_run), "--port", bad],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 2 and "--port: must be between 1 and 65535" in out.stderr
 
 
 def test_adapt_heatmap_cells_open_the_records_and_chains_behind_them(demo_run: Path) -> None:

@@ -30,6 +30,8 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Serve the viewer until interrupted (one event loop; Ctrl-C stops it)."""
     from aiohttp import web
 
+    if not 1 <= port <= 65535:
+        raise ViewError(f"--port: must be between 1 and 65535, got {port}")
     app = make_app(root, host)
     print(f"memearena view: http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
     try:
