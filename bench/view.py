@@ -37,11 +37,11 @@ def build_demo(root: Path) -> Path:
 
 
 def build_arena(root: Path, n: int) -> Path:
-    from memearena.runner import run_arena
     from scale import write_memes  # bench/scale.py
 
     from memearena.config import DatasetConfig
     from memearena.demo import demo_config
+    from memearena.engine.lifecycle import run_method
 
     data = write_memes(root / f"data-{n}", n)
     cfg = demo_config(bootstrap=100)
@@ -49,7 +49,7 @@ def build_arena(root: Path, n: int) -> Path:
         update={"run": f"sim-{n}", "data": [DatasetConfig(format="demo", path=data)]}
     )
     run = root / f"sim-{n}"
-    run_arena(cfg, run, show_progress=False)
+    run_method("arena", cfg, run, show_progress=False)
     return run
 
 

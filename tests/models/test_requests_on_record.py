@@ -133,7 +133,9 @@ def test_api_reads_requests(tmp_path: Path) -> None:
     run(pool.complete("m", user("hello"), role="target"))
     key = store.calls()[0].request_hash
     store.close()
+    (tmp_path / "leaderboard.json").write_text('{"arena": {"overall": []}}', encoding="utf-8")
     result = memearena.open_run(tmp_path)
+    assert isinstance(result, memearena.ArenaResult)
     assert result.request(key)["messages"][0]["content"][0]["text"] == "hello"
     assert list(result.requests()["key"]) == [key]
 

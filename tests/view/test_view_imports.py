@@ -10,8 +10,8 @@ import sys
 def test_viewer_imports_no_pipeline_runner_or_simulator() -> None:
     code = (
         "import sys, memearena.view, memearena.view.app, memearena.view.queries\n"
-        "bad = [m for m in sys.modules if m.startswith(('memearena.pipelines', "
-        "'memearena.runner', 'memearena.sim', 'memearena.analysis', 'memearena.methods'))]\n"
+        "bad = [m for m in sys.modules if m.startswith(('memearena.engine', "
+        "'memearena.sim', 'memearena.methods'))]\n"
         "print(','.join(bad))"
     )
     out = subprocess.run(

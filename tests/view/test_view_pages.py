@@ -230,7 +230,7 @@ def _only_our_svgs(body: str) -> bool:
 
 
 def test_viewer_resolution_matches_the_pipeline() -> None:
-    from memearena.pipelines.resolve import resolve_pair
+    from memearena.methods.arena.resolve import resolve_pair
 
     options = [None, "A", "B", "tie"]
     for f in options:
