@@ -9,7 +9,8 @@ Arena's (9 judge calls for 1 answer call, real templates, distinct texts).
 
 Each size runs in its own process (peak RSS is per process). Targets: peak RSS under 1 GB at
 10,000 memes; pipeline CPU per call within 2x of the model layer's; a no-op re-run under 5% of
-the fresh run's wall time.
+the fresh run's wall time; the requests kept as sent (``requests`` and ``request_dicts``
+tables) at most 1.5 KB per call on record.
 
     nice python bench/scale.py [--sizes 100,1000] [--bootstrap 200] [--baseline-calls 20000]
 """
@@ -47,6 +48,21 @@ def write_memes(folder: Path, n: int) -> Path:
 
 def _size(run_dir: Path) -> int:
     return sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+
+
+def table_bytes(db_path: Path, names: tuple[str, ...]) -> int:
+    """Bytes of the pages the named tables and indexes take in an SQLite file (dbstat)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        marks = ",".join("?" for _ in names)
+        row = db.execute(
+            f"SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ({marks})", names
+        ).fetchone()
+        return int(row[0])
+    finally:
+        db.close()
 
 
 def _timed(module: Any, name: str, acc: dict[str, float]) -> None:
@@ -90,6 +106,11 @@ def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         fresh_acc = dict(acc)
         acc.clear()
+        # What keeping every request as sent adds to the store, per call on record.
+        calls_on_record = _count_calls(run_dir / "run.db")
+        request_bytes = table_bytes(
+            run_dir / "run.db", ("requests", "request_dicts", "calls_request_hash")
+        )
         rss_fresh = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t, c = time.perf_counter(), time.process_time()
         again = run_method("arena", cfg, run_dir, show_progress=False)
@@ -107,11 +128,23 @@ def child_arena(n: int, bootstrap: int) -> dict[str, Any]:
             "peak_rss_mb": rss_fresh,
             "pipeline_peak_rss_mb": fresh_acc.get("arena_status_peak_rss_before", rss_fresh),
             "store_mb": _size(run_dir) / 1e6,
+            "store_bytes_per_call": _size(run_dir) / max(1, calls_on_record),
+            "request_bytes_per_call": request_bytes / max(1, calls_on_record),
             "rerun_wall_s": re_wall,
             "rerun_cpu_s": re_cpu,
             "rerun_kept_leaderboard": again.analysis_reused,
             "battles": fresh.leaderboard["arena"].get("battles"),
         }
+
+
+def _count_calls(db_path: Path) -> int:
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+    finally:
+        db.close()
 
 
 def child_baseline(calls: int) -> dict[str, Any]:
@@ -215,8 +248,8 @@ def main() -> None:
     header = (
         f"{'memes':>7} {'calls':>10} {'wall s':>8} {'calls/s':>8} {'CPU s':>7} "
         f"{'CPU/call ms':>11} {'pipeline':>8} {'x base':>6} {'analysis s':>10} "
-        f"{'peak RSS MB':>11} {'pipeline':>8} {'store MB':>9} {'no-op s':>8} {'no-op CPU s':>11} "
-        f"{'no-op %':>8}"
+        f"{'peak RSS MB':>11} {'pipeline':>8} {'store MB':>9} {'req B/call':>10} "
+        f"{'no-op s':>8} {'no-op CPU s':>11} {'no-op %':>8}"
     )
     print(header)
     rows = []
@@ -231,13 +264,16 @@ def main() -> None:
             f"{r['calls'] / r['wall_s']:>8,.0f} {r['cpu_s']:>7.1f} {cpc:>11.3f} {pipe:>8.3f} "
             f"{pipe / per_call:>6.2f} {r['analysis_cpu_s']:>10.1f} "
             f"{r['peak_rss_mb']:>11.0f} {r['pipeline_peak_rss_mb']:>8.0f} {r['store_mb']:>9.1f} "
+            f"{r['request_bytes_per_call']:>10.0f} "
             f"{r['rerun_wall_s']:>8.2f} "
             f"{r['rerun_cpu_s']:>11.2f} {100 * r['rerun_wall_s'] / r['wall_s']:>7.1f}%",
             flush=True,
         )
     print(
         "targets: peak RSS < 1,000 MB at 10,000 memes; pipeline CPU/call <= 2x the model "
-        "layer's; no-op re-run < 5% of the fresh run (wall; CPU shown too: the machine is shared)"
+        "layer's; no-op re-run < 5% of the fresh run (wall; CPU shown too: the machine is shared); "
+        "requests as sent (req B/call: the pages of the requests tables and of the index linking "
+        "calls to them, per call on record) <= 1,500"
     )
     if len(rows) > 1:
         a0, a1 = rows[0], rows[-1]

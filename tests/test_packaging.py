@@ -85,4 +85,6 @@ def test_the_wheel_ships_examples_licence_and_templates(tmp_path: Path) -> None:
         assert f"memearena/examples/{example.name}" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "memearena/report/templates/_arena.html.j2" in names
+    assert "memearena/view/templates/base.html.j2" in names
+    assert "memearena/view/static/view.css" in names
     assert "memearena/py.typed" in names

@@ -283,6 +283,24 @@ class ArenaResult:
         rows = [{k: v for k, v in asdict(r).items() if k != "response"} for r in records]
         return _pandas().DataFrame(rows)
 
+    def request(self, key: str) -> dict[str, Any] | None:
+        """The request a call sent, by its ``request_hash`` (``calls()``): endpoint, messages
+        as sent (images by content hash), parameters; None for a call recorded before requests
+        were kept. Message text is untrusted: escape before rendering."""
+        return self._with_store(lambda s: s.request(key))
+
+    def requests(self) -> pd.DataFrame:
+        """Every request on record (``run.db``), one row per request key: ``key``,
+        ``endpoint``, ``messages``, ``params`` (as ``memearena export --table requests``)."""
+        import io
+        import json
+
+        buf = io.StringIO()
+        self._with_store(lambda s: s.write_export("requests", buf, "jsonl"))
+        rows = [json.loads(line) for line in buf.getvalue().splitlines() if line]
+        cols = ["key", "key_version", "endpoint", "messages", "params"]
+        return _pandas().DataFrame(rows, columns=cols)
+
     def errors(self) -> pd.DataFrame:
         """Every recorded error (``run.db``): kind, key, reason."""
         from dataclasses import asdict

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,48 @@ def test_stored_value_is_what_json_dumps_writes(completion):
         ensure_ascii=False,
     )
     assert _value_json(c) == want
+
+
+def test_a_cache_in_the_earlier_layout_is_read_and_written_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+        " created_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    value = json.dumps(
+        {
+            "text": "kept",
+            "model": "m",
+            "input_tokens": 1,
+            "output_tokens": 2,
+            "finish_reason": "stop",
+        }
+    )
+    old.execute("INSERT INTO responses VALUES ('k1', ?, 0)", (value,))
+    old.commit()
+    old.close()
+    cache = ResponseCache(path)
+    got = cache.get("k1")
+    assert got is not None and got.text == "kept" and got.cached
+    cache.put_many([("k1", Completion("other", "m")), ("k2", Completion("new", "m"))])
+    second = cache.get("k2")
+    assert cache.get("k1").text == "kept"  # an existing entry is kept
+    assert second is not None and second.text == "new" and len(cache) == 2
+    cache.close()
+
+
+def test_a_new_cache_keeps_replies_apart_from_the_key_index(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "new.sqlite")
+    cache.put_many([(f"k{i}", Completion(f"reply {i}", "m")) for i in range(3)])
+    cache.put_many([("k1", Completion("again", "m"))])
+    plan = " ".join(
+        str(row[-1])
+        for row in cache._db.execute(
+            "EXPLAIN QUERY PLAN SELECT value FROM responses WHERE key=?", ("k1",)
+        )
+    )
+    assert "USING INDEX" in plan  # a miss is answered by the index alone
+    assert [cache.get(f"k{i}").text for i in range(3)] == ["reply 0", "reply 1", "reply 2"]
+    assert len(cache) == 3
+    cache.close()

@@ -246,3 +246,27 @@ def test_usage_summary_of_one_method_counts_only_its_roles(store):
     assert adapt["m"]["calls"] == 1 and adapt["n"]["refusals"] == 1
     assert store.usage_summary()["m"]["calls"] == 2
     assert store.usage_summary("judge_audit.") == {}
+
+
+def _sent_row(call_id: str) -> tuple:
+    """A ``sent`` record as the model stack lays it out (CallRecord's fields, in order)."""
+    return ("h", "m", "t", "sent", 0, 0, 0.0, 0.0, 0, None, None, time.time(), call_id, 0.5, None)
+
+
+def _settled(call_id: str, text: str) -> tuple:
+    return ("ok", 3, 2, 0.1, 0.01, 1, None, text, time.time(), None, call_id)
+
+
+def test_records_and_settlements_written_together_are_one_transaction(store):
+    store.write_call_rows([_sent_row("a")], [])
+    store.write_call_rows([_sent_row("b")], [_settled("a", "answer a")])
+    assert [(c.call_id, c.status, c.response) for c in store.calls()] == [
+        ("a", "ok", "answer a"),
+        ("b", "sent", None),
+    ]
+    # A duplicate call id fails the insert: the settlement in the same write is not applied.
+    with pytest.raises(StoreError):
+        store.write_call_rows([_sent_row("a")], [_settled("b", "answer b")])
+    assert [(c.call_id, c.status) for c in store.calls()] == [("a", "ok"), ("b", "sent")]
+    store.write_call_rows([], [_settled("b", "answer b")])
+    assert store.calls()[1].status == "ok"

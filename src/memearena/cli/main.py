@@ -230,15 +230,19 @@ def report(
 @one_line_errors
 def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
-    table: Annotated[str, typer.Option("--table", help="calls | artifacts | errors")] = "calls",
+    table: Annotated[
+        str, typer.Option("--table", help="calls | requests | artifacts | errors")
+    ] = "calls",
     fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
     to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
 ) -> None:
     """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
     from memearena.store import RunStore
 
-    if table not in ("calls", "artifacts", "errors"):
-        raise MemearenaError(f"--table: must be calls, artifacts or errors, got {table!r}")
+    if table not in ("calls", "requests", "artifacts", "errors"):
+        raise MemearenaError(
+            f"--table: must be calls, requests, artifacts or errors, got {table!r}"
+        )
     if fmt not in ("jsonl", "csv"):
         raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
     db = run_dir / "run.db"
@@ -253,6 +257,21 @@ def export(
         target = to or run_dir / f"{table}.{fmt}"
         n = store.export(table, target, fmt)  # type: ignore[arg-type]
     console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
+
+
+@app.command()
+@one_line_errors
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory or a folder of runs.")] = Path(
+        "runs"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+) -> None:
+    """Browse runs locally, read-only: every number opens the memes, requests and replies."""
+    from memearena.view import serve
+
+    serve(run_dir, host=host, port=port)
 
 
 @models_app.command("check")

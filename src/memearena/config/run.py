@@ -157,6 +157,11 @@ class OpenAIModelConfig(_ModelCommon):
     """Name of the environment variable holding the API key (never the key itself)."""
     family: str | None = None
     """Model family (e.g. ``gpt``), used to measure self-preference of judges."""
+    client: Literal["lean", "sdk"] = "lean"
+    """How requests are sent: ``lean`` (default) speaks the chat-completions and embeddings
+    protocol directly (aiohttp + msgspec, several times less CPU per call); ``sdk`` goes through
+    the official ``openai`` package. Both validate replies alike; the Batch API always uses the
+    SDK."""
     batch: bool = False
     """Send this model's calls through the OpenAI-compatible Batch API (``/v1/files`` +
     ``/v1/batches``): cheaper, slower (up to the provider's 24 h window), resumable."""

@@ -213,6 +213,8 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
             method.setup_world(world)
             # The stand-ins of endpoint models meet the world as the simulated server would.
             endpoints = frozenset(n for n, m in cfg.models.items() if m.provider != "sim")
+            if endpoints:
+                world.serve_dataset(inputs.memes, sim_cfg.image)
             served = AsServed(world, endpoints)
             pool = open_pool(sim_cfg, served, store, cache_path=None, max_cost=None)
             ctx = RunContext(

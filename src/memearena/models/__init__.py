@@ -1,5 +1,6 @@
-"""The model layer: message types, backends (OpenAI-compatible, simulated), the response cache
-and the call stack (``ModelPool``) every model call goes through."""
+"""The model layer: message types, backends (OpenAI-compatible, lean or through the SDK;
+simulated), the response cache and the call stack (``ModelPool``) every model call goes
+through."""
 
 from memearena.models.accounting import cost_usd, estimate_tokens
 from memearena.models.backends import (
@@ -11,6 +12,7 @@ from memearena.models.backends import (
     SimResponder,
 )
 from memearena.models.cache import ResponseCache, request_key
+from memearena.models.lean import LeanBackend
 from memearena.models.pool import ModelPool
 from memearena.models.refusal import detect_refusal
 from memearena.models.types import (
@@ -30,6 +32,7 @@ __all__ = [
     "ContentPart",
     "GenParams",
     "ImagePart",
+    "LeanBackend",
     "Message",
     "ModelPool",
     "OpenAIBackend",

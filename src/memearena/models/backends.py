@@ -10,7 +10,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
@@ -22,16 +22,22 @@ if TYPE_CHECKING:
     from memearena.config import OpenAIModelConfig, SimModelConfig
 
 __all__ = [
+    "MAX_REPLY_DEPTH",
+    "MAX_USAGE_TOKENS",
     "ROLE_HEADER",
     "ChatBackend",
     "OpenAIBackend",
     "RawReply",
     "SimBackend",
     "SimResponder",
+    "api_key",
     "connection_failure_kind",
     "openai_messages",
     "parse_completion",
     "parse_retry_after",
+    "request_body",
+    "scrub_key",
+    "status_error",
 ]
 
 ROLE_HEADER = "X-Memearena-Role"
@@ -214,6 +220,66 @@ def connection_failure_kind(exc: BaseException) -> str | None:
     return None
 
 
+def api_key(cfg: OpenAIModelConfig, where: str) -> str:
+    """The key to send: read from the environment variable the config names ("EMPTY" when it
+    names none); EndpointError ``missing_key`` when that variable is unset or empty."""
+    if cfg.api_key_env is None:
+        return "EMPTY"  # local servers (vLLM, Ollama, the simulator) ignore the key
+    key = os.environ.get(cfg.api_key_env, "")
+    if not key:
+        raise EndpointError(
+            f"{where}: environment variable {cfg.api_key_env} is not set "
+            "(it must hold the API key)",
+            kind="missing_key",
+        )
+    return key
+
+
+def scrub_key(text: str, secret: str) -> str:
+    """``text`` with the key and anything shaped like a key replaced by ``***``: an endpoint may
+    echo the key in an error body, which would otherwise reach the store and the logs."""
+    if secret and secret != "EMPTY":
+        text = text.replace(secret, "***")
+    return _KEYLIKE.sub("***", text)
+
+
+def request_body(
+    model: str,
+    messages: Sequence[Message],
+    params: GenParams,
+    response_format: Callable[[str], Any] = json.loads,
+) -> dict[str, Any]:
+    """The chat-completions request body (both request paths and batch files send this);
+    ``response_format`` turns the params' JSON text into the value sent."""
+    body: dict[str, Any] = {"model": model, "messages": openai_messages(messages)}
+    if params.temperature is not None:
+        body["temperature"] = params.temperature
+    if params.top_p is not None:
+        body["top_p"] = params.top_p
+    if params.max_tokens is not None:
+        # Reasoning models reject max_tokens; everything else accepts it.
+        field = "max_completion_tokens" if params.reasoning_effort else "max_tokens"
+        body[field] = params.max_tokens
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.reasoning_effort is not None:
+        body["reasoning_effort"] = params.reasoning_effort
+    if params.response_format is not None:
+        body["response_format"] = response_format(params.response_format)
+    return body
+
+
+def status_error(msg: str, status: int, headers: Any) -> ModelError:
+    """The model error an HTTP error status maps to: 408, 429 and 5xx are transient (retried,
+    after any Retry-After); 401/403/404 mean the endpoint is unusable; any other is permanent."""
+    if status in _RETRYABLE_STATUS or status >= 500:
+        kind = "rate_limit" if status == 429 else f"http_{status}"
+        return TransientModelError(msg, parse_retry_after(headers), kind=kind)
+    if status in _ENDPOINT_STATUS:
+        return EndpointError(msg, kind=_ENDPOINT_STATUS[status])
+    return ModelError(msg, kind=f"http_{status}")
+
+
 class OpenAIBackend:
     """An OpenAI-compatible endpoint through the official ``openai`` SDK: one client per replica,
     least-busy balancing. The SDK's own retries are off: the model stack retries."""
@@ -225,16 +291,7 @@ class OpenAIBackend:
         self._cfg = cfg
         where = ", ".join(cfg.urls()) or "api.openai.com"
         self._where = f"model {name!r} ({cfg.model} at {where})"
-        if cfg.api_key_env is None:
-            key = "EMPTY"  # local servers (vLLM, Ollama, the simulator) ignore the key
-        else:
-            key = os.environ.get(cfg.api_key_env, "")
-            if not key:
-                raise EndpointError(
-                    f"{self._where}: environment variable {cfg.api_key_env} is not set "
-                    "(it must hold the API key)",
-                    kind="missing_key",
-                )
+        key = api_key(cfg, self._where)
         # Kept only to scrub it out of error messages; never logged, stored or repr'd.
         self._secret = key
         self._max_bytes = cfg.max_response_bytes
@@ -270,27 +327,10 @@ class OpenAIBackend:
         return best
 
     def _scrub(self, text: str) -> str:
-        if self._secret and self._secret != "EMPTY":
-            text = text.replace(self._secret, "***")
-        return _KEYLIKE.sub("***", text)
+        return scrub_key(text, self._secret)
 
     def _request(self, messages: Sequence[Message], params: GenParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self._cfg.model, "messages": openai_messages(messages)}
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.top_p is not None:
-            body["top_p"] = params.top_p
-        if params.max_tokens is not None:
-            # Reasoning models reject max_tokens; everything else accepts it.
-            field = "max_completion_tokens" if params.reasoning_effort else "max_tokens"
-            body[field] = params.max_tokens
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.reasoning_effort is not None:
-            body["reasoning_effort"] = params.reasoning_effort
-        if params.response_format is not None:
-            body["response_format"] = json.loads(params.response_format)
-        return body
+        return request_body(self._cfg.model, messages, params)
 
     async def _read_capped(self, resp: Any) -> bytes:
         """The body, read chunk by chunk; stops (and fails the call) past ``max_response_bytes``
@@ -348,12 +388,7 @@ class OpenAIBackend:
         if isinstance(e, oa.APIStatusError):
             status = e.status_code
             msg = self._scrub(f"{self._where}: HTTP {status}: {_error_message(e)}")
-            if status in _RETRYABLE_STATUS or status >= 500:
-                kind = "rate_limit" if status == 429 else f"http_{status}"
-                return TransientModelError(msg, parse_retry_after(e.response.headers), kind=kind)
-            if status in _ENDPOINT_STATUS:
-                return EndpointError(msg, kind=_ENDPOINT_STATUS[status])
-            return ModelError(msg, kind=f"http_{status}")
+            return status_error(msg, status, e.response.headers)
         dead = connection_failure_kind(e)
         if dead is not None:
             what = "connection refused" if dead == "connection_refused" else "unknown host"

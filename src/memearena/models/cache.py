@@ -27,6 +27,8 @@ __all__ = [
     "key_from_parts",
     "key_prefix",
     "params_json",
+    "payload_from_parts",
+    "payload_key",
     "request_key",
 ]
 
@@ -140,6 +142,35 @@ def _messages_json(messages: Sequence[Message]) -> str:
     return ",".join(out)
 
 
+def payload_from_parts(
+    prefix: str,
+    endpoint: str,
+    messages: Sequence[Message],
+    params: GenParams,
+    params_part: str | None = None,
+) -> str:
+    """The canonical JSON a request key hashes (endpoint, messages with images as their
+    sha256, parameters), from ``key_prefix(endpoint)`` and, optionally, a precomputed
+    ``params_json(params)``: assembled from JSON-encoded pieces instead of a nested structure
+    dumped whole (the same bytes, several times cheaper). It is the request as sent, on record
+    in the run store (``RunStore.request``)."""
+    try:
+        return (
+            prefix
+            + _messages_json(messages)
+            + "],"
+            + (params_json(params) if params_part is None else params_part)
+            + "]"
+        )
+    except TypeError:  # a non-str text, role or hash: the generic encoder decides
+        return _canonical_payload(endpoint, messages, params)
+
+
+def payload_key(payload: str) -> str:
+    """The request key of a canonical payload (its sha256)."""
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 def key_from_parts(
     prefix: str,
     endpoint: str,
@@ -148,19 +179,8 @@ def key_from_parts(
     params_part: str | None = None,
 ) -> str:
     """``key_for_endpoint`` from ``key_prefix(endpoint)`` and, optionally, a precomputed
-    ``params_json(params)``: the payload is assembled from JSON-encoded pieces instead of a
-    nested structure dumped whole (the same bytes, several times cheaper)."""
-    try:
-        raw = (
-            prefix
-            + _messages_json(messages)
-            + "],"
-            + (params_json(params) if params_part is None else params_part)
-            + "]"
-        )
-    except TypeError:  # a non-str text, role or hash: the generic encoder decides
-        raw = _canonical_payload(endpoint, messages, params)
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    ``params_json(params)`` (the sha256 of ``payload_from_parts``)."""
+    return payload_key(payload_from_parts(prefix, endpoint, messages, params, params_part))
 
 
 def key_for_endpoint(endpoint: str, messages: Sequence[Message], params: GenParams) -> str:
@@ -177,6 +197,18 @@ def request_key(
 
 
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created_at) VALUES (?, ?, ?)"
+
+# Replies (~1 KB each) are appended in rowid order and only the compact key index takes the
+# random inserts of hash keys, so it stays in the page cache and a commit dirties one index leaf
+# and the table's tail per entry. Keyed by the hash itself (WITHOUT ROWID), every insert landed
+# on a random leaf holding two or three replies: page splits, a file 3x larger, and reads and
+# commits that grew dearer with the cache (139 vs 25-68 us an entry from 25,000 to 258,000
+# entries, bench/store_statements.py).
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS responses ("
+    " id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT NOT NULL,"
+    " created_at REAL NOT NULL)"
+)
 
 
 def _value_json(c: Completion) -> str:
@@ -228,11 +260,9 @@ class ResponseCache:
             # not worth the ~8 us a call that OFF saves here.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")  # random keys, see there
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL"
-                ") WITHOUT ROWID"
-            )
+            # A cache written before this layout keeps its WITHOUT ROWID table: the statements
+            # below read and write both layouts alike.
+            self._db.execute(_CREATE)
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"{self.path}: cannot open response cache ({e})") from None
 

@@ -48,6 +48,8 @@ from memearena.models.cache import (
     key_from_parts,
     key_prefix,
     params_json,
+    payload_from_parts,
+    payload_key,
 )
 from memearena.models.embeddings import (
     EMBED_KEY_TAG,
@@ -65,6 +67,7 @@ from memearena.store.runstore import USAGE_FIELDS, CallStatus, RunStore
 
 if TYPE_CHECKING:
     from memearena.config import ModelConfig
+    from memearena.models.lean import LeanBackend
 
 __all__ = ["DEFAULT_OUTPUT_ESTIMATE", "USAGE_FIELDS", "ModelPool"]
 
@@ -121,6 +124,17 @@ class _Model:
         # Whether calls are recorded ``sent`` before they are sent: every call that can cost
         # money or leaves this process (a free in-process simulated model needs no such record).
         self.tracked = cfg.provider != "sim" or self.price_in > 0 or self.price_out > 0
+
+
+def _live_backend(m: _Model) -> OpenAIBackend | LeanBackend:
+    """The raw endpoint of an OpenAI-compatible model: the lean path unless ``client: sdk``."""
+    cfg = m.cfg
+    assert cfg.provider == "openai"
+    if cfg.client == "sdk":
+        return OpenAIBackend(m.name, cfg)
+    from memearena.models.lean import LeanBackend  # lazy: aiohttp is only needed here
+
+    return LeanBackend(m.name, cfg)
 
 
 class ModelPool:
@@ -188,6 +202,7 @@ class ModelPool:
         self._pending_calls: list[tuple[Any, ...]] = []  # CallRecord rows
         self._pending_settle: list[tuple[Any, ...]] = []  # settlements of sent rows
         self._pending_cache: dict[str, Completion] = {}
+        self._pending_requests: list[tuple[str, int, bytes]] = []  # requests as sent
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
         self._embedders: dict[str, EmbeddingBackend] = {}  # per model, opened on first embed
@@ -232,7 +247,7 @@ class ModelPool:
                         ledger = BatchLedger.of(self._store)
                         m.backend = BatchBackend(m.name, m.cfg, ledger)
                     else:
-                        m.backend = OpenAIBackend(m.name, m.cfg)
+                        m.backend = _live_backend(m)
                 except EndpointError as e:  # a missing key: nothing can be sent to this model
                     m.dead = e
                     raise
@@ -344,7 +359,12 @@ class ModelPool:
     async def _committed(self) -> None:
         """Wait until every cache entry and call record pending now is committed: the first
         waiter of an event-loop turn schedules one commit for all of them at the next turn."""
-        if not self._pending_calls and not self._pending_cache and not self._pending_settle:
+        if not (
+            self._pending_calls
+            or self._pending_cache
+            or self._pending_settle
+            or self._pending_requests
+        ):
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -361,6 +381,7 @@ class ModelPool:
         calls, self._pending_calls = self._pending_calls, []
         settle, self._pending_settle = self._pending_settle, []
         entries, self._pending_cache = self._pending_cache, {}
+        requests, self._pending_requests = self._pending_requests, []
         waiters, self._waiters = self._waiters, []
         error: Exception | None = None
         if entries and self._cache is not None:
@@ -368,14 +389,14 @@ class ModelPool:
                 self._cache.put_many(entries.items())
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
-        if calls and self._store is not None:
+        if requests and self._store is not None:
             try:
-                self._store.record_call_rows(calls)
+                self._store.record_request_rows(requests)
             except Exception as e:
                 error = error or e
-        if settle and self._store is not None:
-            try:
-                self._store.settle_call_rows(settle)
+        if (calls or settle) and self._store is not None:
+            try:  # one transaction: the records of calls about to be sent and of calls ended
+                self._store.write_call_rows(calls, settle)
             except Exception as e:
                 error = error or e
         for w in waiters:
@@ -426,11 +447,13 @@ class ModelPool:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         if params is None:
             p = m.params
-            key = key_from_parts(m.key_prefix, m.endpoint, messages, p, m.params_part)
+            payload = payload_from_parts(m.key_prefix, m.endpoint, messages, p, m.params_part)
         else:
             p = m.params.merged(params)
-            key = key_from_parts(m.key_prefix, m.endpoint, messages, p)
+            payload = payload_from_parts(m.key_prefix, m.endpoint, messages, p)
+        key = payload_key(payload)
         t0 = time.perf_counter()
+        self._keep_request(key, role, payload)
 
         if self._cache is not None:
             # An answer still waiting for its commit is as good as one in the cache file.
@@ -458,6 +481,15 @@ class ModelPool:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
+
+    def _keep_request(self, key: str, role: str, payload: str) -> None:
+        """Queue the request as sent for the next commit (kept once per key; a call's row
+        names it by its ``request_hash``). Known key values are scrubbed from it, as from every
+        text stored (such a request no longer hashes to its key: a key never reaches run.db)."""
+        if self._store is not None:
+            if self._secrets:
+                payload = self.scrub(payload)
+            self._pending_requests.append((key, *self._store.pack_request(role, payload)))
 
     def _check_open(self, m: _Model) -> None:
         """Raise before anything is sent once the cap stopped the pool or the model is dead."""
@@ -615,7 +647,7 @@ class ModelPool:
                 e = m.backend
             elif m.cfg.provider == "openai":
                 try:
-                    e = OpenAIBackend(m.name, m.cfg)
+                    e = _live_backend(m)
                 except EndpointError as err:  # a missing key: nothing can be sent to this model
                     m.dead = err
                     raise
@@ -627,11 +659,16 @@ class ModelPool:
     def embed_key(self, model: str, texts: Sequence[str]) -> str:
         """The content hash of the embeddings request ``embed`` would send (endpoint identity,
         model id, texts): a step's artifact key carries it."""
+        return payload_key(self._embed_payload(model, texts))
+
+    def _embed_payload(self, model: str, texts: Sequence[str]) -> str:
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         endpoint = json.dumps([m.endpoint, EMBED_KEY_TAG], separators=(",", ":"))
-        return key_from_parts(key_prefix(endpoint), endpoint, embed_messages(texts), EMBED_PARAMS)
+        return payload_from_parts(
+            key_prefix(endpoint), endpoint, embed_messages(texts), EMBED_PARAMS
+        )
 
     async def embed(self, model: str, texts: Sequence[str], *, role: str) -> list[list[float]]:
         """One vector per text through the whole stack (cache keyed by content, limits, budget,
@@ -644,9 +681,11 @@ class ModelPool:
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
-        key = self.embed_key(model, texts)
+        payload = self._embed_payload(model, texts)
+        key = payload_key(payload)
         messages = embed_messages(texts)
         t0 = time.perf_counter()
+        self._keep_request(key, role, payload)
         if self._cache is not None:
             hit = self._pending_cache.get(key) or self._cache.get(key)
             vectors = decode_vectors(hit.text, len(texts)) if hit is not None else None

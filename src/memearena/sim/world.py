@@ -33,7 +33,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memearena.config import CRITERIA, SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
@@ -42,6 +42,10 @@ from memearena.prompts.schemas import LEVELS
 from memearena.sim.adapt import AdaptWorld
 from memearena.sim.facts import SimMeme, SimProfile, digest, tag_block
 from memearena.sim.judge_audit import JudgeAuditSim
+
+if TYPE_CHECKING:
+    from memearena.config import ImageConfig
+    from memearena.data import Meme
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -199,6 +203,12 @@ class SimWorld:
         """The Adapt method's roles (``memearena.sim.adapt``)."""
 
     # ---- lookups -------------------------------------------------------------------------
+
+    def serve_dataset(self, memes: Sequence[Meme], image_cfg: ImageConfig | None) -> int:
+        """Know every dataset image as a world behind ``sim-serve`` does (which meme and which
+        caption it shows, by the hash of the bytes a client sends): a dry run's stand-ins for
+        endpoint models then meet the world the run will meet. Returns the hashes registered."""
+        return self.adapt.register_dataset_images(memes, image_cfg)
 
     def _profile(self, model: str) -> SimProfile:
         prof = self._profiles.get(model)

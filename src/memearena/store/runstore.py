@@ -18,6 +18,7 @@ import msgspec
 
 from memearena.errors import StoreError
 from memearena.report.safe import csv_safe
+from memearena.store.requests import REQUESTS_SCHEMA, RequestPacker, decode_payload, unpack
 from memearena.store.sqlite_util import insert_many
 
 __all__ = [
@@ -279,6 +280,7 @@ class RunStore:
         self._steps: list[_PendingStep] = []
         self._steps_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._packer: RequestPacker | None = None
         try:
             # The run directory and database hold prompts, replies and spend: owner only.
             create_private(self.path)
@@ -329,6 +331,7 @@ class RunStore:
             "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
             " WHERE call_id IS NOT NULL"
         )
+        db.executescript(REQUESTS_SCHEMA)
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -384,6 +387,29 @@ class RunStore:
         created_at, error_kind`` followed by the ``call_id`` of the sent row."""
         try:
             insert_many(self._db, _SETTLE_CALL, rows)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def write_call_rows(
+        self, rows: Sequence[tuple[Any, ...]], settle: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """``record_call_rows(rows)`` and ``settle_call_rows(settle)`` in one transaction (one
+        commit for both, as the model stack's group commit writes them): all or none."""
+        if not rows or not settle:
+            self.record_call_rows(rows)
+            self.settle_call_rows(settle)
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_INSERT_CALL, rows)
+                db.executemany(_SETTLE_CALL, settle)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
@@ -745,6 +771,46 @@ class RunStore:
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: read failed ({e})") from None
 
+    # requests as sent ----------------------------------------------------------------------
+
+    def pack_request(self, role: str, payload: str) -> tuple[int, bytes]:
+        """A request's canonical payload (``models.cache.payload_from_parts``) compressed for
+        ``record_request_rows``: ``(dict id, body)``."""
+        if self._packer is None:
+            self._packer = RequestPacker(self._db)
+        try:
+            return self._packer.pack(role, payload)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def record_request_rows(self, rows: Sequence[tuple[str, int, bytes]]) -> None:
+        """Keep ``(key, dict id, body)`` requests in one transaction; a key already on record
+        is kept as it is (the key is the payload's hash: same key, same request)."""
+        try:
+            insert_many(
+                self._db, "INSERT OR IGNORE INTO requests (key, dict, body) VALUES (?, ?, ?)", rows
+            )
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def request(self, key: str) -> dict[str, Any] | None:
+        """The request on record under ``key`` (``store.requests.decode_payload``'s fields plus
+        ``key``), or None (a call recorded before requests were kept)."""
+        rows = self._read(
+            "SELECT r.body, d.body FROM requests r LEFT JOIN request_dicts d ON d.id = r.dict"
+            " WHERE r.key=?",
+            (key,),
+        )
+        if not rows:
+            return None
+        body, zdict = rows[0]
+        return {"key": key, **decode_payload(unpack(body, zdict))}
+
+    def _iter_requests(self) -> Iterator[dict[str, Any]]:
+        zdicts = {int(i): bytes(b) for i, b in self._read("SELECT id, body FROM request_dicts")}
+        for key, d, body in self._stream("SELECT key, dict, body FROM requests ORDER BY key"):
+            yield {"key": key, **decode_payload(unpack(body, zdicts.get(int(d))))}
+
     # image hashes and run metadata ---------------------------------------------------------
 
     def image_sha(self, path: str, size: int, mtime_ns: int, recipe: str) -> str | None:
@@ -841,11 +907,13 @@ class RunStore:
                 dict(zip(cols, r, strict=True))
                 for r in self._stream(f"SELECT {', '.join(cols)} FROM errors ORDER BY kind, key")
             )
-        raise StoreError(f"unknown table {table!r}; choose calls, artifacts or errors")
+        if table == "requests":
+            return ["key", "key_version", "endpoint", "messages", "params"], self._iter_requests()
+        raise StoreError(f"unknown table {table!r}; choose calls, requests, artifacts or errors")
 
     def export(
         self,
-        table: Literal["calls", "artifacts", "errors"],
+        table: Literal["calls", "requests", "artifacts", "errors"],
         path: Path,
         fmt: Literal["jsonl", "csv"],
     ) -> int:
@@ -862,7 +930,7 @@ class RunStore:
 
     def write_export(
         self,
-        table: Literal["calls", "artifacts", "errors"],
+        table: Literal["calls", "requests", "artifacts", "errors"],
         f: TextIO,
         fmt: Literal["jsonl", "csv"],
     ) -> int:
@@ -880,8 +948,9 @@ class RunStore:
         writer = csv.DictWriter(f, fieldnames=cols)
         writer.writeheader()
         for row in rows:
-            if "value" in row:
-                row["value"] = _dumps(row["value"])
+            for col in ("value", "endpoint", "messages", "params"):
+                if col in row:  # JSON text in one cell
+                    row[col] = _dumps(row[col])
             writer.writerow({k: csv_safe(v) for k, v in row.items()})
             n += 1
         return n

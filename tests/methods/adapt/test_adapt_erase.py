@@ -271,7 +271,7 @@ def test_the_simulated_world_reads_the_caption_an_image_shows() -> None:
     memes = load_memes(cfg).memes
     world = sim_world(cfg, memes).adapt
     m = memes[0]
-    meme = world.world._meme(m.text)
+    meme = world.world.meme(m.text)
     world.register_image("orig", m.text)
     world.register_image("erased", m.text, "")
     rewrite = "those folks " + " ".join(m.text.split()[-2:])

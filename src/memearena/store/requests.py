@@ -1,0 +1,121 @@
+"""Requests as sent: the canonical payload of every call's request (endpoint, messages with
+images by content hash, parameters), zlib-compressed and kept once per request key.
+
+A request's key is the sha256 of its payload, so a stored request can be checked against the
+call rows that name it. Requests of one role share most of their text (the template, the
+system prompt), so each is compressed against a preset dictionary: the first request of its
+role in the run, kept in ``request_dicts`` (a request is never read without the dictionary it
+was packed with; ``dict`` 0 means none)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "PARAM_NAMES",
+    "REQUESTS_SCHEMA",
+    "RequestPacker",
+    "decode_payload",
+    "unpack",
+]
+
+REQUESTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS request_dicts (
+    id INTEGER PRIMARY KEY,
+    role TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    key TEXT PRIMARY KEY,
+    dict INTEGER NOT NULL,
+    body BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS calls_request_hash ON calls(request_hash);
+"""
+"""Created on every open (``IF NOT EXISTS``): additive, so older readers are unaffected. The
+index on ``calls(request_hash)`` links a request (and the artifact whose key ends with it) to
+the calls that sent it."""
+
+PARAM_NAMES = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "response_format")
+"""The positional parameters of a payload (``models.cache.params_json``), in order."""
+
+_LEVEL = 6
+_WINDOW = 32 * 1024  # zlib's dictionary is its window: only the last 32 KiB count
+
+
+@dataclass(frozen=True, slots=True)
+class _Dict:
+    id: int
+    body: bytes
+
+
+class RequestPacker:
+    """Compresses payloads for one run database, each against its role's dictionary (created
+    from the role's first payload, written at once: one row per role per run)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._dicts: dict[str, _Dict] = {}
+        for rid, role, body in db.execute("SELECT id, role, body FROM request_dicts ORDER BY id"):
+            self._dicts[role] = _Dict(int(rid), bytes(body))  # the latest of a role wins
+
+    def pack(self, role: str, payload: str) -> tuple[int, bytes]:
+        """``(dict id, compressed payload)``."""
+        raw = payload.encode("utf-8")
+        d = self._dicts.get(role)
+        if d is None:
+            body = raw[-_WINDOW:]
+            cur = self._db.execute(
+                "INSERT INTO request_dicts (role, body) VALUES (?, ?)", (role, body)
+            )
+            d = self._dicts[role] = _Dict(int(cur.lastrowid or 0), body)
+        co = zlib.compressobj(_LEVEL, zdict=d.body)
+        return d.id, co.compress(raw) + co.flush()
+
+
+def unpack(body: bytes, zdict: bytes | None) -> str:
+    """A stored payload back as text (``zdict``: the body of its ``request_dicts`` row)."""
+    if zdict is None:
+        return zlib.decompress(body).decode("utf-8")
+    do = zlib.decompressobj(zdict=zdict)
+    return (do.decompress(body) + do.flush()).decode("utf-8")
+
+
+def _unnest(value: Any) -> Any:
+    """An endpoint identity with its JSON-in-JSON parts decoded (a simulated model's identity
+    wraps its endpoint's JSON text with the world's fingerprint)."""
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return _unnest(json.loads(value))
+        except ValueError:
+            return value
+    if isinstance(value, list):
+        return [_unnest(v) for v in value]
+    return value
+
+
+def decode_payload(payload: str) -> dict[str, Any]:
+    """A payload as named fields: ``key_version``, ``endpoint`` (what answered: provider, model
+    id, base URLs; for a simulated model its settings and world), ``messages`` (``role``,
+    ``content``: ``{"type": "text", "text"}`` or ``{"type": "image", "sha256"}``) and
+    ``params`` (only those set)."""
+    version, endpoint, messages, params = json.loads(payload)
+    endpoint_value = _unnest(endpoint)
+    out_msgs = []
+    for role, parts in messages:
+        content = [
+            {"type": "text", "text": v} if kind == "text" else {"type": "image", "sha256": v}
+            for kind, v in parts
+        ]
+        out_msgs.append({"role": role, "content": content})
+    named = {k: v for k, v in zip(PARAM_NAMES, params, strict=False) if v is not None}
+    return {
+        "key_version": version,
+        "endpoint": endpoint_value,
+        "messages": out_msgs,
+        "params": named,
+    }

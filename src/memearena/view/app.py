@@ -1,0 +1,475 @@
+"""The viewer's web app: server-rendered pages (Jinja2, autoescaped) over ``queries``.
+
+Threats: every string on a page comes from a model, a dataset or a config, so each reaches
+the page through autoescaping only (no ``|safe`` of run data, no script at all); the
+Content-Security-Policy forbids any remote load and any inline script or style, so a string
+that slipped through still could not run or call out; the server binds loopback and answers
+only requests addressed to a loopback host name (a web page elsewhere cannot rebind a name to
+it and read the run)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeGuard
+from urllib.parse import urlencode
+
+from aiohttp import web
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from memearena.view.queries import OUTCOMES, Page, RunReader, ViewError, find_runs
+
+__all__ = ["CSP", "make_app"]
+
+CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'none'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
+    "connect-src 'none'"
+)
+"""No remote load, no script, no inline style: the pages are plain HTML and one stylesheet."""
+
+BIND_HOST: web.AppKey[str] = web.AppKey("bind_host", str)
+VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
+WARMING: web.AppKey[Any] = web.AppKey("warming", object)
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def _image_type(path: Path) -> str | None:
+    """The image type of a file by its first bytes (PNG, JPEG, GIF, WebP), or None: only an
+    image is ever served, whatever path a run database names."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError:
+        return None
+    for magic, ctype in _MAGIC:
+        if head.startswith(magic):
+            return ctype
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("memearena.view", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
+    env.filters["pct"] = lambda v: "–" if not _finite(v) else f"{100 * float(v):.0f}%"
+    env.globals["qs"] = _qs
+    env.globals["bar"] = _bar
+    env.globals["cell_fill"] = _cell_fill
+    env.globals["page_links"] = page_links
+    return env
+
+
+def _finite(v: Any) -> TypeGuard[float]:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if isinstance(v, bool) or v is None:
+        return "–" if v is None else str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if _finite(v):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _qs(base: dict[str, Any], **changes: Any) -> str:
+    """A query string: ``base`` with ``changes`` applied, empty values dropped."""
+    merged = {**base, **changes}
+    return urlencode({k: v for k, v in merged.items() if v not in ("", None, 0)})
+
+
+def _bar(value: Any, low: Any, high: Any, lo: float, hi: float, width: int = 160) -> dict[str, Any]:
+    """Pixel positions of a point and its interval on a scale from ``lo`` to ``hi``."""
+    span = (hi - lo) or 1.0
+
+    def x(v: Any) -> float | None:
+        if not _finite(v):
+            return None
+        return round(max(0.0, min(1.0, (float(v) - lo) / span)) * (width - 4) + 2, 1)
+
+    return {"w": width, "x": x(value), "lo": x(low), "hi": x(high)}
+
+
+def _cell_fill(v: Any) -> str:
+    """A fill for a rate in [0, 1] (white to red); grey when missing."""
+    if not _finite(v):
+        return "#eeeeee"
+    t = max(0.0, min(1.0, float(v)))
+    g = int(255 - 155 * t)
+    return f"rgb(255,{g},{g})"
+
+
+def _int(request: web.Request, name: str, default: int = 0) -> int:
+    try:
+        return max(0, int(request.query.get(name, default)))
+    except ValueError:
+        return default
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # Bound to loopback, only a loopback name is answered (DNS rebinding); bound elsewhere on
+    # purpose (--host), any name is.
+    raw = request.host or ""
+    host = raw.split("]")[0] + "]" if raw.startswith("[") else raw.rsplit(":", 1)[0]
+    if request.app[BIND_HOST] in _LOOPBACK and host not in _LOOPBACK:
+        return web.Response(status=421, text="misdirected request")
+    if request.method not in ("GET", "HEAD"):
+        return web.Response(status=405, text="read-only viewer")
+    try:
+        resp = await handler(request)
+    except ViewError as e:
+        resp = web.Response(status=404, text=str(e))
+    resp.headers["Content-Security-Policy"] = CSP
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Referrer-Policy"] = "no-referrer"
+    resp.headers["X-Frame-Options"] = "DENY"
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+class _Viewer:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.paths = find_runs(self.root)
+        self.readers: dict[int, RunReader] = {}
+        self.env = _env()
+
+    def warm(self) -> None:
+        """Compute every run's summaries and meme index (reads only; a failure is left for the
+        page that needs it to report)."""
+        for n, path in enumerate(self.paths):
+            try:
+                reader = self.readers.setdefault(n, RunReader(path))
+                reader.warm()
+            except Exception:
+                continue
+
+    def reader(self, request: web.Request) -> tuple[int, RunReader]:
+        try:
+            n = int(request.match_info["run"])
+            path = self.paths[n]
+        except (ValueError, IndexError):
+            raise web.HTTPNotFound(text="no such run") from None
+        if n not in self.readers:
+            self.readers[n] = RunReader(path)
+        return n, self.readers[n]
+
+    def label(self, n: int) -> str:
+        p = self.paths[n]
+        rel = p.relative_to(self.root) if p != self.root else Path(p.name)
+        return str(rel)
+
+    def render(self, request: web.Request, template: str, **ctx: Any) -> web.Response:
+        html = self.env.get_template(template).render(
+            runs=[self.label(i) for i in range(len(self.paths))],
+            query=dict(request.query),
+            path=request.path,
+            outcomes=OUTCOMES,
+            **ctx,
+        )
+        return web.Response(text=html, content_type="text/html", charset="utf-8")
+
+    # ------------------------------------------------------------------ pages
+    async def runs(self, request: web.Request) -> web.Response:
+        rows = []
+        for n in range(len(self.paths)):
+            if n not in self.readers:
+                self.readers[n] = RunReader(self.paths[n])
+            o = self.readers[n].overview()
+            rows.append({"n": n, "label": self.label(n), **o})
+        return self.render(request, "runs.html.j2", rows=rows)
+
+    async def overview(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        return self.render(request, "overview.html.j2", n=n, label=self.label(n), o=r.overview())
+
+    async def arena(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        arena = r.board.get("arena")
+        if not isinstance(arena, dict):
+            raise ViewError("this run has no Arena results")
+        boards: list[tuple[str, str, list[dict[str, Any]]]] = [
+            ("overall", "", arena.get("overall") or [])
+        ]
+        for group, field in (
+            ("criterion", "by_criterion"),
+            ("judge", "by_judge"),
+            ("context", "by_context"),
+            ("source", "by_source"),
+        ):
+            for name, rows in (arena.get(field) or {}).items():
+                boards.append((group, str(name), rows or []))
+        ratings = [
+            float(v)
+            for _, _, rows in boards
+            for row in rows
+            for v in (row.get("ci_low"), row.get("ci_high"))
+            if _finite(v)
+        ]
+        lo, hi = (min(ratings), max(ratings)) if ratings else (0.0, 1.0)
+        matrix = r.pairwise()
+        return self.render(
+            request,
+            "arena.html.j2",
+            n=n,
+            label=self.label(n),
+            arena=arena,
+            boards=boards,
+            lo=lo,
+            hi=hi,
+            matrix=matrix,
+        )
+
+    async def memes(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        q = request.query
+        page = r.memes(
+            q=q.get("q", ""),
+            outcome=q.get("outcome", ""),
+            model=q.get("model", ""),
+            offset=_int(request, "offset"),
+            limit=_int(request, "limit", 50) or 50,
+        )
+        return self.render(
+            request, "memes.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
+        )
+
+    async def meme(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        m = r.meme(request.query.get("id", ""))
+        if m is None:
+            raise ViewError("no such meme in this run")
+        return self.render(request, "meme.html.j2", n=n, label=self.label(n), m=m)
+
+    async def battles(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        q = request.query
+        page = r.battles(
+            meme=q.get("meme", ""),
+            model=q.get("model", ""),
+            judge=q.get("judge", ""),
+            criterion=q.get("criterion", ""),
+            outcome=q.get("outcome", ""),
+            offset=_int(request, "offset"),
+            limit=_int(request, "limit", 50) or 50,
+        )
+        return self.render(
+            request, "battles.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
+        )
+
+    async def battle(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        b = r.battle(request.query.get("coord", ""))
+        if b is None:
+            raise ViewError("no such battle in this run")
+        return self.render(request, "battle.html.j2", n=n, label=self.label(n), b=b)
+
+    async def calls(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        q = request.query
+        page = r.calls(
+            model=q.get("model", ""),
+            role=q.get("role", ""),
+            status=q.get("status", ""),
+            offset=_int(request, "offset"),
+            limit=_int(request, "limit", 50) or 50,
+        )
+        return self.render(
+            request, "calls.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
+        )
+
+    async def call(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        try:
+            c = r.call(int(request.match_info["id"]))
+        except ValueError:
+            c = None
+        if c is None:
+            raise ViewError("no such call in this run")
+        return self.render(request, "call.html.j2", n=n, label=self.label(n), c=c)
+
+    async def image(self, request: web.Request) -> web.StreamResponse:
+        _, r = self.reader(request)
+        path = r.image_path(request.match_info["sha"])
+        ctype = _image_type(path) if path else None
+        if path is None or ctype is None:
+            raise web.HTTPNotFound(text="image not on disk")
+        return web.FileResponse(path, headers={"Content-Type": ctype})
+
+    async def adapt(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        adapt = r.board.get("adapt")
+        if not isinstance(adapt, dict):
+            raise ViewError("this run has no Adapt results")
+        cats = list((adapt.get("by_category") or {}).keys())
+        models = [str(m.get("model")) for m in adapt.get("models") or []]
+        heat: dict[tuple[str, str], dict[str, Any]] = {}
+        for cat, rows in (adapt.get("by_category") or {}).items():
+            for row in rows or []:
+                heat[(str(row.get("model")), str(cat))] = row
+        return self.render(
+            request,
+            "adapt.html.j2",
+            n=n,
+            label=self.label(n),
+            adapt=adapt,
+            cats=cats,
+            models=models,
+            heat=heat,
+        )
+
+    async def adapt_records(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        q = request.query
+        match = {"target": q.get("model", ""), "category": q.get("category", "")}
+        off = _int(request, "offset")
+        scores = r.jsonl("adapt_scores", match, off, 50)
+        chains = r.jsonl("adapt_chains", match, off, 50)
+        return self.render(
+            request,
+            "adapt_records.html.j2",
+            n=n,
+            label=self.label(n),
+            scores=scores,
+            chains=chains,
+            f=r.filter_values(),
+        )
+
+    async def chain(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        try:
+            line = int(request.match_info["line"])
+        except ValueError:
+            line = 0
+        chain = r.jsonl_line("adapt_chains", line)
+        if chain is None:
+            raise ViewError("no such chain in this run")
+        steps = chain.get("steps") or []
+        for st in steps:
+            st["_answer"] = r.adapt_answer(
+                str(st.get("meme")),
+                st.get("text"),
+                str(chain.get("category")),
+                str(chain.get("target")),
+                int(chain.get("repeat") or 0),
+            )
+        return self.render(
+            request,
+            "chain.html.j2",
+            n=n,
+            label=self.label(n),
+            chain=chain,
+            line=line,
+            images={str(s.get("meme")): r.meme_image(str(s.get("meme"))) for s in steps},
+        )
+
+    async def judge_audit(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        ja = r.board.get("judge_audit")
+        if not isinstance(ja, dict):
+            raise ViewError("this run has no Judge audit results")
+        return self.render(request, "judge_audit.html.j2", n=n, label=self.label(n), ja=ja)
+
+    async def ja_pairs(self, request: web.Request) -> web.Response:
+        n, r = self.reader(request)
+        q = request.query
+        match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
+        page = r.jsonl("judge_audit_scores", match, _int(request, "offset"), 50)
+        ja = r.board.get("judge_audit") or {}
+        examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
+        shown = [
+            (str(s.get("image", "")), str(s.get("query", "")), str(s.get("response", "")))
+            for e in examples
+            for s in (e.get("unbiased") or {}, e.get("biased") or {})
+        ]
+        judges = sorted({j for e in examples for j in e.get("scores") or {}})
+        found = r.score_replies(shown, judges)
+        replies = [
+            {"unbiased": found[2 * i], "biased": found[2 * i + 1]} for i in range(len(examples))
+        ]
+        return self.render(
+            request,
+            "ja_pairs.html.j2",
+            n=n,
+            label=self.label(n),
+            page=page,
+            ja=ja,
+            examples=examples,
+            replies=replies,
+        )
+
+    async def css(self, request: web.Request) -> web.Response:
+        text = resources.files("memearena.view").joinpath("static/view.css").read_text("utf-8")
+        return web.Response(text=text, content_type="text/css")
+
+
+def make_app(root: Path, bind_host: str = "127.0.0.1", *, warm: bool = True) -> web.Application:
+    """The viewer over one run directory or a folder of runs (ViewError when none is there).
+    ``warm``: at start, compute each run's summaries and meme index in a worker thread (reads
+    only), so the first pages of a large run open as fast as the next ones."""
+    v = _Viewer(root)
+    app = web.Application(middlewares=[_guard])
+    app[BIND_HOST] = bind_host
+    app[VIEWER] = v
+    r = app.router
+    r.add_get("/", v.runs)
+    r.add_get("/static/view.css", v.css)
+    r.add_get("/r/{run}/", v.overview)
+    r.add_get("/r/{run}/arena", v.arena)
+    r.add_get("/r/{run}/memes", v.memes)
+    r.add_get("/r/{run}/meme", v.meme)
+    r.add_get("/r/{run}/battles", v.battles)
+    r.add_get("/r/{run}/battle", v.battle)
+    r.add_get("/r/{run}/calls", v.calls)
+    r.add_get("/r/{run}/call/{id}", v.call)
+    r.add_get("/r/{run}/image/{sha}", v.image)
+    r.add_get("/r/{run}/adapt", v.adapt)
+    r.add_get("/r/{run}/adapt/records", v.adapt_records)
+    r.add_get("/r/{run}/adapt/chain/{line}", v.chain)
+    r.add_get("/r/{run}/judge-audit", v.judge_audit)
+    r.add_get("/r/{run}/judge-audit/pairs", v.ja_pairs)
+
+    async def close(_: web.Application) -> None:
+        task = app.get(WARMING)
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=30)
+        for reader in v.readers.values():
+            reader.close()
+
+    async def start_warming(_: web.Application) -> None:
+        app[WARMING] = asyncio.get_running_loop().create_task(asyncio.to_thread(v.warm))
+
+    if warm:
+        app.on_startup.append(start_warming)
+    app.on_cleanup.append(close)
+    return app
+
+
+def page_links(page: Page) -> dict[str, int | None]:
+    """Offsets of the previous and next pages (None at either end)."""
+    prev = max(0, page.offset - page.limit) if page.offset > 0 else None
+    return {"prev": prev, "next": page.offset + page.limit if page.more else None}

@@ -1,0 +1,20 @@
+"""The viewer reads run.db and leaderboard.json only: it never imports a pipeline, a runner or
+the simulated world (so it can show a run whatever those modules become)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_viewer_imports_no_pipeline_runner_or_simulator() -> None:
+    code = (
+        "import sys, memearena.view, memearena.view.app, memearena.view.queries\n"
+        "bad = [m for m in sys.modules if m.startswith(('memearena.engine', "
+        "'memearena.sim', 'memearena.methods'))]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == ""
