@@ -21,6 +21,7 @@ from typing import Any
 
 from memearena.engine.steps import bounded_map
 from memearena.models import ModelPool
+from memearena.models.types import Message
 
 Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 
@@ -47,6 +48,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _fresh(arg: Any) -> Any:
+    """A message list copied into new message objects: the replay pays for encoding its
+    messages itself, as a pipeline's first use of them does (nothing memoised on the run's)."""
+    if isinstance(arg, list) and arg and all(isinstance(m, Message) for m in arg):
+        return [Message(m.role, m.content) for m in arg]
+    return arg
+
+
 class Recorder:
     """Every ``ModelPool.complete``/``embed`` call made while installed, in call order."""
 
@@ -62,7 +71,7 @@ class Recorder:
             def wrapper(
                 pool: ModelPool, model: str, *a: Any, _o: Any = orig, _n: str = name, **kw: Any
             ) -> Any:
-                self.calls.append((_n, model, a, kw))
+                self.calls.append((_n, model, tuple(_fresh(x) for x in a), kw))
                 return _o(pool, model, *a, **kw)
 
             setattr(ModelPool, name, wrapper)
