@@ -155,8 +155,9 @@ def generators(repeats: int) -> None:
 
 
 def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
-    from memearena.config import DatasetConfig
     from percall import write_memes
+
+    from memearena.config import DatasetConfig
 
     data = write_memes(root / "data", n)
     cfg = demo_config(bootstrap=bootstrap)

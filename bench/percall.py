@@ -11,6 +11,7 @@ the run's own requests. The ratio of the two is what the pipeline adds on top of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import resource
 import shutil
@@ -71,7 +72,9 @@ class Recorder:
             def wrapper(
                 pool: ModelPool, model: str, *a: Any, _o: Any = orig, _n: str = name, **kw: Any
             ) -> Any:
-                self.calls.append((_n, model, tuple(_fresh(x) for x in a), kw))
+                self.calls.append(
+                    (_n, model, tuple(map(_fresh, a)), {k: _fresh(v) for k, v in kw.items()})
+                )
                 return _o(pool, model, *a, **kw)
 
             setattr(ModelPool, name, wrapper)
@@ -106,10 +109,9 @@ def replay(make_pool: Callable[[], ModelPool], calls: Sequence[Call], window: in
 
         async def one(call: Call) -> None:
             kind, model, a, kw = call
-            try:
+            # The run saw the same failure; its CPU is what is measured.
+            with contextlib.suppress(Exception):
                 await getattr(pool, kind)(model, *a, **kw)
-            except Exception:  # the run saw the same failure; its CPU is what is measured
-                pass
 
         t = time.process_time()
         async for _ in bounded_map(one, calls, window):

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,11 +112,15 @@ def load_audit_inputs(
     return memes, rows
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, one at a time) to ``path`` atomically."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                f.writelines(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -165,7 +170,7 @@ def _run_locked(
     show_progress: bool,
     bootstrap: int | None,
 ) -> JudgeAuditRunResult:
-    from memearena.methods.judge_audit.analysis import judge_audit_section, score_rows
+    from memearena.methods.judge_audit.analysis import iter_score_rows, judge_audit_section
     from memearena.methods.judge_audit.view import attach_thumbnails
     from memearena.report.html import write_report
 
@@ -175,7 +180,7 @@ def _run_locked(
         snapshot_config(cfg, store)
         image_dir = run_dir / IMAGE_DIR
         memes, rows = load_audit_inputs(cfg, store, run_dir / "judge_audit" / "source")
-        calls_before = len(store.calls())
+        calls_before = store.last_call_id()
         pool = open_pool(
             cfg, memes, store, cache_path=cache_path or run_dir / CACHE_FILE, max_cost=max_cost
         )
@@ -191,14 +196,13 @@ def _run_locked(
         outcome = asyncio.run(go())
         section = judge_audit_section(cfg, outcome, store, bootstrap=bootstrap)
         attach_thumbnails(section, image_dir)
-        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
+        # Streamed: one row in memory at a time, however many pairs were scored.
+        lines = (json.dumps(r, sort_keys=True) + "\n" for r in iter_score_rows(outcome))
         _atomic_write(run_dir / SCORES_FILE, lines)
         board = _merged_board(run_dir, section)
         _atomic_write(run_dir / "leaderboard.json", json.dumps(board, indent=2))
         write_report(run_dir, board)
-        new_calls = sum(
-            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
-        )
+        new_calls = store.count_new_calls(calls_before)  # counted in SQL, not loaded
         return JudgeAuditRunResult(
             run_dir, outcome, section, new_calls, store.total_cost(), outcome.stopped
         )

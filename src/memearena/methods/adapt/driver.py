@@ -275,7 +275,7 @@ def run_adapt(
     try:
         snapshot_config(cfg, store)
         memes = load_memes(cfg, store).memes
-        calls_before = len(store.calls())
+        calls_before = store.last_call_id()
         pool, on_image = _open(cfg, memes, store, cache_path or run_dir / "cache.sqlite", max_cost)
 
         async def go() -> AdaptOutcome:
@@ -289,9 +289,7 @@ def run_adapt(
         outcome = asyncio.run(go())
         section = adapt_section(cfg, outcome, bootstrap=bootstrap)
         write_adapt_outputs(run_dir, cfg, outcome, section)
-        new_calls = sum(
-            1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")
-        )
+        new_calls = store.count_new_calls(calls_before)  # counted in SQL, not loaded
         return AdaptRunResult(
             run_dir, outcome, section, new_calls, store.total_cost(), outcome.stopped
         )
