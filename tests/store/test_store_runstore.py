@@ -235,3 +235,18 @@ def test_record_calls_commits_all_in_one_transaction_or_none(store):
     assert len(store.calls()) == 2  # the batch was rolled back whole
     store.record_call(_call("d", "error", error="boom"))  # and the store is still usable
     assert [c.model for c in store.calls()] == ["a", "b", "d"]
+
+
+def test_the_process_has_one_page_cache_budget_for_all_its_stores(store: RunStore, tmp_path: Path):
+    from memearena.store.runstore import PROCESS_HEAP_KIB
+
+    other = RunStore(tmp_path / "other" / "run.db")
+    try:
+        # SQLite's soft heap limit is process-wide: any connection, even one to another
+        # database, reports the budget the stores set.
+        probe = sqlite3.connect(":memory:")
+        (limit,) = probe.execute("PRAGMA soft_heap_limit").fetchone()
+        probe.close()
+        assert limit == PROCESS_HEAP_KIB * 1024
+    finally:
+        other.close()
