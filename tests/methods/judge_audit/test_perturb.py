@@ -197,7 +197,7 @@ def test_a_generator_needs_an_image_to_transform(store: ImageStore) -> None:
 def test_visual_transformation_pixels_are_pinned_so_existing_runs_resume(seed: int, sha: str):
     # The variant's bytes are its request keys: a faster edit must give the very same pixels.
     # Seeds 2 and 5 between them apply every numeric edit (gamma, colour temperature, noise,
-    # grain, vignette); the hashes were computed before the edits rounded in place.
+    # grain, vignette).
     import hashlib
 
     from memearena.data.demo import demo_dir

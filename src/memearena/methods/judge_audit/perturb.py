@@ -292,16 +292,11 @@ expanded canvas scaled back, or a 90–96% scale on a padded canvas. Neither cut
 
 
 def _arr(im: Image.Image) -> np.ndarray:
-    # An RGB image is read as it is: converting it first would only copy it.
-    return np.asarray(im if im.mode == "RGB" else im.convert("RGB"), dtype=np.float64)
+    return np.asarray(im.convert("RGB"), dtype=np.float64)
 
 
 def _img(a: np.ndarray) -> Image.Image:
-    """The pixels of ``a`` rounded and clipped, in place: ``a`` is the edit's own temporary
-    (the same values as a fresh ``np.clip(np.rint(a), 0, 255)``, two buffers fewer)."""
-    np.rint(a, out=a)
-    np.clip(a, 0, 255, out=a)
-    return Image.fromarray(a.astype(np.uint8), "RGB")
+    return Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "RGB")
 
 
 def _gamma(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
