@@ -7,7 +7,13 @@ misbeliefs, references, scoring), which should stay flat (cost linear in memes),
 refinement chain (refinement draws a fixed number of seeds per target x category x repeat, so
 its cost follows chains). Ratios large/small; figures are medians of ``--repeats``.
 
-    python bench/adapt.py [--scale 10] [--repeats 2]
+With ``--percall``: the pipeline's CPU per call (``AdaptPipeline.run``, analysis excluded)
+beside the model layer's on the same calls replayed (``bench/percall.py``: the run's recorded
+requests, and the images it registered with the simulated world, through a fresh pool with the
+simulated backend, store and cache, no pipeline), at demo size and at ``--scale`` times the demo
+(memes cycled with distinct ids and texts), each run in its own process. Target: at most 1.5x.
+
+    python bench/adapt.py [--scale 10] [--repeats 2] [--percall]
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -64,11 +73,97 @@ def one_run(cfg: RunConfig, memes: int) -> tuple[float, int, int, int, int]:
     return wall, res.new_calls, sum(stages.values()) - refine, refine, len(res.outcome.chains)
 
 
+def child_percall(n: int) -> dict[str, Any]:
+    """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed."""
+    from percall import Recorder, replay, timed_method, write_memes
+
+    from memearena.engine.pool import open_pool, sim_world
+    from memearena.engine.rundir import load_memes
+    from memearena.methods.adapt.stages import AdaptPipeline
+    from memearena.sim.adapt import AdaptWorld
+    from memearena.store import RunStore
+
+    acc: dict[str, float] = {}
+    timed_method(AdaptPipeline, "run", acc)
+    # The images the run told the simulated world about, so the replay's world knows them too.
+    images: list[tuple[str, str, str | None]] = []
+    register = AdaptWorld.register_image
+
+    def recording(self: Any, sha256: str, meme_text: str, caption: str | None = None) -> None:
+        images.append((sha256, meme_text, caption))
+        register(self, sha256, meme_text, caption)
+
+    AdaptWorld.register_image = recording  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory(prefix="memearena-bench-adapt-") as tmp:
+        root = Path(tmp)
+        data = DatasetConfig(format="demo", path=write_memes(root / "data", n))
+        cfg = adapt_demo_config(bootstrap=200).model_copy(update={"data": [data]})
+        rec = Recorder().install()
+        res = run_method("adapt", cfg, root / "run", show_progress=False)
+        rec.uninstall()
+        AdaptWorld.register_image = register  # type: ignore[method-assign]
+        store = RunStore(root / "replay.db")
+        memes = load_memes(cfg, store).memes
+
+        def make_pool() -> Any:
+            world = sim_world(cfg, memes)
+            for x, y, c in images:
+                world.adapt.register_image(x, y, c)
+            return open_pool(cfg, world, store, cache_path=root / "replay.sqlite", max_cost=None)
+
+        assert cfg.adapt is not None
+        base = replay(make_pool, rec.calls, cfg.adapt.window)
+        store.close()
+    return {
+        "memes": n,
+        "calls": len(rec.calls),
+        "pipeline_cpu_s": acc["run"],
+        "model_layer_cpu_s": base,
+        "models": len(res.section["models"]),
+    }
+
+
+def percall(scale: int, repeats: int) -> None:
+    print(
+        "pipeline CPU per call (AdaptPipeline.run, analysis excluded) beside the model layer's "
+        "on the same calls replayed (fresh ModelPool + simulated backend + store + cache, no "
+        f"pipeline); median of {repeats}, each run in its own process"
+    )
+    for n in (24, 24 * scale):
+        runs = []
+        for _ in range(repeats):
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(n)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if out.returncode != 0:
+                raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        pipe = statistics.median(1000 * r["pipeline_cpu_s"] / r["calls"] for r in runs)
+        base = statistics.median(1000 * r["model_layer_cpu_s"] / r["calls"] for r in runs)
+        ratio = statistics.median(r["pipeline_cpu_s"] / r["model_layer_cpu_s"] for r in runs)
+        print(
+            f"    {n:5d} memes {runs[0]['calls']:7d} calls: pipeline {pipe:6.3f} ms/call, "
+            f"model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.5x)",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--percall", action="store_true")
+    ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child_percall(args.child)))
+        return
+    if args.percall:
+        percall(args.scale, args.repeats)
+        return
     with tempfile.TemporaryDirectory(prefix="memearena-bench-data-") as tmp:
         small = (DatasetConfig(format="demo"), 24)
         large_path = cloned_set(Path(tmp), args.scale)

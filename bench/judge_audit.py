@@ -12,17 +12,33 @@ then the detection rate per injected bias over the seeds.
 Part 2 times the image generators on the demo memes: median seconds per image over repeats for
 ``visual_transformation`` and ``texture_insertion``, against a baseline measured in the same
 run — storing the unperturbed image (decode, encode, hash, write) — and prints the ratio.
+
+Part 3 (``--percall``): the audit's pipeline CPU per call beside the model layer's on the same
+calls replayed (``bench/percall.py``: the run's recorded requests through a fresh ``ModelPool``
+with the simulated backend, store and cache, and no pipeline), at demo size and at ``--scale``
+times the demo (memes cycled with distinct ids and texts), each run in its own process.
+Target: at most 1.5x at both sizes.
+
+Part 4 (``--rss``): peak RSS of the whole audit (analysis and report included) at 24, 144 and
+480 memes, each size in its own process, with the peak after each stage; ``--tracemalloc``
+adds the Python heap's peak per stage (slower). Target: growth at most 0.1 MB per meme.
+
+    python bench/judge_audit.py [--seeds 3] [--percall] [--rss] [--sizes 24,144,480]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -140,12 +156,181 @@ def generators(repeats: int) -> None:
             print(f"    {bias_type:<38}  {1000 * t:7.2f} ms/image  ({t / base:.2f}x baseline)")
 
 
+def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
+    from percall import write_memes
+
+    from memearena.config import DatasetConfig
+
+    data = write_memes(root / "data", n)
+    cfg = demo_config(bootstrap=bootstrap)
+    return cfg.model_copy(update={"data": [DatasetConfig(format="demo", path=data)]})
+
+
+def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
+    """One audit over ``n`` memes with its calls recorded, then those calls replayed."""
+    from percall import Recorder, replay, timed_method
+
+    from memearena.engine.pool import open_pool, sim_world
+    from memearena.methods.judge_audit.stages import JudgeAuditPipeline
+    from memearena.store import RunStore
+
+    acc: dict[str, float] = {}
+    timed_method(JudgeAuditPipeline, "run", acc)
+    with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
+        root = Path(tmp)
+        cfg = _audit_config(root, n, bootstrap)
+        rec = Recorder().install()
+        res = run_method(
+            "judge_audit", cfg, root / "run", show_progress=False, console=Console(quiet=True)
+        )
+        rec.uninstall()
+        memes = load_datasets(cfg.data, cfg.image).memes
+        store = RunStore(root / "replay.db")
+        assert cfg.judge_audit is not None
+        base = replay(
+            lambda: open_pool(
+                cfg, sim_world(cfg, memes), store, cache_path=root / "replay.sqlite", max_cost=None
+            ),
+            rec.calls,
+            cfg.judge_audit.window,
+        )
+        store.close()
+    board = [(r["judge"], r["trust"]["value"]) for r in res.section["leaderboard"]]
+    return {
+        "memes": n,
+        "calls": len(rec.calls),
+        "pipeline_cpu_s": acc["run"],
+        "model_layer_cpu_s": base,
+        "board": board,
+    }
+
+
+def child_rss(n: int, bootstrap: int, trace: bool) -> dict[str, Any]:
+    """Peak RSS of one whole audit over ``n`` memes, and after each pipeline stage."""
+    import tracemalloc
+
+    from percall import peak_rss_mb
+
+    from memearena.methods.judge_audit.stages import JudgeAuditPipeline
+
+    stages: dict[str, list[float]] = {}
+
+    def mark(name: str) -> None:
+        heap = tracemalloc.get_traced_memory()[1] / 2**20 if trace else 0.0
+        stages[name] = [peak_rss_mb(), heap]
+
+    for name in ("prepare", "score_pairs", "classic"):
+        fn = getattr(JudgeAuditPipeline, name)
+
+        async def wrapper(self: Any, *a: Any, _f: Any = fn, _n: str = name, **kw: Any) -> Any:
+            try:
+                return await _f(self, *a, **kw)
+            finally:
+                k = _n
+                while k in stages:  # score_pairs runs twice (memes, then rows)
+                    k += "'"
+                mark(k)
+
+        setattr(JudgeAuditPipeline, name, wrapper)
+    if trace:
+        tracemalloc.start()
+    with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
+        root = Path(tmp)
+        cfg = _audit_config(root, n, bootstrap)
+        mark("start")
+        t0 = time.perf_counter()
+        res = run_method(
+            "judge_audit", cfg, root / "run", show_progress=False, console=Console(quiet=True)
+        )
+        wall = time.perf_counter() - t0
+        mark("end")
+    return {"memes": n, "calls": res.new_calls, "wall_s": wall, "stages": stages}
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"child {args} failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def percall(scale: int, repeats: int, bootstrap: int) -> None:
+    print(
+        "Part 3: pipeline CPU per call (JudgeAuditPipeline.run, analysis excluded) beside the "
+        "model layer's on the same calls replayed (fresh ModelPool + simulated backend + store "
+        f"+ cache, no pipeline); median of {repeats}, each run in its own process"
+    )
+    for n in (24, 24 * scale):
+        runs = [
+            _child(["--child", "percall", "--n", str(n), "--bootstrap", str(bootstrap)])
+            for _ in range(repeats)
+        ]
+        calls = runs[0]["calls"]
+        pipe = statistics.median(1000 * r["pipeline_cpu_s"] / r["calls"] for r in runs)
+        base = statistics.median(1000 * r["model_layer_cpu_s"] / r["calls"] for r in runs)
+        ratio = statistics.median(r["pipeline_cpu_s"] / r["model_layer_cpu_s"] for r in runs)
+        print(
+            f"    {n:5d} memes {calls:7d} calls: pipeline {pipe:6.3f} ms/call, model layer "
+            f"{base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.5x)",
+            flush=True,
+        )
+
+
+def rss(sizes: list[int], bootstrap: int, trace: bool) -> None:
+    print(
+        "Part 4: peak RSS of the whole audit (analysis and report included), each size in its "
+        "own process; the peak after each stage" + (" and the Python heap's peak" if trace else "")
+    )
+    rows = []
+    for n in sizes:
+        args = ["--child", "rss", "--n", str(n), "--bootstrap", str(bootstrap)]
+        r = _child(args + (["--tracemalloc"] if trace else []))
+        rows.append(r)
+        st = "  ".join(
+            f"{k} {v[0]:.0f}" + (f" (heap {v[1]:.0f})" if trace else "")
+            for k, v in r["stages"].items()
+        )
+        print(
+            f"    {n:5d} memes {r['calls']:7d} calls {r['wall_s']:6.1f} s  peak RSS MB: {st}",
+            flush=True,
+        )
+    if len(rows) > 1:
+        a, b = rows[0], rows[-1]
+        growth = (b["stages"]["end"][0] - a["stages"]["end"][0]) / (b["memes"] - a["memes"])
+        print(
+            f"    growth {growth:.3f} MB per meme ({a['memes']} -> {b['memes']} memes; "
+            "target <= 0.1)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--bootstrap", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--percall", action="store_true", help="part 3 only")
+    ap.add_argument("--rss", action="store_true", help="part 4 only")
+    ap.add_argument("--scale", type=int, default=10)
+    ap.add_argument("--sizes", default="24,144,480")
+    ap.add_argument("--tracemalloc", action="store_true")
+    ap.add_argument("--child", choices=["percall", "rss"], help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == "percall":
+        print(json.dumps(child_percall(args.n, args.bootstrap)))
+        return
+    if args.child == "rss":
+        print(json.dumps(child_rss(args.n, args.bootstrap, args.tracemalloc)))
+        return
+    if args.percall or args.rss:
+        if args.percall:
+            percall(args.scale, args.repeats, args.bootstrap)
+        if args.rss:
+            rss([int(s) for s in args.sizes.split(",")], args.bootstrap, args.tracemalloc)
+        return
     ok = seeds(args.seeds, args.bootstrap)
     generators(args.repeats)
     raise SystemExit(0 if ok else 1)

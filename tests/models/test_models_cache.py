@@ -238,3 +238,16 @@ def test_a_new_cache_keeps_replies_apart_from_the_key_index(tmp_path: Path) -> N
     assert [cache.get(f"k{i}").text for i in range(3)] == ["reply 0", "reply 1", "reply 2"]
     assert len(cache) == 3
     cache.close()
+
+
+def test_a_message_keyed_again_gives_the_key_of_a_fresh_copy():
+    # A message's encoding is memoised on it: a second use (the step's fingerprint, then the
+    # call; one prompt for every judge) must hash exactly what a first use does.
+    endpoint = endpoint_id(openai_cfg("http://h/v1"), "m")
+    msgs = [*_KEY_MSGS, Message("user", (TextPart("again"), ImagePart("u", "h")))]
+    first = key_for_endpoint(endpoint, msgs, GenParams())
+    again = key_for_endpoint(endpoint, msgs, GenParams())
+    fresh = key_for_endpoint(endpoint, [Message(m.role, m.content) for m in msgs], GenParams())
+    want = hashlib.sha256(_canonical_payload(endpoint, msgs, GenParams()).encode()).hexdigest()
+    assert first == again == fresh == want
+    assert msgs[-1] == Message("user", (TextPart("again"), ImagePart("u", "h")))

@@ -155,3 +155,20 @@ def test_table_does_not_depend_on_arrival_order() -> None:
         assert (fa.pairs, fa.excluded) == (fb.pairs, fb.excluded)
         for x, y in ((fa.value, fb.value), (fa.ci_low, fb.ci_low), (fa.ci_high, fb.ci_high)):
             assert x == pytest.approx(y, abs=1e-12)  # sums in another order: rounding only
+
+
+@pytest.mark.parametrize("cells", [1, 7, 1 << 20])
+def test_unit_ratio_interval_is_the_one_a_single_weight_draw_gives(cells, monkeypatch):
+    # Weights drawn in blocks of rows (flat memory over many units) must resample exactly as
+    # one draw of the whole matrix: the same interval to the last bit.
+    import numpy as np
+
+    import memearena.stats.judge_bias as jb
+
+    rng = np.random.default_rng(5)
+    num, den = rng.random(301) * 9, rng.random(301) + 0.5
+    monkeypatch.setattr(jb, "_BOOT_CELLS", cells)
+    got = jb.unit_ratio(list(num), list(den), n_boot=200, seed=11)
+    w = np.random.default_rng(11).multinomial(301, np.full(301, 1 / 301), size=200)
+    lo, hi = jb._interval((w @ num) / (w @ den), 0.95)
+    assert (got.ci_low, got.ci_high) == (lo, hi)

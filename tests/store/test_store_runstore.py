@@ -270,3 +270,18 @@ def test_records_and_settlements_written_together_are_one_transaction(store):
     assert [(c.call_id, c.status) for c in store.calls()] == [("a", "ok"), ("b", "sent")]
     store.write_call_rows([], [_settled("b", "answer b")])
     assert store.calls()[1].status == "ok"
+
+
+def test_the_process_has_one_page_cache_budget_for_all_its_stores(store: RunStore, tmp_path: Path):
+    from memearena.store.runstore import PROCESS_HEAP_KIB
+
+    other = RunStore(tmp_path / "other" / "run.db")
+    try:
+        # SQLite's soft heap limit is process-wide: any connection, even one to another
+        # database, reports the budget the stores set.
+        probe = sqlite3.connect(":memory:")
+        (limit,) = probe.execute("PRAGMA soft_heap_limit").fetchone()
+        probe.close()
+        assert limit == PROCESS_HEAP_KIB * 1024
+    finally:
+        other.close()

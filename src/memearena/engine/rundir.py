@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,15 +38,19 @@ RUN_DB = "run.db"
 """The run's database inside its directory."""
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
     """Write ``path`` whole or not at all (a kill never leaves half a file); readable by others
-    (mkstemp's 0600 would hide the file)."""
+    (mkstemp's 0600 would hide the file). ``text`` may be pieces, written one at a time, so a
+    long file is never held whole."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                f.writelines(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -129,17 +129,29 @@ def params_json(params: GenParams) -> str:
     return base + "]"
 
 
+_KEY_JSON = "_key_json"
+
+
+def _message_key_json(m: Message) -> str:
+    """One message's part of the payload, encoded once per message object: a request's
+    messages are keyed several times (the step's fingerprint, then the call; one prompt sent to
+    every judge), and a message is immutable, so its encoding never goes stale."""
+    got = m.__dict__.get(_KEY_JSON)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    parts = []
+    for p in m.content:
+        if isinstance(p, TextPart):
+            parts.append('["text",' + _enc(p.text) + "]")
+        elif isinstance(p, ImagePart):
+            parts.append('["image",' + _enc(p.sha256) + "]")
+    out = "[" + _enc(m.role) + ",[" + ",".join(parts) + "]]"
+    object.__setattr__(m, _KEY_JSON, out)  # not a field: equality, hash and repr ignore it
+    return out
+
+
 def _messages_json(messages: Sequence[Message]) -> str:
-    out = []
-    for m in messages:
-        parts = []
-        for p in m.content:
-            if isinstance(p, TextPart):
-                parts.append('["text",' + _enc(p.text) + "]")
-            elif isinstance(p, ImagePart):
-                parts.append('["image",' + _enc(p.sha256) + "]")
-        out.append("[" + _enc(m.role) + ",[" + ",".join(parts) + "]]")
-    return ",".join(out)
+    return ",".join([_message_key_json(m) for m in messages])
 
 
 def payload_from_parts(

@@ -9,7 +9,7 @@ from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
 from memearena.models.types import ImagePart, Message, TextPart
 from memearena.prompts.scores import defang_score_fields
@@ -208,9 +208,17 @@ def rendered_template_hashes() -> dict[str, str]:
     return out
 
 
+@cache
+def _template(path: str) -> Template:
+    # Compiled once per process: a render is then only the template's own code (no loader or
+    # environment cache look-up per prompt).
+    return _env().get_template(path)
+
+
 def clear_template_cache() -> None:
     """Forget loaded templates and rendered system prompts (after templates change on disk)."""
     _system_message.cache_clear()
+    _template.cache_clear()
     _env.cache_clear()
 
 
@@ -223,7 +231,7 @@ def template_path(template: str) -> str:
 
 def render(template: str, **vars: object) -> str:
     """Render a template (role name or path) strictly: a missing variable raises."""
-    return _env().get_template(template_path(template)).render(**vars).strip()
+    return _template(template_path(template)).render(**vars).strip()
 
 
 def build_messages(

@@ -379,6 +379,24 @@ class RatioEstimate(BaseModel):
     """Σ denominators (e.g. judgments)."""
 
 
+_BOOT_CELLS = 1 << 20
+"""Bootstrap weights are drawn this many cells at a time."""
+
+
+def _multinomial_weights(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
+    """``rng.multinomial(n, uniform, size=n_boot)`` as float64, drawn in blocks of rows into one
+    array: the same draws (each row comes from the stream in the same order) and the same
+    products as the integer matrix (which ``@`` would copy to float64 anyway), in half its
+    peak memory: with one unit per call, that matrix is the audit's largest allocation."""
+    p = np.full(n, 1.0 / n)
+    w = np.empty((n_boot, n))
+    rows = max(1, _BOOT_CELLS // n)
+    for i in range(0, n_boot, rows):
+        k = min(rows, n_boot - i)
+        w[i : i + k] = rng.multinomial(n, p, size=k)
+    return w
+
+
 def unit_ratio(
     numerators: Sequence[float],
     denominators: Sequence[float],
@@ -401,7 +419,7 @@ def unit_ratio(
     lo = hi = None
     if n_boot > 0:
         rng = np.random.default_rng(seed)
-        w = rng.multinomial(len(den), np.full(len(den), 1.0 / len(den)), size=n_boot)
+        w = _multinomial_weights(rng, len(den), n_boot)
         bn, bd = w @ num, w @ den
         with np.errstate(invalid="ignore", divide="ignore"):
             lo, hi = _interval(np.where(bd > 0, bn / np.maximum(bd, 1e-300), np.nan), ci)

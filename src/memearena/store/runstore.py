@@ -36,6 +36,11 @@ PAGE_CACHE_KIB = 32 * 1024
 hashes, so inserts land at random in indexes that outgrow a small cache within a few hundred
 memes; each miss is a read from the file."""
 
+PROCESS_HEAP_KIB = PAGE_CACHE_KIB
+"""SQLite's soft heap limit for the whole process (KiB): the connections' page caches (the run
+store's and the response cache's) share one page cache's worth, so near it SQLite recycles
+least recently used pages instead of growing; memory stays flat however large the files get."""
+
 USAGE_FIELDS: tuple[str, ...] = (
     "calls",
     "cached",
@@ -302,6 +307,7 @@ class RunStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
+        db.execute(f"PRAGMA soft_heap_limit={PROCESS_HEAP_KIB * 1024}")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(

@@ -127,3 +127,15 @@ def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None
     assert 1 <= lo <= 2 <= hi <= 2
     assert first["trust"]["ci_low"] <= first["trust"]["value"] <= first["trust"]["ci_high"]
     assert [r["judge"] for r in sec["leaderboard"]] == ["ref", "first"]
+
+
+def test_score_rows_stream_in_the_order_they_were_scored() -> None:
+    from memearena.methods.judge_audit.analysis import iter_score_rows, score_rows
+
+    out = JudgeAuditOutcome(scores=_scores("j", "visual_transformation", [(7, 5), (None, 3)]))
+    rows = list(iter_score_rows(out))
+    assert rows == score_rows(out)
+    assert [(r["id"], r["unbiased_score"], r["biased_score"]) for r in rows] == [
+        (ITEMS[0], 7, 5),
+        (ITEMS[1], None, 3),
+    ]

@@ -156,3 +156,15 @@ def test_plain_equals_the_reference_plain_prompt_in_intent() -> None:
     assert criterion in text
     # Nothing beyond the reference's task: no grounding cue, no extra criteria.
     assert "image shows" not in text and "correct" not in text
+
+
+def test_one_triplet_renders_the_same_request_for_every_judge_as_a_new_list() -> None:
+    t = Triplet("Is this meme harmful?", None, "It is not.")
+    first = score_messages(t, "plain")
+    first.append(first[0])  # a caller extending its conversation (a re-ask)
+    second = score_messages(t, "plain")
+    assert len(second) == 2
+    assert second == score_messages(Triplet("Is this meme harmful?", None, "It is not."), "plain")
+    pair = pairwise_messages(t, "A says yes.", "B says no.")
+    pair.clear()
+    assert len(pairwise_messages(t, "A says yes.", "B says no.")) == 2

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ __all__ = [
     "CLASSIC_FLAGS",
     "audit_warnings",
     "expected_flags",
+    "iter_score_rows",
     "judge_audit_section",
     "score_rows",
 ]
@@ -100,8 +101,13 @@ def _per_item(
 
 def score_rows(outcome: JudgeAuditOutcome) -> list[dict[str, Any]]:
     """Every scored pair in the ``judge-audit metrics`` input format (plus judge and status)."""
-    return [
-        {
+    return list(iter_score_rows(outcome))
+
+
+def iter_score_rows(outcome: JudgeAuditOutcome) -> Iterator[dict[str, Any]]:
+    """``score_rows`` one at a time (a writer holds one row, not one per pair)."""
+    for r in outcome.scores:
+        yield {
             "id": r.item,
             "bias_type": r.bias_type,
             "unbiased_score": r.unbiased,
@@ -110,8 +116,6 @@ def score_rows(outcome: JudgeAuditOutcome) -> list[dict[str, Any]]:
             "responder": r.responder,
             "status": [r.unbiased_status, r.biased_status],
         }
-        for r in outcome.scores
-    ]
 
 
 def _self_enhancement(
@@ -152,7 +156,7 @@ def _self_enhancement(
 def _usage(store: RunStore | None, judges: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {j: {"cost": [], "secs": []} for j in judges}
     if store is not None:
-        for c in store.calls():
+        for c in store.iter_calls():  # streamed: one chunk of records at a time
             if c.role in _SCORE_ROLES and c.model in per and c.status not in ("cached", "budget"):
                 per[c.model]["cost"].append(c.cost_usd * 1000)
                 per[c.model]["secs"].append(c.latency_s * 1000)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memearena.errors import ParseError
 from memearena.methods.judge_audit.perturb import Triplet
@@ -38,26 +39,47 @@ def score_template(variant: str) -> str:
     return f"judge_audit/score_{variant}.j2"
 
 
+# Every judge is sent the very same request for a triplet (and the unbiased triplet recurs for
+# every bias type): it is rendered once while its jobs are in flight, not once per judge. The
+# bound is small on purpose: an entry holds its image's data URL, and a triplet's jobs are
+# drawn one after the other (pair-major, then judge), so a window's worth is all that repeats.
+_MEMO = 64
+
+
+@lru_cache(maxsize=_MEMO)
+def _score_messages(triplet: Triplet, variant: str) -> tuple[Message, ...]:
+    return tuple(
+        build_messages(
+            score_template(variant),
+            image=triplet.image.part() if triplet.image is not None else None,
+            query=defang_score_fields(triplet.query),
+            response=defang_score_fields(triplet.response),
+        )
+    )
+
+
+@lru_cache(maxsize=_MEMO)
+def _pairwise_messages(triplet: Triplet, response_a: str, response_b: str) -> tuple[Message, ...]:
+    return tuple(
+        build_messages(
+            "judge_audit/pairwise.j2",
+            image=triplet.image.part() if triplet.image is not None else None,
+            query=_defang_all(triplet.query),
+            response_a=_defang_all(response_a),
+            response_b=_defang_all(response_b),
+        )
+    )
+
+
 def score_messages(triplet: Triplet, variant: str) -> list[Message]:
     """The pointwise request for a triplet: the image (if any) and the prompt; a removed
     modality is absent from the request."""
-    return build_messages(
-        score_template(variant),
-        image=triplet.image.part() if triplet.image is not None else None,
-        query=defang_score_fields(triplet.query),
-        response=defang_score_fields(triplet.response),
-    )
+    return list(_score_messages(triplet, variant))
 
 
 def pairwise_messages(triplet: Triplet, response_a: str, response_b: str) -> list[Message]:
     """The pairwise request: the query and image of ``triplet`` with two responses."""
-    return build_messages(
-        "judge_audit/pairwise.j2",
-        image=triplet.image.part() if triplet.image is not None else None,
-        query=_defang_all(triplet.query),
-        response_a=_defang_all(response_a),
-        response_b=_defang_all(response_b),
-    )
+    return list(_pairwise_messages(triplet, response_a, response_b))
 
 
 def _defang_all(text: str) -> str:

@@ -102,12 +102,13 @@ class JudgeAudit:
         return MethodRun(outcome, outcome.stopped)
 
     def finish(self, ctx: RunContext, run: MethodRun, *, bootstrap: int | None) -> Finished:
-        from memearena.methods.judge_audit.analysis import judge_audit_section, score_rows
+        from memearena.methods.judge_audit.analysis import iter_score_rows, judge_audit_section
 
         outcome: JudgeAuditOutcome = run.outcome
         section = judge_audit_section(ctx.cfg, outcome, ctx.store, bootstrap=bootstrap)
         view.attach_thumbnails(section, ctx.run_dir / IMAGE_DIR)
-        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
+        # Streamed: one row in memory at a time, however many pairs were scored.
+        lines = (json.dumps(r, sort_keys=True) + "\n" for r in iter_score_rows(outcome))
         atomic_write(ctx.run_dir / SCORES_FILE, lines)
         status = judge_audit_status(ctx.cfg, outcome, ctx.store, max_cost=ctx.max_cost)
         return Finished({"judge_audit": section}, status)

@@ -73,7 +73,7 @@ class BaseItem:
     """The responder's answer to ``text_query``, asked text-only (None when not needed)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoreRecord:
     """One judge's outcome on one pair: scores, or why there is none."""
 
@@ -89,7 +89,7 @@ class ScoreRecord:
     responder: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VerdictRecord:
     """One pairwise verdict as shown (``first`` shown as A)."""
 

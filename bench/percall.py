@@ -1,0 +1,123 @@
+"""Shared by ``bench/adapt.py`` and ``bench/judge_audit.py``: a pipeline's CPU per call beside
+the model layer's on the same calls replayed.
+
+``Recorder`` wraps ``ModelPool.complete`` and ``ModelPool.embed`` for the length of a run and
+keeps every call's arguments in order (re-asks included; cache hits too, as the run made them).
+``replay`` sends those very calls through a fresh ``ModelPool`` (the simulated backend, a fresh
+run store and response cache, the same window) with no pipeline: the model layer's own CPU on
+the run's own requests. The ratio of the two is what the pipeline adds on top of its calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memearena.engine.steps import bounded_map
+from memearena.models import ModelPool
+from memearena.models.types import Message
+
+Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+
+
+def write_memes(folder: Path, n: int) -> Path:
+    """``n`` demo-format memes cycled from the bundled set (distinct ids and texts), as
+    ``bench/scale.py`` writes them."""
+    from memearena.data.demo import demo_dir
+
+    src = demo_dir()
+    rows = [json.loads(line) for line in (src / "memes.jsonl").read_text().splitlines() if line]
+    shutil.copytree(src / "img", folder / "img", dirs_exist_ok=True)
+    with (folder / "memes.jsonl").open("w") as f:
+        for i in range(n):
+            row = dict(rows[i % len(rows)])
+            row["id"] = f"{row['id']}-{i}"
+            row["text"] = f"{row['text']} #{i}"
+            f.write(json.dumps(row) + "\n")
+    return folder / "memes.jsonl"
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far (MB; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _fresh(arg: Any) -> Any:
+    """A message list copied into new message objects: the replay pays for encoding its
+    messages itself, as a pipeline's first use of them does (nothing memoised on the run's)."""
+    if isinstance(arg, list) and arg and all(isinstance(m, Message) for m in arg):
+        return [Message(m.role, m.content) for m in arg]
+    return arg
+
+
+class Recorder:
+    """Every ``ModelPool.complete``/``embed`` call made while installed, in call order."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self._saved: dict[str, Any] = {}
+
+    def install(self) -> Recorder:
+        for name in ("complete", "embed"):
+            orig = getattr(ModelPool, name)
+            self._saved[name] = orig
+
+            def wrapper(
+                pool: ModelPool, model: str, *a: Any, _o: Any = orig, _n: str = name, **kw: Any
+            ) -> Any:
+                self.calls.append(
+                    (_n, model, tuple(map(_fresh, a)), {k: _fresh(v) for k, v in kw.items()})
+                )
+                return _o(pool, model, *a, **kw)
+
+            setattr(ModelPool, name, wrapper)
+        return self
+
+    def uninstall(self) -> None:
+        for name, orig in self._saved.items():
+            setattr(ModelPool, name, orig)
+        self._saved.clear()
+
+
+def timed_method(cls: type, name: str, acc: dict[str, float]) -> None:
+    """Wrap the coroutine method ``cls.name`` to add its CPU seconds to ``acc[name]``."""
+    fn = getattr(cls, name)
+
+    async def wrapper(self: Any, *a: Any, **kw: Any) -> Any:
+        c = time.process_time()
+        try:
+            return await fn(self, *a, **kw)
+        finally:
+            acc[name] = acc.get(name, 0.0) + time.process_time() - c
+
+    setattr(cls, name, wrapper)
+
+
+def replay(make_pool: Callable[[], ModelPool], calls: Sequence[Call], window: int) -> float:
+    """CPU seconds of ``calls`` sent through a fresh pool (``make_pool``), ``window`` at a
+    time; a call that fails (a simulated fault past its retries) counts as made."""
+
+    async def go() -> float:
+        pool = make_pool()
+
+        async def one(call: Call) -> None:
+            kind, model, a, kw = call
+            # The run saw the same failure; its CPU is what is measured.
+            with contextlib.suppress(Exception):
+                await getattr(pool, kind)(model, *a, **kw)
+
+        t = time.process_time()
+        async for _ in bounded_map(one, calls, window):
+            pass
+        cpu = time.process_time() - t
+        await pool.aclose()
+        return cpu
+
+    return asyncio.run(go())
