@@ -18,7 +18,8 @@ from typer.core import TyperGroup
 
 from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
-from memearena.report.safe import console_safe
+from memearena.jsonsafe import jsonl_lines, loads_bounded
+from memearena.report.safe import console_safe, shown
 from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
 
 __all__ = ["judge_audit_app", "load_scored_pairs", "metrics_table"]
@@ -52,7 +53,7 @@ def _score(row: dict[str, Any], name: str, where: str, scale: float) -> float | 
     if v is None:
         return None  # unparsed: excluded and counted, never a number
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise DataError(f"{where}: field {name!r}: must be a number or null, got {v!r}")
+        raise DataError(f"{where}: field {name!r}: must be a number or null, got {shown(v)}")
     if not 1 <= v <= scale:
         raise DataError(f"{where}: field {name!r}: {v} is outside 1-{scale:g}")
     return float(v)
@@ -61,31 +62,27 @@ def _score(row: dict[str, Any], name: str, where: str, scale: float) -> float | 
 def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10) -> list[BiasPair]:
     """Scored pairs from ``{"id", "bias_type", "unbiased_score", "biased_score"}`` lines (an
     optional ``judge`` field selects one judge's rows); a bad line is a DataError naming it."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
     pairs: list[BiasPair] = []
     judges: set[str] = set()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    # Bounded parsing and a BOM accepted: a deep, huge-number or garbled line is one error
+    # naming it, never a traceback.
+    for n, line in jsonl_lines(path):
         where = f"{path}:{n}"
         try:
-            row = json.loads(line)
+            row = loads_bounded(line)
         except json.JSONDecodeError as e:
             raise DataError(f"{where}: invalid JSON ({e.msg})") from None
+        except ValueError as e:
+            raise DataError(f"{where}: invalid JSON ({e})") from None
         if not isinstance(row, dict):
             raise DataError(f"{where}: expected a JSON object")
         item = row.get("id")
         if not isinstance(item, str | int) or isinstance(item, bool) or not str(item).strip():
             raise DataError(f"{where}: field 'id': missing or empty")
         bias_type = row.get("bias_type")
-        if bias_type not in BIAS_TYPES:
+        if not isinstance(bias_type, str) or bias_type not in BIAS_TYPES:
             raise DataError(
-                f"{where}: field 'bias_type': unknown bias type {bias_type!r}; "
+                f"{where}: field 'bias_type': unknown bias type {shown(bias_type)}; "
                 f"expected one of {', '.join(BIAS_TYPES)}"
             )
         row_judge = row.get("judge")

@@ -1,0 +1,155 @@
+"""The batch path as a ledger that never forgets: a submitted request belongs to its batch until
+the batch's terminal state is read, so 500s on an upload, a batch creation (after the provider
+created it), a poll or an output read never pay a request twice, and the run completes; calls
+that queue while a batch is being uploaded are submitted too (no batched run hangs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from memearena.config import load_config
+from memearena.models import ModelPool
+from memearena.models.types import GenParams, Message, TextPart
+from memearena.runner import run_arena
+from memearena.sim.catalogue import DEMO_JUDGES, DEMO_TARGETS
+from memearena.sim.serve import demo_world
+from memearena.sim.server import BackgroundServer, EchoResponder
+from memearena.store import RunStore
+
+TARGETS = ["sim-aurora", "sim-cirrus", "sim-ember"]
+JUDGES = ["sim-judge-falcon", "sim-judge-grove"]
+EVERY_STEP = {"file_create": 1, "batch_create": 1, "poll": 2, "output_read": 1, "list": 1}
+
+
+def batch_stats(srv: BackgroundServer) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{srv.base_url}/batch_stats", timeout=10) as r:
+        data: dict[str, Any] = json.loads(r.read())
+    return data
+
+
+def write_config(path: Path, base_url: str, *, limit: int = 2) -> Path:
+    catalogue = {**DEMO_TARGETS, **DEMO_JUDGES}
+    models = {
+        name: {
+            "provider": "openai",
+            "base_url": base_url,
+            "model": name,
+            "family": catalogue[name].family,
+            "max_concurrency": 64,
+            "price": {"input": 2.0, "output": 8.0},
+            "batch": True,
+            "batch_poll_s": 0.05,
+        }
+        for name in TARGETS + JUDGES
+    }
+    cfg = {
+        "run": "batch",
+        "seed": 0,
+        "models": models,
+        "data": [{"format": "demo", "limit": limit}],
+        "arena": {
+            "targets": TARGETS,
+            "judges": JUDGES,
+            "context_model": JUDGES[0],
+            "fusion_rounds": 2,
+            "bootstrap": 10,
+        },
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[BackgroundServer]:
+    with BackgroundServer(
+        demo_world(seed=0), process=True, batch_delay_s=0.1, batch_faults=EVERY_STEP
+    ) as srv:
+        yield srv
+
+
+def test_500s_at_every_batch_step_pay_no_request_twice_and_the_run_completes(
+    faulty: BackgroundServer, tmp_path: Path
+) -> None:
+    cfg = load_config(write_config(tmp_path / "b.yaml", faulty.base_url))
+    out = run_arena(cfg, tmp_path / "out", show_progress=False)
+    stats = batch_stats(faulty)
+    assert out.stopped is None
+    assert out.leaderboard["arena"]["overall"], "the run produced no leaderboard"
+    # Every step answered 500 at least once, and nothing was billed twice.
+    assert set(stats["faults"]) == set(EVERY_STEP), stats["faults"]
+    assert stats["billed_twice"] == []
+    assert stats["billed_requests"] == stats["distinct_requests"] > 0
+    # Each batch was created from its own upload: a 500 on creation found the created batch.
+    assert stats["batches"] == stats["completed_batches"]
+    store = RunStore(tmp_path / "out" / "run.db")
+    try:
+        ok = [c for c in store.calls() if c.status in ("ok", "refusal")]
+        unsettled = [c for c in store.calls() if c.status == "sent"]
+    finally:
+        store.close()
+    assert unsettled == []
+    assert len({c.request_hash for c in ok}) == stats["distinct_requests"]
+
+
+def test_calls_queued_while_a_batch_uploads_are_submitted_too(tmp_path: Path) -> None:
+    # Waves of calls, each arriving while the previous wave's upload is in flight: every one
+    # must reach a batch (the old flusher dropped those queued during its upload: a hang).
+    with BackgroundServer(EchoResponder(), batch_delay_s=0.02, batch_faults={"poll": 1}) as srv:
+        cfg = load_config(write_config(tmp_path / "b.yaml", srv.base_url))
+
+        async def go() -> list[str]:
+            async with ModelPool(cfg.models, store=None) as pool:
+
+                async def ask(k: int) -> str:
+                    await asyncio.sleep(0.01 * (k % 40))
+                    c = await pool.complete(
+                        "sim-aurora",
+                        [Message("user", (TextPart(f"question {k}"),))],
+                        role="arena.answer",
+                        params=GenParams(max_tokens=8),
+                    )
+                    return c.text
+
+                return await asyncio.wait_for(asyncio.gather(*(ask(k) for k in range(80))), 60)
+
+        texts = asyncio.run(go())
+        stats = batch_stats(srv)
+    assert len(texts) == 80 and all(texts)
+    assert stats["billed_requests"] == stats["distinct_requests"] == 80
+    assert stats["billed_twice"] == []
+
+
+def _run_within(cfg: Any, run_dir: Path, seconds: float) -> Any:
+    """The Arena run's result, or None if it has not ended within `seconds` (a hang)."""
+    result: list[Any] = []
+    run = threading.Thread(
+        target=lambda: result.append(run_arena(cfg, run_dir, show_progress=False)),
+        daemon=True,  # a hung run must not keep the test process alive
+    )
+    run.start()
+    run.join(seconds)
+    return result[0] if result else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_thirty_uninterrupted_batched_runs_never_hang(tmp_path: Path) -> None:
+    runs = 30
+    with BackgroundServer(demo_world(seed=0), process=True, batch_delay_s=0.05) as srv:
+        for k in range(runs):
+            cfg = load_config(write_config(tmp_path / f"{k}.yaml", srv.base_url, limit=1))
+            out = _run_within(cfg, tmp_path / f"out{k}", 120)
+            assert out is not None, f"batched run {k + 1} of {runs} hung"
+            assert out.stopped is None and out.leaderboard["arena"]["overall"]
+        stats = batch_stats(srv)
+    # Each run (its own directory, ledger and cache) asks the same requests: each paid once a run.
+    assert stats["billed_requests"] == runs * stats["distinct_requests"] > 0
