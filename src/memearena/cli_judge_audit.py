@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
-from memearena.jsonsafe import jsonl_lines, loads_bounded
+from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
 from memearena.report.safe import console_safe, shown
 from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
 
@@ -165,7 +165,7 @@ def metrics_command(
         raise _fail(str(e)) from None
     if json_out:
         doc = table.model_dump()
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(dumps_strict(doc, indent=2))
         return
     console = _console()
     console.print(metrics_table(table))

@@ -5,7 +5,6 @@ Registered by the main app as `app.command("rank")(rank_command)`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memearena.errors import MemearenaError
+from memearena.jsonsafe import dumps_strict
 from memearena.report.safe import clip, name_cell, shown, strip_control
 from memearena.stats.battles import BattleTable, read_battle_table
 from memearena.stats.bt import FALLBACK_PRIOR, MAX_BOOTSTRAP
@@ -159,7 +159,7 @@ def rank_command(
             payload = {"groups": {str(k): dump(r.rows) for k, r in results.items()}}
         if cluster is not None:  # the default output stays exactly the `rank --json` contract
             payload["bootstrap_unit"] = f"cluster:{cluster}"
-        typer.echo(json.dumps(payload, indent=2))
+        typer.echo(dumps_strict(payload, indent=2))
         return
     out = Console(highlight=False)
     for key, ranking in results.items():

@@ -160,6 +160,8 @@ def dumps_strict(value: Any, **kwargs: Any) -> str:
     """JSON that every parser reads: never a bare ``NaN`` / ``Infinity``. A non-finite number
     is written as null, and a top-level object says which ones were (`NON_FINITE_KEY`:
     their paths), so a null is never mistaken for "no data" silently."""
+    if isinstance(value, dict) and NON_FINITE_KEY in value:  # a re-read document's old flag
+        value = {k: v for k, v in value.items() if k != NON_FINITE_KEY}
     clean, found = strict_json(value)
     if found and isinstance(clean, dict):
         clean[NON_FINITE_KEY] = found

@@ -18,6 +18,7 @@ from rich.console import Console
 from memearena.config import RunConfig, SimModelConfig, arena_call_estimate, check_wall_time
 from memearena.data import LoadResult, Meme, demo_annotations, load_datasets
 from memearena.errors import DataError, IncompatibleRunError
+from memearena.jsonsafe import dumps_strict
 from memearena.models import ModelPool, ResponseCache
 from memearena.pipelines.arena import (
     ANSWERS_VIEW,
@@ -187,7 +188,7 @@ def write_leaderboard(run_dir: Path, board: dict[str, Any]) -> None:
     """Rewrite ``leaderboard.json`` alone (atomically: a kill never leaves half a file)."""
     path = run_dir / "leaderboard.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(board, indent=2), encoding="utf-8")
+    tmp.write_text(dumps_strict(board, indent=2), encoding="utf-8")
     os.replace(tmp, path)
 
 

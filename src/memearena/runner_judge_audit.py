@@ -22,6 +22,7 @@ from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.errors import DataError
+from memearena.jsonsafe import dumps_strict
 from memearena.pipelines.judge_audit.driver import JudgeAuditOutcome, JudgeAuditPipeline
 from memearena.pipelines.progress import StageProgress
 from memearena.runner import (
@@ -191,10 +192,10 @@ def _run_locked(
         outcome = asyncio.run(go())
         section = judge_audit_section(cfg, outcome, store, bootstrap=bootstrap)
         attach_thumbnails(section, image_dir)
-        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
+        lines = "".join(dumps_strict(r, sort_keys=True) + "\n" for r in score_rows(outcome))
         _atomic_write(run_dir / SCORES_FILE, lines)
         board = _merged_board(run_dir, section)
-        _atomic_write(run_dir / "leaderboard.json", json.dumps(board, indent=2))
+        _atomic_write(run_dir / "leaderboard.json", dumps_strict(board, indent=2))
         write_report(run_dir, board)
         new_calls = sum(
             1 for c in store.calls()[calls_before:] if c.status not in ("cached", "budget")

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from memearena.config import ArenaConfig, RunConfig, SimModelConfig
+from memearena.jsonsafe import dumps_strict
 from memearena.pipelines.arena import ArenaOutcome, JudgedStream
 from memearena.pipelines.schedule import owns
 from memearena.stats import (
@@ -772,17 +773,6 @@ def arena_leaderboard(
     return doc
 
 
-def _strict_json(obj: Any) -> Any:
-    """The document with every non-finite number as null (strict JSON readers reject NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_strict_json(v) for v in obj]
-    return obj
-
-
 _line_encoder = msgspec.json.Encoder(order="sorted")
 """One battle per line, keys sorted (7x faster than ``json.dumps`` on battle rows); a line
 with non-ASCII text is written by ``json.dumps`` instead, escaped."""
@@ -804,7 +794,7 @@ def write_arena_outputs(
     assert cfg.arena is not None
     families = _families(cfg)
     exclude = cfg.arena.self_judging == "exclude"
-    _atomic_write(run_dir / "leaderboard.json", json.dumps(_strict_json(board), indent=2))
+    _atomic_write(run_dir / "leaderboard.json", dumps_strict(board, indent=2))
     for i, o in enumerate(outcomes):
         stem = "battles" if i == 0 else f"battles.{o.setting}"
         kept, left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"

@@ -19,8 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from memearena.config import RunConfig
+from memearena.jsonsafe import dumps_strict
 from memearena.pipelines.schedule import seeded_rng
-from memearena.report.safe import console_safe, csv_safe
+from memearena.report.safe import console_safe, csv_safe, name_cell
 
 __all__ = [
     "HUMAN_KEY_FILE",
@@ -66,7 +67,7 @@ def _merge_board(run_dir: Path, section: dict[str, Any]) -> dict[str, Any]:
         except (OSError, json.JSONDecodeError):
             board = {}  # an unreadable board is rewritten with what this run knows
     board["adapt"] = section
-    _atomic_write(path, json.dumps(board, indent=2, ensure_ascii=False))
+    _atomic_write(path, dumps_strict(board, indent=2, ensure_ascii=False))
     return board
 
 
@@ -136,11 +137,11 @@ def write_adapt_outputs(
     board = _merge_board(run_dir, section)
     _atomic_write(
         run_dir / "adapt_chains.jsonl",
-        "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in outcome.chains),
+        "".join(dumps_strict(c, ensure_ascii=False) + "\n" for c in outcome.chains),
     )
     _atomic_write(
         run_dir / "adapt_scores.jsonl",
-        "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outcome.originals),
+        "".join(dumps_strict(o, ensure_ascii=False) + "\n" for o in outcome.originals),
     )
     if cfg.adapt is not None and cfg.adapt.human_export:
         loaded = load_datasets(cfg.data, cfg.image, check_images=False)
@@ -189,7 +190,7 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
     for m in section["models"]:
         table.add_row(
-            console_safe(m["model"]),
+            name_cell(m["model"]),
             fmt_interval(m["avg_score"], m["avg_score_ci"], 1, 1.0),
             fmt_interval(m["failure_rate"], m["failure_rate_ci"], 0, 100.0),
             fmt_interval(m["refined_increase"], m["refined_increase_ci"], 0, 100.0),

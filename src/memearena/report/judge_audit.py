@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memearena.report.console import fitted_tables
-from memearena.report.safe import console_safe, strip_control
+from memearena.report.safe import console_safe, name_cell, strip_control
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> 
     (split into parts that repeat the judge column: a judge's name is never cut)."""
     section = result.section
     rows = _rows(section)
-    names = [console_safe(r.get("judge", "")) for r in rows]
+    names = [name_cell(r.get("judge", "")) for r in rows]
     lead_headers = ["#", "overall", *BIAS_CATEGORIES]
     lead_cells = [
         [
