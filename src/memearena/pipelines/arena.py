@@ -413,6 +413,7 @@ class ArenaPipeline:
         kind: str,
         plans: Sequence[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]],
         window: int | None = None,
+        required: bool = False,
     ) -> list[dict[str, Any] | None]:
         """Steps ``(key, call, encode)`` of one kind: one batched look-up, then the missing
         ones called (at most ``window`` at a time). Results in the order of ``plans``."""
@@ -435,7 +436,9 @@ class ArenaPipeline:
                 return _STOPPED
             key, call, enc = plans[i]
             try:
-                return await run_step(self.store, kind, key, call, enc, lookup=False)
+                return await run_step(
+                    self.store, kind, key, call, enc, lookup=False, required=required
+                )
             except BudgetExceeded as e:
                 # The cap stops the run, but the steps in flight finish and are recorded: a
                 # cancelled call would stay on record as sent, its result lost.
@@ -463,8 +466,9 @@ class ArenaPipeline:
         key: str,
         call: Callable[[], Awaitable[AskResult[T]]],
         encode: Callable[[T, AskResult[T]], dict[str, Any]],
+        required: bool = False,
     ) -> dict[str, Any] | None:
-        return (await self._steps(job, stage, kind, [(key, call, encode)]))[0]
+        return (await self._steps(job, stage, kind, [(key, call, encode)], required=required))[0]
 
     # ---------------------------------------------------------------- stage 1
     async def contexts(self, job: _MemeJob) -> tuple[str, list[Task]]:
@@ -488,6 +492,7 @@ class ArenaPipeline:
                 max_reasks=self.acfg.max_reasks,
             ),
             lambda v, _: {"contexts": [c.model_dump() for c in v]},
+            required=True,  # an unparseable context is asked again on a re-run
         )
         if not art or "contexts" not in art:
             return key, []
@@ -558,6 +563,7 @@ class ArenaPipeline:
             artifact_key(meme.uid, 0, plan.drafter, self.pool.request_key(plan.drafter, msgs)),
             self._guideline_call(job, plan.drafter, "arena.guideline_draft", msgs),
             lambda v, _: {"judge": plan.drafter, "analysis": None, "guideline": v},
+            required=True,
         )
         if draft is None or "guideline" not in draft:
             return None
