@@ -140,7 +140,9 @@ def _iter_json(path: Path) -> Iterator[tuple[str, int, Any]]:
             head = f.read(4096).decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    if head.startswith("["):
+    # An export is one array of row objects; a JSONL file whose first line is an array (or
+    # nests 100,000 deep) is a file of rows with a bad first row.
+    if re.match(r"\[\s*(?:[{\]]|$)", head):
         yield from _iter_json_array(path)
         return
     for n, text in jsonl_lines(path):
