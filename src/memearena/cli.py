@@ -240,15 +240,18 @@ def report(
     """Re-render a run's report.html from its leaderboard.json."""
     import json
 
+    from memearena.jsonsafe import loads_bounded
     from memearena.report.html import write_report
 
     src = run_dir / "leaderboard.json"
     try:
-        board = json.loads(src.read_text(encoding="utf-8"))
+        board = loads_bounded(src.read_bytes().decode("utf-8-sig"), max_bytes=1 << 30)
     except OSError as e:
         raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except ValueError as e:  # not UTF-8, too deep, a huge number
+        raise MemearenaError(f"{src}: invalid JSON ({e})") from None
     console.print(f"wrote {console_safe(write_report(run_dir, board))}", highlight=False)
 
 

@@ -11,18 +11,19 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
 from memearena.config import load_config
-from memearena.models import ModelPool
+from memearena.models.batch import BatchBackend, BatchLedger
 from memearena.models.types import GenParams, Message, TextPart
 from memearena.runner import run_arena
 from memearena.sim.catalogue import DEMO_JUDGES, DEMO_TARGETS
 from memearena.sim.serve import demo_world
-from memearena.sim.server import BackgroundServer, EchoResponder
+from memearena.sim.server import BackgroundServer
 from memearena.store import RunStore
 
 TARGETS = ["sim-aurora", "sim-cirrus", "sim-ember"]
@@ -100,32 +101,95 @@ def test_500s_at_every_batch_step_pay_no_request_twice_and_the_run_completes(
     assert len({c.request_hash for c in ok}) == stats["distinct_requests"]
 
 
-def test_calls_queued_while_a_batch_uploads_are_submitted_too(tmp_path: Path) -> None:
-    # Waves of calls, each arriving while the previous wave's upload is in flight: every one
-    # must reach a batch (the old flusher dropped those queued during its upload: a hang).
-    with BackgroundServer(EchoResponder(), batch_delay_s=0.02, batch_faults={"poll": 1}) as srv:
-        cfg = load_config(write_config(tmp_path / "b.yaml", srv.base_url))
+class _SlowUploads:
+    """A Batch API client whose uploads wait for `release`; batches complete at once."""
 
-        async def go() -> list[str]:
-            async with ModelPool(cfg.models, store=None) as pool:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.uploads: list[list[str]] = []
+        self.contents: dict[str, bytes] = {}
+        self.files = SimpleNamespace(create=self._upload, content=self._content)
+        self.batches = SimpleNamespace(
+            create=self._create, retrieve=self._retrieve, list=self._list
+        )
 
-                async def ask(k: int) -> str:
-                    await asyncio.sleep(0.01 * (k % 40))
-                    c = await pool.complete(
-                        "sim-aurora",
-                        [Message("user", (TextPart(f"question {k}"),))],
-                        role="arena.answer",
-                        params=GenParams(max_tokens=8),
-                    )
-                    return c.text
+    async def _upload(self, *, file: tuple[str, bytes, str], purpose: str) -> Any:
+        await self.release.wait()
+        ids = [json.loads(line)["custom_id"] for line in file[1].splitlines()]
+        self.uploads.append(ids)
+        fid = f"file-{len(self.uploads)}"
+        self.contents[fid] = file[1]
+        return SimpleNamespace(id=fid)
 
-                return await asyncio.wait_for(asyncio.gather(*(ask(k) for k in range(80))), 60)
+    async def _create(self, *, input_file_id: str, **_: Any) -> Any:
+        return SimpleNamespace(id=f"batch-{input_file_id}")
 
-        texts = asyncio.run(go())
-        stats = batch_stats(srv)
-    assert len(texts) == 80 and all(texts)
-    assert stats["billed_requests"] == stats["distinct_requests"] == 80
-    assert stats["billed_twice"] == []
+    def _list(self, **_: Any) -> Any:
+        async def none() -> Any:
+            for _ in ():
+                yield _
+
+        return none()
+
+    async def _retrieve(self, batch_id: str) -> Any:
+        fid = batch_id.removeprefix("batch-")
+        return SimpleNamespace(status="completed", output_file_id=f"out-{fid}", error_file_id=None)
+
+    async def _content(self, file_id: str) -> Any:
+        lines = []
+        for raw in self.contents[file_id.removeprefix("out-")].splitlines():
+            cid = json.loads(raw)["custom_id"]
+            body = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"reply to {cid}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+            line = {"custom_id": cid, "response": {"status_code": 200, "body": body}}
+            lines.append(json.dumps(line).encode())
+        return SimpleNamespace(content=b"\n".join(lines))
+
+
+def test_a_call_queued_while_a_batch_uploads_is_submitted_too(tmp_path: Path) -> None:
+    # The hang: the flusher swapped its queue out and awaited the upload; a call queued during
+    # that await saw a live flusher and was never submitted (its caller waited forever).
+    cfg = load_config(write_config(tmp_path / "b.yaml", "http://127.0.0.1:9/v1"))
+    model_cfg = cfg.models["sim-aurora"]
+    ledger = BatchLedger(None)
+    backend = BatchBackend("sim-aurora", model_cfg, ledger, gather_s=0.01)  # type: ignore[arg-type]
+    client = _SlowUploads()
+    backend._client = client  # type: ignore[assignment]
+
+    def ask(k: int) -> Any:
+        msgs = [Message("user", (TextPart(f"question {k}"),))]
+        return backend.chat(msgs, GenParams(max_tokens=8), "arena.answer")
+
+    async def go() -> list[Any]:
+        first = asyncio.ensure_future(ask(1))
+        while not client.uploads and backend._flusher is None:
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)  # past the gathering: the flusher now waits in its upload
+        second = asyncio.ensure_future(ask(2))
+        await asyncio.sleep(0.05)
+        client.release.set()
+        try:
+            return await asyncio.wait_for(asyncio.gather(first, second), 10)
+        finally:
+            await backend.aclose()
+
+    replies = asyncio.run(go())
+    assert [r.text for r in replies] == [
+        f"reply to {cid}" for cid in (client.uploads[0][0], client.uploads[1][0])
+    ]
+    assert len(client.uploads) == 2  # the second call went into a batch of its own
 
 
 def _run_within(cfg: Any, run_dir: Path, seconds: float) -> Any:

@@ -383,9 +383,9 @@ def _labels(v: Any, name: str = "labels") -> list[str]:
         s = v.strip()
         if s.startswith("["):
             try:
-                v = json.loads(s)
-            except json.JSONDecodeError:
-                raise _RowError(f"not a valid JSON list: {v!r}", name) from None
+                v = loads_row(s)
+            except ValueError:
+                raise _RowError(f"not a valid JSON list: {v[:60]!r}", name) from None
         else:
             return [p.strip() for p in s.split("|") if p.strip()]
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):

@@ -11,7 +11,10 @@ Threat: a kill while batches are pending must not pay a request twice. Every req
 record in the run database (table ``batch_requests``: request id → input file → batch) from
 its upload on; a re-run that asks for the same request finds it there and waits for that batch
 (or creates the batch from the uploaded file, if the kill fell between the two) instead of
-submitting it again.
+submitting it again. The same holds inside one run: a transient error on a poll, an output
+read or a batch creation is retried against that batch (a created batch is found by its input
+file), and only the batch's terminal state or a failed reply line takes a request off the
+record.
 """
 
 from __future__ import annotations

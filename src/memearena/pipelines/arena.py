@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from memearena.config import ArenaConfig, ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.errors import BudgetExceeded, ConfigError, DataError
+from memearena.jsonsafe import jsonl_lines, loads_bounded
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.pipelines.progress import StageProgress
@@ -1095,17 +1096,13 @@ def load_human_guidelines(path: Path | None) -> dict[str, str]:
     if path is None:
         raise ConfigError("arena.human_guidelines: a file is needed for setting 'human'")
     out: dict[str, str] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in jsonl_lines(path):  # bounded rows, a BOM accepted
         try:
-            row = json.loads(line)
+            row = loads_bounded(line)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        except ValueError as e:
+            raise DataError(f"{path}:{n}: invalid JSON ({e})") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{n}: expected a JSON object")
         for fieldname in ("meme", "guideline"):
