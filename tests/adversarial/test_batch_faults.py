@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,28 +193,43 @@ def test_a_call_queued_while_a_batch_uploads_is_submitted_too(tmp_path: Path) ->
     assert len(client.uploads) == 2  # the second call went into a batch of its own
 
 
-def _run_within(cfg: Any, run_dir: Path, seconds: float) -> Any:
-    """The Arena run's result, or None if it has not ended within `seconds` (a hang)."""
-    result: list[Any] = []
-    run = threading.Thread(
-        target=lambda: result.append(run_arena(cfg, run_dir, show_progress=False)),
-        daemon=True,  # a hung run must not keep the test process alive
-    )
-    run.start()
-    run.join(seconds)
-    return result[0] if result else None
+def _runs_within(cfgs: list[tuple[Any, Path]], seconds: float) -> list[Any]:
+    """Each Arena run's result, run side by side (one thread each), or None for a run that
+    has not ended within `seconds` (a hang)."""
+    results: list[list[Any]] = [[] for _ in cfgs]
+    threads = [
+        threading.Thread(
+            target=lambda out=out, cfg=cfg, run_dir=run_dir: out.append(
+                run_arena(cfg, run_dir, show_progress=False)
+            ),
+            daemon=True,  # a hung run must not keep the test process alive
+        )
+        for out, (cfg, run_dir) in zip(results, cfgs, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [out[0] if out else None for out in results]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_thirty_uninterrupted_batched_runs_never_hang(tmp_path: Path) -> None:
-    runs = 30
+    runs, side_by_side = 30, 6
     with BackgroundServer(demo_world(seed=0), process=True, batch_delay_s=0.05) as srv:
-        for k in range(runs):
-            cfg = load_config(write_config(tmp_path / f"{k}.yaml", srv.base_url, limit=1))
-            out = _run_within(cfg, tmp_path / f"out{k}", 120)
-            assert out is not None, f"batched run {k + 1} of {runs} hung"
-            assert out.stopped is None and out.leaderboard["arena"]["overall"]
+        for start in range(0, runs, side_by_side):
+            group = [
+                (
+                    load_config(write_config(tmp_path / f"{k}.yaml", srv.base_url, limit=1)),
+                    tmp_path / f"out{k}",
+                )
+                for k in range(start, start + side_by_side)
+            ]
+            for k, out in enumerate(_runs_within(group, 120), start=start):
+                assert out is not None, f"batched run {k + 1} of {runs} hung"
+                assert out.stopped is None and out.leaderboard["arena"]["overall"]
         stats = batch_stats(srv)
     # Each run (its own directory, ledger and cache) asks the same requests: each paid once a run.
     assert stats["billed_requests"] == runs * stats["distinct_requests"] > 0
