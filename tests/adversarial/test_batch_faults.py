@@ -217,7 +217,7 @@ def _runs_within(cfgs: list[tuple[Any, Path]], seconds: float) -> list[Any]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_thirty_uninterrupted_batched_runs_never_hang(tmp_path: Path) -> None:
-    runs, side_by_side = 30, 6
+    runs, side_by_side = 30, 10
     with BackgroundServer(demo_world(seed=0), process=True, batch_delay_s=0.05) as srv:
         for start in range(0, runs, side_by_side):
             group = [

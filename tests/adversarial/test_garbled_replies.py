@@ -67,7 +67,7 @@ def garbling() -> Iterator[BackgroundServer]:
 def test_two_runs_against_one_garbling_server_give_the_same_battles(
     garbling: BackgroundServer, tmp_path: Path
 ) -> None:
-    cfg = load_config(write_config(tmp_path / "c.yaml", garbling.base_url, max_reasks=3))
+    cfg = load_config(write_config(tmp_path / "c.yaml", garbling.base_url, limit=2, max_reasks=3))
     first = run_arena(cfg, tmp_path / "one", show_progress=False)
     second = run_arena(cfg, tmp_path / "two", show_progress=False)
     assert garbling.stats()["faults"]["malformed"] > 0
