@@ -81,7 +81,7 @@ def faulty() -> Iterator[BackgroundServer]:
 def test_500s_at_every_batch_step_pay_no_request_twice_and_the_run_completes(
     faulty: BackgroundServer, tmp_path: Path
 ) -> None:
-    cfg = load_config(write_config(tmp_path / "b.yaml", faulty.base_url))
+    cfg = load_config(write_config(tmp_path / "b.yaml", faulty.base_url, limit=1))
     out = run_arena(cfg, tmp_path / "out", show_progress=False)
     stats = batch_stats(faulty)
     assert out.stopped is None
@@ -217,7 +217,7 @@ def _runs_within(cfgs: list[tuple[Any, Path]], seconds: float) -> list[Any]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_thirty_uninterrupted_batched_runs_never_hang(tmp_path: Path) -> None:
-    runs, side_by_side = 30, 10
+    runs, side_by_side = 30, 15
     with BackgroundServer(demo_world(seed=0), process=True, batch_delay_s=0.05) as srv:
         for start in range(0, runs, side_by_side):
             group = [
