@@ -166,7 +166,7 @@ def test_data_check_and_the_audit_accept_and_refuse_the_same_rows(tmp_path: Path
     assert done.exit_code == 1  # some items failed, listed
     assert [r.id for r in audit.rows] == ["1"]  # the documented {"bytes", "path"} cells load
     for e in audit.errors:
-        assert e.item in done.output  # each refused row is listed by data check too
+        assert e.item[:40] in done.output  # each refused row is listed (long ids cut)
     assert "unknown bias type" in done.output
 
 
