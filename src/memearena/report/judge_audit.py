@@ -136,7 +136,7 @@ def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
 
 def print_judge_audit_summary(console: Console, result: JudgeAuditRunResult) -> None:
     """The leaderboard, what was run and where the outputs are. Tables fit the console's width
-    (split into parts that repeat the judge column: a judge's name is never cut)."""
+    (split into parts that repeat the judge column: a judge's name is cut only past NAME_CHARS)."""
     section = result.section
     rows = _rows(section)
     names = [name_cell(r.get("judge", "")) for r in rows]
