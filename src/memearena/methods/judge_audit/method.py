@@ -10,7 +10,6 @@ pair, re-analysable with ``judge-audit metrics``), and what an incomplete audit 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.engine.rundir import atomic_write
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.errors import ConfigError, DataError
+from memearena.jsonsafe import dumps_strict
 from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.methods.judge_audit import view
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline
@@ -107,7 +107,7 @@ class JudgeAudit:
         outcome: JudgeAuditOutcome = run.outcome
         section = judge_audit_section(ctx.cfg, outcome, ctx.store, bootstrap=bootstrap)
         view.attach_thumbnails(section, ctx.run_dir / IMAGE_DIR)
-        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in score_rows(outcome))
+        lines = "".join(dumps_strict(r, sort_keys=True) + "\n" for r in score_rows(outcome))
         atomic_write(ctx.run_dir / SCORES_FILE, lines)
         status = judge_audit_status(ctx.cfg, outcome, ctx.store, max_cost=ctx.max_cost)
         return Finished({"judge_audit": section}, status)
