@@ -10,19 +10,28 @@ whose message says what was wrong and where."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from memearena.errors import MemearenaError
+from memearena.errors import DataError, MemearenaError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_NUMBER_CHARS",
     "JSONLimitError",
+    "dumps_strict",
     "json_depth",
+    "jsonl_lines",
     "loads_bounded",
+    "strict_json",
 ]
+
+NON_FINITE_KEY = "non_finite"
+"""Key `dumps_strict` adds to a top-level object: the paths of values written as null."""
 
 DEFAULT_MAX_DEPTH = 64
 """Deepest nesting of arrays/objects accepted (real answers, rows and battles use < 10)."""
@@ -107,3 +116,53 @@ def loads_bounded(
     return json.loads(
         text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
     )
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line of a JSONL file, streamed, with a UTF-8
+    BOM accepted at the start of any line (concatenated files keep theirs). Parse each with
+    `loads_bounded` (a ValueError is that line's error). An unreadable file, or one that is not
+    UTF-8, is a DataError naming it (and the line)."""
+    n = 0
+    try:
+        with path.open("rb") as f:
+            for n, raw in enumerate(f, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DataError(f"{path}:{n}: not valid UTF-8") from None
+                text = text.removeprefix("\ufeff")
+                if text.strip():
+                    yield n, text
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def strict_json(
+    value: Any, _path: str = "$", _found: list[str] | None = None
+) -> tuple[Any, list[str]]:
+    """`value` with every NaN or infinite float replaced by None, and the paths replaced
+    (``$.models[0].elo``); containers are copied only where they change nothing else."""
+    found: list[str] = [] if _found is None else _found
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value, found
+        found.append(_path)
+        return None, found
+    if isinstance(value, dict):
+        return {k: strict_json(v, f"{_path}.{k}", found)[0] for k, v in value.items()}, found
+    if isinstance(value, list | tuple):
+        return [strict_json(v, f"{_path}[{i}]", found)[0] for i, v in enumerate(value)], found
+    return value, found
+
+
+def dumps_strict(value: Any, **kwargs: Any) -> str:
+    """JSON that every parser reads: never a bare ``NaN`` / ``Infinity``. A non-finite number
+    is written as null, and a top-level object says which ones were (`NON_FINITE_KEY`:
+    their paths), so a null is never mistaken for "no data" silently."""
+    if isinstance(value, dict) and NON_FINITE_KEY in value:  # a re-read document's old flag
+        value = {k: v for k, v in value.items() if k != NON_FINITE_KEY}
+    clean, found = strict_json(value)
+    if found and isinstance(clean, dict):
+        clean[NON_FINITE_KEY] = found
+    return json.dumps(clean, allow_nan=False, **kwargs)

@@ -354,8 +354,10 @@ def test_mm_judgebias_bad_biased_image_is_an_item_error(tmp_path: Path) -> None:
     ]
     path = write_jsonl(tmp_path / "jb.jsonl", rows)
     result = load_dataset(DatasetConfig(format="mm-judgebias", path=path))
-    assert [m.id for m in result.memes] == ["t2"]
-    assert _kinds(result) == {"0": "path escapes root"}
+    # The Judge audit's own rule: a bias type that needs an image, given none and with no
+    # rebuilt file, is an error for that row.
+    assert [m.id for m in result.memes] == []
+    assert _kinds(result) == {"0": "path escapes root", "t2": "missing image"}
 
 
 def test_mm_judgebias_array_rows_report_their_line(tmp_path: Path) -> None:

@@ -69,9 +69,9 @@ def _check(result: Any, tmp_path: Path) -> None:
     assert one.meta["task_type"] == "Reasoning"
     errors = {e.item: e.reason for e in result.errors}
     assert set(errors) == {"4", "5"}  # errors for those items only
-    assert re.match(r"missing image: row \d+: field 'unbiased_image'", errors["4"])
+    assert re.match(r"missing image: (row|line) \d+: field 'unbiased_image'", errors["4"])
     assert "images/0004_unbiased.jpg" in errors["4"]
-    assert re.match(r"unknown bias type: row \d+: .*'made_up_bias'", errors["5"])
+    assert re.match(r"unknown bias type: (row|line) \d+: .*'made_up_bias'", errors["5"])
     sources = {e.item: e.source for e in result.errors}
     assert all(Path(s).exists() for s in sources.values())  # each error names its file
 
@@ -139,10 +139,13 @@ def test_path_cells_cannot_escape_the_root(tmp_path: Path) -> None:
     assert not got.rows and "escapes" in got.errors[0].reason
 
 
-def test_unreadable_file_is_one_data_error(tmp_path: Path) -> None:
+def test_unreadable_file_is_one_data_error_and_a_bad_line_is_that_rows_error(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(DataError, match="no such file"):
         load_mmjudgebias(tmp_path / "missing.json")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1}\n{oops\n')
-    with pytest.raises(DataError, match=r"bad.jsonl:2: invalid JSON"):
-        load_mmjudgebias(bad)
+    got = load_mmjudgebias(bad)
+    assert [e.item for e in got.errors] == ["1", "line 2"]
+    assert got.errors[1].reason.startswith("malformed row: line 2: invalid JSON")

@@ -146,7 +146,9 @@ def labels_command(
         [r for _, r in key], rows, chains, threshold=threshold, rounds=bootstrap
     )
     if as_json:
-        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        from memearena.jsonsafe import dumps_strict
+
+        typer.echo(dumps_strict(doc, indent=2, ensure_ascii=False))
         return
     for kind in ("refined", "original"):
         r = doc[kind]

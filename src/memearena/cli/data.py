@@ -28,7 +28,7 @@ from memearena.data import (
     prepare_image,
 )
 from memearena.errors import MemearenaError
-from memearena.report.safe import strip_control
+from memearena.report.safe import NAME_CHARS, clip, strip_control
 
 
 @dataclass
@@ -99,7 +99,8 @@ def _render(
         console.print(Text(f"{len(errors)} item error(s):", style="bold red"))
         for e in errors:
             # Text (not markup): file names and reasons may contain [brackets].
-            console.print(Text(strip_control(f"{e.source}  {e.item}  {e.reason}")), soft_wrap=True)
+            line = f"{e.source}  {clip(e.item, NAME_CHARS)}  {clip(e.reason, 2000)}"
+            console.print(Text(strip_control(line)), soft_wrap=True)
     else:
         total = sum(c.ok for c in checked) - sum(d.count - 1 for d in merged.duplicates)
         console.print(Text(f"all {total} items ok", style="bold green"))

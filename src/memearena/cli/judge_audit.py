@@ -19,7 +19,8 @@ from typer.core import TyperGroup
 
 from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
-from memearena.report.safe import console_safe
+from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
+from memearena.report.safe import console_safe, shown
 from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
 
 __all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_table"]
@@ -70,26 +71,30 @@ def _score(row: dict[str, Any], name: str, scale: float) -> float | None:
     if v is None:
         return None  # unparsed: kept, excluded by the table and counted, never a number
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise _RowError(f"field {name!r}: must be a number or null, got {v!r}")
+        raise _RowError(f"field {name!r}: must be a number or null, got {shown(v)}")
     if not 1 <= v <= scale:
         raise _RowError(f"field {name!r}: {v} is outside 1-{scale:g}")
     return float(v)
 
 
 def _row_pair(line: str, scale: float) -> tuple[BiasPair, str | None]:
+    # Bounded parsing: a deep, huge-number or garbled line is that row's error, never a
+    # traceback.
     try:
-        row = json.loads(line)
+        row = loads_bounded(line)
     except json.JSONDecodeError as e:
         raise _RowError(f"invalid JSON ({e.msg})") from None
+    except ValueError as e:
+        raise _RowError(f"invalid JSON ({e})") from None
     if not isinstance(row, dict):
         raise _RowError("expected a JSON object")
     item = row.get("id")
     if not isinstance(item, str | int) or isinstance(item, bool) or not str(item).strip():
         raise _RowError("field 'id': missing or empty")
     bias_type = row.get("bias_type")
-    if bias_type not in BIAS_TYPES:
+    if not isinstance(bias_type, str) or bias_type not in BIAS_TYPES:
         raise _RowError(
-            f"field 'bias_type': unknown bias type {bias_type!r}; "
+            f"field 'bias_type': unknown bias type {shown(bias_type)}; "
             f"expected one of {', '.join(BIAS_TYPES)}"
         )
     row_judge = row.get("judge")
@@ -105,21 +110,13 @@ def _row_pair(line: str, scale: float) -> tuple[BiasPair, str | None]:
 def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10) -> ScoredPairs:
     """Scored pairs from ``{"id", "bias_type", "unbiased_score", "biased_score"}`` lines (an
     optional ``judge`` field selects one judge's rows). A row that cannot be scored is left
-    out and recorded with its line and reason, never a refusal of the whole file; an
-    unreadable file, one with several judges and no choice, or one without a usable row is a
-    DataError."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
+    out and recorded with its line and reason, never a refusal of the whole file (a UTF-8 BOM
+    is accepted on any line); an unreadable file, one that is not UTF-8, one with several
+    judges and no choice, or one without a usable row is a DataError."""
     pairs: list[BiasPair] = []
     excluded: list[tuple[int, str]] = []
     judges: set[str] = set()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in jsonl_lines(path):
         try:
             pair, row_judge = _row_pair(line, scale)
         except _RowError as e:
@@ -221,7 +218,7 @@ def metrics_command(
             "count": len(excluded),
             "rows": [{"line": n, "reason": r} for n, r in excluded[:100]],
         }
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(dumps_strict(doc, indent=2))
         return
     console = _console()
     console.print(metrics_table(table))

@@ -215,14 +215,17 @@ def report(
     import json
 
     from memearena.engine.lifecycle import write_run_report
+    from memearena.jsonsafe import loads_bounded
 
     src = run_dir / "leaderboard.json"
     try:
-        board = json.loads(src.read_text(encoding="utf-8"))
+        board = loads_bounded(src.read_bytes().decode("utf-8-sig"), max_bytes=1 << 30)
     except OSError as e:
         raise MemearenaError(f"{src}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise MemearenaError(f"{src}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except ValueError as e:  # not UTF-8, too deep, a huge number
+        raise MemearenaError(f"{src}: invalid JSON ({e})") from None
     console.print(f"wrote {console_safe(write_run_report(run_dir, board))}", highlight=False)
 
 

@@ -18,7 +18,7 @@ from memearena.errors import MemearenaError
 from memearena.models import ModelPool
 from memearena.models.types import ImagePart
 from memearena.prompts import build_messages
-from memearena.report.safe import console_safe
+from memearena.report.safe import console_safe, name_cell
 from memearena.sim.serve import demo_world
 
 
@@ -82,7 +82,7 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
     for name, status, dt, text in rows:
         colour = "green" if status == "ok" else "red"
         table.add_row(  # names and replies are untrusted: shown inert (no markup, no escapes)
-            console_safe(name),
+            name_cell(name),
             cfg.models[name].provider,
             f"[{colour}]{status}[/]",
             f"{dt * 1000:.0f} ms",

@@ -5,7 +5,6 @@ Registered by the main app as `app.command("rank")(rank_command)`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from memearena.errors import MemearenaError
-from memearena.report.safe import console_safe, strip_control
+from memearena.jsonsafe import dumps_strict
+from memearena.report.safe import clip, name_cell, shown, strip_control
 from memearena.stats.battles import BattleTable, read_battle_table
 from memearena.stats.bt import FALLBACK_PRIOR, MAX_BOOTSTRAP
 from memearena.stats.leaderboard import MISSING_GROUP, LeaderboardRow
@@ -23,15 +23,17 @@ from memearena.stats.rank_table import TableRanking, rank_table
 
 
 def _table(rows: list[LeaderboardRow], title: str | None = None) -> Table:
-    # A battle file's model names and field values are untrusted: shown inert (console_safe).
-    # Light borders and short headers keep it within 80 columns; long names fold, never "…".
-    table = Table(title=console_safe(title) if title is not None else None, box=box.SIMPLE_HEAD)
+    # A battle file's model names and field values are untrusted: shown inert (name_cell).
+    # Light borders and short headers keep it within 80 columns; long names fold, and past
+    # NAME_CHARS they are cut with "…" (a 20 MB name took rich minutes to lay out); the full
+    # name stays in --json.
+    table = Table(title=name_cell(title) if title is not None else None, box=box.SIMPLE_HEAD)
     table.add_column("model", overflow="fold")
     for name in ("rank", "UB", "BT", "95% CI", "Elo", "win %", "battles"):
         table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
-            console_safe(r.model) + ("" if r.mle else " *"),
+            name_cell(r.model) + ("" if r.mle else " *"),
             str(r.rank),
             str(r.rank_ub),
             f"{r.bt:.1f}",
@@ -110,7 +112,9 @@ def rank_command(
         fields = [f for f in (group_by, cluster) if f is not None]
         table = read_battle_table(battles, fields=fields, skip_bad=skip_bad)
         for skipped in table.skipped:
-            err.print(strip_control(f"skipped {battles}:{skipped.line}: {skipped.reason}"))
+            err.print(
+                strip_control(clip(f"skipped {battles}:{skipped.line}: {skipped.reason}", 2000))
+            )
         if len(table) == 0:
             raise MemearenaError(
                 f"{battles}: no battles to rank"
@@ -132,12 +136,12 @@ def rank_command(
                 raise MemearenaError(f"{group_by}={key!r}: {exc}") from None
     except MemearenaError as exc:
         # One line on stderr, exit 2: the contract for every user-facing error.
-        typer.echo(f"error: {strip_control(' '.join(str(exc).split()))}", err=True)
+        typer.echo(f"error: {strip_control(clip(' '.join(str(exc).split()), 2000))}", err=True)
         raise typer.Exit(2) from None
 
     for key, ranking in results.items():
         if ranking.fallback is not None:
-            where = "" if key is None else f"{group_by}={key!r}: "
+            where = "" if key is None else f"{group_by}={shown(key)}: "
             err.print(
                 strip_control(
                     f"warning: {where}{ranking.fallback}; fitted with a weak prior of "
@@ -155,7 +159,7 @@ def rank_command(
             payload = {"groups": {str(k): dump(r.rows) for k, r in results.items()}}
         if cluster is not None:  # the default output stays exactly the `rank --json` contract
             payload["bootstrap_unit"] = f"cluster:{cluster}"
-        typer.echo(json.dumps(payload, indent=2))
+        typer.echo(dumps_strict(payload, indent=2))
         return
     out = Console(highlight=False)
     for key, ranking in results.items():

@@ -39,25 +39,8 @@ from memearena.data.images import (
     safe_join,
     verify_image,
 )
-from memearena.data.meme import Meme
+from memearena.data.meme import ItemError, Meme
 from memearena.errors import DataError
-
-
-@dataclass(frozen=True)
-class ItemError:
-    """One item that could not be loaded, and why."""
-
-    source: str
-    """The dataset file (or folder) the item comes from."""
-    item: str
-    """The item's id, or ``line N`` when the row was too malformed to have one."""
-    reason: str
-    """What is wrong, starting with its kind (e.g. ``missing image: /data/img/1.png``)."""
-
-    @property
-    def kind(self) -> str:
-        """The class of problem: the reason up to its first ``': '`` (e.g. ``missing image``)."""
-        return self.reason.split(": ", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -383,9 +366,9 @@ def _labels(v: Any, name: str = "labels") -> list[str]:
         s = v.strip()
         if s.startswith("["):
             try:
-                v = json.loads(s)
-            except json.JSONDecodeError:
-                raise _RowError(f"not a valid JSON list: {v!r}", name) from None
+                v = loads_row(s)
+            except ValueError:
+                raise _RowError(f"not a valid JSON list: {v[:60]!r}", name) from None
         else:
             return [p.strip() for p in s.split("|") if p.strip()]
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -468,32 +451,6 @@ def _mami_row(row: dict[str, Any]) -> _Item:
         harmful=harmful,
         labels=labels,
         annotations={k: v for k, v in row.items() if k not in known},
-    )
-
-
-_JB_OPTIONAL_STR = ("bias_category", "task_type", "domain_type", "biased_instruction")
-
-
-def _judgebias_row(row: dict[str, Any]) -> _Item:
-    ann: dict[str, Any] = {"bias_type": _str(row, "bias_type")}
-    for name in _JB_OPTIONAL_STR:
-        ann[name] = _str(row, name, required=False)
-    difficulty = row.get("difficulty")
-    if difficulty is not None and (
-        isinstance(difficulty, bool) or not isinstance(difficulty, str | int)
-    ):
-        raise _RowError(f"must be a string or an integer, got {difficulty!r}", "difficulty")
-    ann["difficulty"] = difficulty
-    ann["response"] = _str(row, "response")
-    known = {"id", "unbiased_instruction", "unbiased_image", "biased_image", "difficulty"}
-    known |= set(ann)
-    ann.update({k: v for k, v in row.items() if k not in known})
-    return _Item(
-        id=_id(row),
-        text=_str(row, "unbiased_instruction") or "",
-        image=_path(row, "unbiased_image", required=False),
-        annotations=ann,
-        extra_images={"biased_image": _path(row, "biased_image", required=False)},
     )
 
 
@@ -660,8 +617,6 @@ def _read_items(cfg: DatasetConfig, ctx: _Ctx) -> list[_Item]:
         return _read_table_format(
             ctx, _mami_row, delimiter="\t", required=("file_name", _MAMI_TEXT), quoted=False
         )
-    if cfg.format == "mm-judgebias":
-        return _read_json_format(ctx, _judgebias_row)
     if cfg.format == "folder":
         return _read_folder(ctx)
     if cfg.format == "jsonl":
@@ -704,16 +659,24 @@ def _merge_items(ctx: _Ctx, items: list[_Item], source: str) -> tuple[list[_Item
 
 
 def load_dataset(
-    cfg: DatasetConfig, image_cfg: ImageConfig | None = None, *, check_images: bool = True
+    cfg: DatasetConfig,
+    image_cfg: ImageConfig | None = None,
+    *,
+    check_images: bool = True,
+    image_store: Path | None = None,
 ) -> LoadResult:
     """Load one dataset: parse rows, merge duplicates, apply filters, then check each image.
 
     Raises DataError for an unreadable or empty file, a broken header, or (with ``strict``) the
     first malformed row or conflicting duplicate. Every other problem is an :class:`ItemError`
     and the item is left out while the others load. With ``check_images=False`` paths are still
-    confined to the dataset root but files are not opened.
+    confined to the dataset root but files are not opened. An ``mm-judgebias`` dataset is read
+    by the Judge audit's own loader (its images always checked; embedded image bytes written to
+    ``image_store``, by default a scratch folder removed at exit).
     """
     image_cfg = image_cfg or DEFAULT_IMAGE_CONFIG
+    if cfg.format == "mm-judgebias":
+        return _load_judgebias(cfg, image_cfg, image_store, check_images)
     file, root = _locate(cfg)
     ctx = _Ctx(cfg, file, root)
     parsed = _read_items(cfg, ctx)
@@ -818,6 +781,76 @@ def _erased_image(
         if candidate.is_file() and candidate.resolve().is_relative_to(root.resolve()):
             return candidate.resolve()
     return None
+
+
+_SCRATCH: list[Path] = []
+
+
+def _scratch_store() -> Path:
+    """A process-wide folder for image bytes embedded in MM-JudgeBias rows (removed at exit),
+    for callers that give no image folder of their own (`data check`, a dry run)."""
+    if not _SCRATCH:
+        import atexit
+        import shutil
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="memearena-images-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _SCRATCH.append(path)
+    return _SCRATCH[0]
+
+
+def _load_judgebias(
+    cfg: DatasetConfig, image_cfg: ImageConfig, image_store: Path | None, check_images: bool
+) -> LoadResult:
+    """MM-JudgeBias through the one loader the Judge audit uses (`load_mmjudgebias`), so
+    `data check` accepts and refuses exactly the rows a run would; each row becomes a Meme
+    (its unbiased query and image, the rest in annotations)."""
+    from memearena.data.mmjudgebias import load_mmjudgebias  # imports this module
+
+    file, _ = _locate(cfg)
+    got = load_mmjudgebias(
+        file,
+        image_root=cfg.image_root,
+        image_store=image_store or _scratch_store(),
+        image_cfg=image_cfg,
+        limit=cfg.limit,
+        check_images=check_images,
+    )
+    if not got.rows and not got.errors:
+        raise DataError(f"{file}: empty dataset (no rows)")
+    if cfg.strict and got.errors:
+        first = got.errors[0]
+        raise DataError(f"{first.source}:{got.error_lines[0]}: {first.reason}")
+    split = cfg.split or file.stem
+    memes = []
+    for row in got.rows:
+        annotations: dict[str, Any] = {
+            "bias_type": row.bias_type,
+            **{k: row.meta.get(k) for k in ("bias_category", "task_type", "domain_type")},
+            "difficulty": row.meta.get("difficulty"),
+            "biased_instruction": row.biased_instruction or None,
+            "response": row.response,
+            **row.meta,
+            "biased_image": None if row.biased_image is None else str(row.biased_image),
+        }
+        memes.append(
+            Meme(
+                id=row.id,
+                source=cfg.format,
+                text=row.unbiased_instruction,
+                image_path=row.unbiased_image,
+                split=split,
+                annotations=annotations,
+            )
+        )
+    if cfg.ids is not None:
+        wanted = {_canonical_id(cfg, i) for i in cfg.ids}
+        memes = [m for m in memes if m.id in wanted]
+    if cfg.exclude:
+        excluded = {_canonical_id(cfg, i) for i in cfg.exclude}
+        memes = [m for m in memes if m.id not in excluded]
+    return LoadResult(memes=memes, errors=list(got.errors))
 
 
 def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -> Path | None:

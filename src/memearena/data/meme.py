@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,20 @@ class Meme(BaseModel):
     def uid(self) -> str:
         """Globally unique key: ``source:id``."""
         return f"{self.source}:{self.id}"
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """One item that could not be loaded, and why."""
+
+    source: str
+    """The dataset file (or folder) the item comes from."""
+    item: str
+    """The item's id, or ``line N`` when the row was too malformed to have one."""
+    reason: str
+    """What is wrong, starting with its kind (e.g. ``missing image: /data/img/1.png``)."""
+
+    @property
+    def kind(self) -> str:
+        """The class of problem: the reason up to its first ``': '`` (e.g. ``missing image``)."""
+        return self.reason.split(": ", 1)[0]

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import ImageConfig
+from memearena.data._json import check_array_depth, raw_decode
 from memearena.data.images import ImageError, safe_join, verify_image
-from memearena.data.loaders import ItemError
+from memearena.data.meme import ItemError
 from memearena.errors import DataError
+from memearena.jsonsafe import jsonl_lines, loads_bounded
 from memearena.stats.judge_bias import BIAS_TYPES
 
 __all__ = [
@@ -84,7 +87,9 @@ class JudgeBiasLoad:
     rows: list[JudgeBiasRow] = field(default_factory=list)
     """Usable rows, in file order."""
     errors: list[ItemError] = field(default_factory=list)
-    """One per unusable row (its id, or ``row N``), with the reason."""
+    """One per unusable row (its id, or ``line N`` / ``row N``), with the reason."""
+    error_lines: list[int] = field(default_factory=list)
+    """The line (JSON) or row (parquet) of each error, in the same order."""
 
 
 def _parquet_files(path: Path) -> list[Path]:
@@ -116,32 +121,89 @@ def _iter_parquet(path: Path) -> Iterator[tuple[str, int, Any]]:
             raise DataError(f"{file}: cannot read parquet ({e})") from None
 
 
+class BadLine:
+    """A line of a JSON-lines export that is not a JSON value within the bounds: an error for
+    that row only."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+_ROW_MAX_BYTES = 64 * 1024 * 1024
+"""Largest JSON row: a row of the JSON export embeds its two images as base64."""
+
+
 def _iter_json(path: Path) -> Iterator[tuple[str, int, Any]]:
+    # Bounded parsing (depth, number length, size) and a BOM accepted, as in every loader.
     try:
-        with path.open(encoding="utf-8") as f:
-            head = f.read(1)
-            while head and head.isspace():
-                head = f.read(1)
-            f.seek(0)
-            if head == "[":
-                try:
-                    rows = json.load(f)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-                for n, row in enumerate(rows, start=1):
-                    yield str(path), n, row
-                return
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield str(path), n, json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        with path.open("rb") as f:
+            head = f.read(4096).decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror})") from None
+    # An export is one array of row objects; a JSONL file whose first line is an array (or
+    # nests 100,000 deep) is a file of rows with a bad first row.
+    if re.match(r"\[\s*(?:[{\]]|$)", head):
+        yield from _iter_json_array(path)
+        return
+    for n, text in jsonl_lines(path):
+        row: Any
+        try:
+            row = loads_bounded(text, max_bytes=_ROW_MAX_BYTES)
+        except json.JSONDecodeError as e:
+            row = BadLine(f"invalid JSON ({e.msg} at column {e.colno})")
+        except ValueError as e:
+            row = BadLine(f"invalid JSON ({e})")
+        yield str(path), n, row
+
+
+def _iter_json_array(path: Path) -> Iterator[tuple[str, int, Any]]:
+    """Elements of a file holding one JSON array; a broken array cannot be resynchronised, so
+    its first error is a DataError naming the line."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
+
+    def fail(i: int, msg: str) -> DataError:
+        return DataError(f"{path}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    deep = check_array_depth(text)
+    if deep is not None:
+        raise fail(deep, "JSON nested deeper than the limit")
+    pos = skip(text.index("[") + 1)
+    if pos < len(text) and text[pos] == "]":
+        if text[pos + 1 :].strip():
+            raise fail(pos + 1, "extra data after the array")
+        return
+    line, counted = 1, 0  # line of `counted`: lines are counted once, forward
+    while True:
+        pos = skip(pos)
+        line += text.count("\n", counted, pos)
+        counted = pos
+        try:
+            row, pos = raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise fail(e.pos, e.msg) from None
+        except ValueError as e:
+            raise fail(pos, str(e)) from None
+        yield str(path), line, row
+        pos = skip(pos)
+        if pos >= len(text):
+            raise fail(pos, "unterminated array")
+        if text[pos] == "]":
+            if text[pos + 1 :].strip():
+                raise fail(pos + 1, "extra data after the array")
+            return
+        if text[pos] != ",":
+            raise fail(pos, "expected ',' or ']'")
+        pos += 1
 
 
 def iter_rows(path: Path) -> Iterator[tuple[str, int, Any]]:
@@ -189,10 +251,13 @@ def _decode_bytes(raw: Any, name: str) -> bytes:
 class _Images:
     """Writes image bytes into a content-addressed folder (first write wins, atomically)."""
 
-    def __init__(self, root: Path, store: Path | None, image_cfg: ImageConfig | None) -> None:
+    def __init__(
+        self, root: Path, store: Path | None, image_cfg: ImageConfig | None, check: bool = True
+    ) -> None:
         self.root = root
         self.store = store
         self.image_cfg = image_cfg
+        self.check = check
 
     def from_bytes(self, data: bytes, name: str) -> Path:
         if not data:
@@ -216,8 +281,8 @@ class _Images:
                 path = self.from_bytes(_decode_bytes(raw, name), name)
             elif cell.get("path"):
                 path = self._rel(str(cell["path"]), name)
-        elif isinstance(cell, str) and cell.strip():
-            path = self._rel(cell, name)
+        elif isinstance(cell, str):
+            path = self._rel(cell, name) if cell.strip() else None  # blank: null
         elif cell is not None:
             raise _RowProblem(f"field {name!r}: unsupported image cell {type(cell).__name__}")
         if path is None:
@@ -230,6 +295,8 @@ class _Images:
                     f"images/{_padded(row_id)}_{role}.jpg under {self.root}",
                     "missing image",
                 )
+        if not self.check:
+            return path
         try:
             verify_image(path, self.image_cfg)
         except ImageError as e:
@@ -239,19 +306,46 @@ class _Images:
     def _rel(self, rel: str, name: str) -> Path:
         try:
             return safe_join(self.root, rel)
-        except DataError as e:
-            raise _RowProblem(f"field {name!r}: {e}") from None
+        except ImageError as e:
+            raise _RowProblem(f"field {name!r}: {e.reason}", e.kind) from None
 
     def _rebuilt(self, row_id: str, role: str) -> Path | None:
-        for cand in (f"{_padded(row_id)}_{role}.jpg", f"{_padded(row_id)}.jpg"):
-            p = self.root / "images" / cand
+        # The id is dataset content: the name built from it goes through the safe join, so
+        # an id of "../../x" or "/etc/x" can never name a file outside the dataset root.
+        stem = _padded(row_id)
+        if not _SAFE_STEM.fullmatch(stem):
+            raise _RowProblem(
+                f"field 'id': {_shown(row_id)} cannot name a rebuilt image "
+                "(letters, digits, '.', '_' and '-' only)",
+                "missing image",
+            )
+        for cand in (f"{stem}_{role}.jpg", f"{stem}.jpg"):
+            try:
+                p = safe_join(self.root, f"images/{cand}")
+            except DataError:
+                continue
             if p.is_file():
                 return p
         return None
 
 
+_SAFE_STEM = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+"""A rebuilt image's name stem: no separator, no leading dot, bounded."""
+
+
 def _padded(row_id: str) -> str:
-    return f"{int(row_id):04d}" if row_id.isdigit() else row_id
+    """``7`` -> ``0007`` (the published names); other ids as they are. Only ASCII digits count
+    ("²".isdigit() is true but int() refuses it), and only a short run of them (int() refuses
+    thousands of digits)."""
+    if row_id.isascii() and row_id.isdigit() and len(row_id) <= 18:
+        return f"{int(row_id):04d}"
+    return row_id
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """An untrusted value for a message, cut to `limit` characters."""
+    r = repr(text)
+    return r if len(r) <= limit else f"{r[:limit]}… ({len(text):,} characters)"
 
 
 def load_mmjudgebias(
@@ -262,24 +356,32 @@ def load_mmjudgebias(
     image_cfg: ImageConfig | None = None,
     bias_types: list[str] | None = None,
     limit: int | None = None,
+    check_images: bool = True,
 ) -> JudgeBiasLoad:
     """Load MM-JudgeBias rows from a parquet file or folder, or a ``datasets`` JSON export.
 
     ``image_root`` is where cell paths and rebuilt ``images/{id:04d}_{role}.jpg`` files live
     (default: the file's folder); embedded image bytes are written to ``image_store`` by content
-    hash. ``bias_types`` keeps only those types; ``limit`` caps rows per type (the first ones)."""
+    hash. ``bias_types`` keeps only those types; ``limit`` caps rows per type (the first ones).
+    With ``check_images=False`` image paths are still confined to the root but not opened."""
     path = Path(path)
     root = image_root or (path if path.is_dir() else path.parent)
-    images = _Images(root, image_store, image_cfg)
+    images = _Images(root, image_store, image_cfg, check_images)
     out = JudgeBiasLoad()
     per_type: dict[str, int] = {}
     for file, n, row in iter_rows(path):
-        where = f"row {n}"
+        where = f"row {n}" if file.endswith(".parquet") else f"line {n}"
+        if isinstance(row, BadLine):
+            out.errors.append(ItemError(file, where, f"malformed row: {where}: {row.message}"))
+            out.error_lines.append(n)
+            continue
         if not isinstance(row, dict):
             out.errors.append(ItemError(file, where, "malformed row: expected an object"))
+            out.error_lines.append(n)
             continue
         raw_id = row.get("id")
-        row_id = str(raw_id) if isinstance(raw_id, int | str) and str(raw_id).strip() else None
+        ok_id = isinstance(raw_id, int | str) and not isinstance(raw_id, bool)
+        row_id = str(raw_id) if ok_id and str(raw_id).strip() else None
         item = row_id or where
         try:
             if row_id is None:
@@ -322,6 +424,7 @@ def load_mmjudgebias(
             )
         except _RowProblem as e:
             out.errors.append(ItemError(file, item, f"{e.kind}: {where}: {e}"))
+            out.error_lines.append(n)
             continue
         per_type[bias_type] = per_type.get(bias_type, 0) + 1
         out.rows.append(rec)

@@ -6,38 +6,30 @@ atomically: a kill never leaves half a document, and a reader never sees one."""
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from memearena.engine.rundir import atomic_write
+from memearena.jsonsafe import dumps_strict, loads_bounded
 
-__all__ = ["LEADERBOARD_FILE", "merge_leaderboard", "read_leaderboard", "strict_json"]
+__all__ = ["LEADERBOARD_FILE", "merge_leaderboard", "read_leaderboard"]
 
 LEADERBOARD_FILE = "leaderboard.json"
+BOARD_BYTES = 1 << 30
+"""Largest document read back (an audit's board embeds its examples' thumbnails)."""
 
 
 def read_leaderboard(run_dir: Path) -> dict[str, Any]:
     """The run directory's document, or ``{}`` (a damaged file is replaced, never trusted)."""
     path = Path(run_dir) / LEADERBOARD_FILE
     try:
-        old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not path.exists():
+            return {}
+        old = loads_bounded(path.read_bytes().decode("utf-8-sig"), max_bytes=BOARD_BYTES)
     except (OSError, ValueError):
         return {}
     return old if isinstance(old, dict) else {}
-
-
-def strict_json(obj: Any) -> Any:
-    """``obj`` with every non-finite float as ``null`` (strict JSON has no NaN or Infinity)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [strict_json(v) for v in obj]
-    return obj
 
 
 def merge_leaderboard(
@@ -45,12 +37,13 @@ def merge_leaderboard(
 ) -> dict[str, Any]:
     """The run's document with the ``owned`` keys replaced by ``parts`` (an owned key absent
     from ``parts`` is removed: an older result never passes for this run's), written
-    atomically unless ``write`` is false; returns the document."""
+    atomically unless ``write`` is false; returns the document. It is written as strict JSON
+    (``jsonsafe.dumps_strict``: a non-finite number is null, and ``non_finite`` lists where)."""
     board = read_leaderboard(run_dir)
     for key in owned:
         board.pop(key, None)
     board.update(parts)
     if write:
-        text = json.dumps(strict_json(board), indent=2, ensure_ascii=False)
+        text = dumps_strict(board, indent=2, ensure_ascii=False)
         atomic_write(Path(run_dir) / LEADERBOARD_FILE, text)
     return board

@@ -104,11 +104,18 @@ def outcome_value(
 
 
 def step_outcome(
-    res: AskResult[T], encode: Callable[[T, AskResult[T]], dict[str, Any]]
+    res: AskResult[T],
+    encode: Callable[[T, AskResult[T]], dict[str, Any]],
+    *,
+    required: bool = False,
 ) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """``(artifact value, error record)`` of a finished ask: a parsed value (no error record: an
     earlier one is cleared), a refusal or a parse failure (both final: an artifact and an error
-    record, so the report shows them), or a failure worth retrying (no artifact, an error)."""
+    record, so the report shows them), or a failure worth retrying (no artifact, an error).
+
+    ``required``: the step's output is one the run cannot go on without (an Arena context, a
+    guideline, an Adapt reference): a parse failure is then an error record only, never a
+    final artifact, so a re-run asks again (with its own re-asks) instead of reusing it."""
     if res.value is not None:
         return encode(res.value, res), None
     if res.refusal:
@@ -116,6 +123,8 @@ def step_outcome(
         return {"refusal": True, "raw": raw}, ("refusal", raw[:500])
     if res.error and res.error.startswith("unparseable"):
         detail = (res.raw[-1] if res.raw else "")[:500]
+        if required:
+            return None, (res.error, detail)
         return {"error": res.error, "raw": res.raw}, (res.error, detail)
     return None, (res.error or "unknown failure", "")
 
@@ -128,9 +137,11 @@ async def run_step(
     encode: Callable[[T, AskResult[T]], dict[str, Any]],
     *,
     lookup: bool = True,
+    required: bool = False,
 ) -> dict[str, Any] | None:
     """The stored artifact ``(kind, key)``, or call, store and return it (first write wins).
-    ``lookup=False`` skips the read when the caller has just looked the key up in a batch.
+    ``lookup=False`` skips the read when the caller has just looked the key up in a batch;
+    ``required``: an output that stays unparseable is retried on a re-run (`step_outcome`).
 
     The outcome is group-committed with the other steps that end in the same event-loop turn
     (``RunStore.commit_step``) and is durable when this returns. Returns None when the call
@@ -141,7 +152,7 @@ async def run_step(
             _count(kind, "reused")
             return got
     res = await call()
-    value, error = step_outcome(res, encode)
+    value, error = step_outcome(res, encode, required=required)
     _count(kind, "new" if value is not None else "failed")
     return await store.commit_step(kind, key, value, error=error, clear_error=error is None)
 

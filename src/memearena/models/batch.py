@@ -11,21 +11,25 @@ Threat: a kill while batches are pending must not pay a request twice. Every req
 record in the run database (table ``batch_requests``: request id → input file → batch) from
 its upload on; a re-run that asks for the same request finds it there and waits for that batch
 (or creates the batch from the uploaded file, if the kill fell between the two) instead of
-submitting it again.
+submitting it again. The same holds inside one run: a transient error on a poll, an output
+read or a batch creation is retried against that batch (a created batch is found by its input
+file), and only the batch's terminal state or a failed reply line takes a request off the
+record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memearena.errors import BadResponse, ModelError, TransientModelError
 from memearena.jsonsafe import loads_bounded
@@ -45,6 +49,12 @@ BATCH_ENDPOINT: Literal["/v1/chat/completions"] = "/v1/chat/completions"
 
 _GATHER_S = 0.2  # calls arriving within this of each other share a batch
 _REPLY_DEPTH = 64
+_RETRY_BASE_S = 1.0  # a transient failure of a batch step: retried after 1, 2, 4, ... s
+_RETRY_CAP_S = 60.0
+_ATTEMPTS = 8  # then the callers fail (transient); their requests stay with their batch
+_TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+"""Batch states after which the provider runs nothing more of it ("cancelling" is not one)."""
+_T = TypeVar("_T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_requests (
@@ -55,6 +65,7 @@ CREATE TABLE IF NOT EXISTS batch_requests (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS batch_requests_file ON batch_requests (file_id);
+CREATE INDEX IF NOT EXISTS batch_requests_batch ON batch_requests (batch_id);
 """
 
 
@@ -108,11 +119,26 @@ class BatchLedger:
             )
 
     def forget(self, ids: Sequence[str]) -> None:
-        """Requests whose batch failed them: they may be submitted again (they were not paid)."""
+        """Requests whose batch ended without running them, or whose reply line is a failure:
+        they may be submitted again (they were not paid). Never called on a transient error."""
         with self._db:
             self._db.executemany(
                 "DELETE FROM batch_requests WHERE custom_id = ?", [(cid,) for cid in ids]
             )
+
+    def ids_of(self, file_id: str) -> list[str]:
+        """The requests uploaded in `file_id`."""
+        rows = self._db.execute(
+            "SELECT custom_id FROM batch_requests WHERE file_id = ?", (file_id,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def ids_of_batch(self, batch_id: str) -> list[str]:
+        """The requests on record in batch `batch_id`."""
+        rows = self._db.execute(
+            "SELECT custom_id FROM batch_requests WHERE batch_id = ?", (batch_id,)
+        ).fetchall()
+        return [r[0] for r in rows]
 
     def pending(self, model: str) -> int:
         """Requests of `model` on record (submitted, whatever their batch's state)."""
@@ -125,8 +151,32 @@ class BatchLedger:
         self._db.close()
 
 
+def _transient(e: BaseException) -> bool:
+    """Whether an error talking to the batch endpoints may go away on its own (a timeout, a
+    dropped connection, 408/409/429, a 5xx): the object it was about may well exist."""
+    import openai
+
+    if isinstance(e, (TimeoutError, ConnectionError, openai.APIConnectionError)):
+        return True
+    if isinstance(e, openai.APIStatusError):
+        code = e.status_code
+        return code in (408, 409, 429) or code >= 500
+    return isinstance(e, TransientModelError)
+
+
+class _Unreachable(Exception):
+    """A step kept failing transiently: its callers are failed (and may retry); the ledger
+    keeps their requests with the batch they belong to."""
+
+
 class BatchBackend:
-    """A ChatBackend that sends calls through the Batch API of an OpenAI-compatible endpoint."""
+    """A ChatBackend that sends calls through the Batch API of an OpenAI-compatible endpoint.
+
+    Invariant: a request that was uploaded belongs to its file (and, once created, its batch)
+    until that batch's terminal state is read. Nothing but a terminal state or a reply line
+    that failed takes a request off the ledger, so a 500 or a timeout on a poll, an output
+    read or a batch creation is retried against the same file or batch, never re-submitted.
+    """
 
     batch = True
     """The pool sets no per-call timeout on this backend: a batch may take hours."""
@@ -138,6 +188,9 @@ class BatchBackend:
         ledger: BatchLedger,
         *,
         gather_s: float = _GATHER_S,
+        retry_base_s: float = _RETRY_BASE_S,
+        retry_cap_s: float = _RETRY_CAP_S,
+        attempts: int = _ATTEMPTS,
     ) -> None:
         self.name = name
         self._cfg = cfg
@@ -146,10 +199,14 @@ class BatchBackend:
         self._ledger = ledger
         self._gather_s = gather_s
         self._poll_s = cfg.batch_poll_s
+        # Transient failures are retried at the polling pace or faster (1 s at most to start).
+        self._retry_base_s = min(retry_base_s, self._poll_s) if self._poll_s > 0 else retry_base_s
+        self._retry_cap_s = retry_cap_s
+        self._attempts = attempts
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._queue: list[tuple[str, dict[str, Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._tasks: dict[str, asyncio.Task[None]] = {}  # batch or file id → its watcher
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # file id → its watcher
         self._where = self._live._where
 
     def __repr__(self) -> str:
@@ -169,6 +226,8 @@ class BatchBackend:
                 self._watch(batch_id=batch_id, file_id=file_id)
             else:
                 self._queue.append((cid, body))
+                # The flusher drains the queue until it finds it empty, and the check and its
+                # end are one step of the loop: a call queued at any point is submitted.
                 if self._flusher is None or self._flusher.done():
                     self._flusher = asyncio.create_task(self._flush())
         # Shielded: one caller giving up must not cancel the reply others share.
@@ -202,11 +261,16 @@ class BatchBackend:
             future.set_result(line or {})
 
     async def _flush(self) -> None:
-        """Submit what gathered: upload one file, record it, create its batch, watch it."""
-        await asyncio.sleep(self._gather_s)
-        queue, self._queue = self._queue, []
-        if not queue:
-            return
+        """Submit what gathered, again and again until the queue is found empty: upload one
+        file per round, record it, watch it (its watcher creates the batch)."""
+        while True:
+            await asyncio.sleep(self._gather_s)
+            queue, self._queue = self._queue, []
+            if not queue:
+                return  # no await since the check: nothing can have queued meanwhile
+            await self._submit(queue)
+
+    async def _submit(self, queue: list[tuple[str, dict[str, Any]]]) -> None:
         ids = [cid for cid, _ in queue]
         data = b"".join(
             json.dumps(
@@ -216,72 +280,112 @@ class BatchBackend:
             for cid, body in queue
         )
         try:
-            uploaded = await self._client.files.create(
-                file=("memearena-batch.jsonl", data, "application/jsonl"), purpose="batch"
+            uploaded = await self._retrying(
+                "upload",
+                lambda: self._client.files.create(
+                    file=("memearena-batch.jsonl", data, "application/jsonl"), purpose="batch"
+                ),
             )
-        except Exception as e:  # nothing was submitted: every caller may retry
-            self._fail(ids, TransientModelError(self._error("upload failed", e), kind="batch"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # nothing was submitted (an orphan file is never batched)
+            self._fail(ids, self._as_model_error("upload failed", e))
             return
         self._ledger.add(self.name, uploaded.id, ids)  # on record before the batch exists
-        self._watch(batch_id=None, file_id=uploaded.id)
+        self._watch(batch_id=None, file_id=uploaded.id, fresh=True)
 
-    def _watch(self, *, batch_id: str | None, file_id: str) -> None:
-        key = batch_id or file_id
-        if key in self._tasks or file_id in self._tasks:
+    async def _retrying(self, what: str, step: Callable[[], Awaitable[_T]]) -> _T:
+        """`step`, retried with exponential backoff while it fails transiently; a permanent
+        error is raised at once, `_Unreachable` once the attempts are spent."""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if not _transient(e):
+                    raise
+                if attempt == self._attempts:
+                    raise _Unreachable(self._error(f"{what} failed {attempt} times", e)) from e
+                delay = min(self._retry_cap_s, self._retry_base_s * 2 ** (attempt - 1))
+                log.debug("%s: %s failed (%s); retrying in %.2fs", self.name, what, e, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _watch(self, *, batch_id: str | None, file_id: str, fresh: bool = False) -> None:
+        if file_id in self._tasks:
             return
-        self._tasks[key] = asyncio.create_task(self._follow(batch_id, file_id))
+        self._tasks[file_id] = asyncio.create_task(self._follow(batch_id, file_id, fresh))
 
-    async def _follow(self, batch_id: str | None, file_id: str) -> None:
-        """Create the batch of an uploaded file if none exists yet, then poll it to its end."""
+    async def _follow(self, batch_id: str | None, file_id: str, fresh: bool = False) -> None:
+        """Create the batch of an uploaded file if none exists yet, then poll it to its end.
+        `fresh`: the file was uploaded just now, so no batch of it can exist before the first
+        creation attempt (after a failed attempt, or on resume, the provider is asked first)."""
         try:
             if batch_id is None:
-                batch_id = await self._batch_of(file_id)
+                look = [not fresh]
+
+                async def create() -> str:
+                    found = await self._batch_of(file_id, look=look[0])
+                    return found
+
+                def again() -> Awaitable[str]:
+                    coro = create()
+                    look[0] = True  # a failed creation may have created the batch
+                    return coro
+
+                batch_id = await self._retrying("batch creation", again)
                 self._ledger.set_batch(file_id, batch_id)
-                self._tasks[batch_id] = self._tasks.pop(file_id)
+            bid = batch_id
             while True:
-                batch = await self._client.batches.retrieve(batch_id)
-                if batch.status == "completed":
-                    await self._collect(batch_id, batch.output_file_id, batch.error_file_id)
-                    return
-                if batch.status in ("failed", "expired", "cancelled", "cancelling"):
-                    raise TransientModelError(
-                        f"{self._where}: batch {batch_id} {batch.status}", kind="batch"
+                batch = await self._retrying("poll", lambda: self._client.batches.retrieve(bid))
+                if batch.status in _TERMINAL:
+                    await self._collect(
+                        bid, batch.status, batch.output_file_id, batch.error_file_id
                     )
+                    return
                 await asyncio.sleep(self._poll_s)
         except asyncio.CancelledError:
             raise
+        except _Unreachable as e:
+            # Still the batch's: the callers' retries (or a re-run) follow the same batch.
+            self._fail(self._members(file_id), TransientModelError(str(e), kind="batch"))
         except Exception as e:
-            err = e if isinstance(e, ModelError) else None
-            mine = [cid for cid in self._waiting if self._belongs(cid, file_id)]
+            # A permanent answer about the file or batch itself (a 4xx: no such batch, the
+            # file refused): nothing of it runs at the provider, so its requests may go again.
+            mine = self._members(file_id)
             self._ledger.forget(mine)
-            self._fail(
-                mine, err or TransientModelError(self._error("batch failed", e), kind="batch")
-            )
+            self._fail(mine, self._as_model_error("batch failed", e))
         finally:
-            self._tasks.pop(batch_id or file_id, None)
+            self._tasks.pop(file_id, None)
 
-    def _belongs(self, cid: str, file_id: str) -> bool:
-        known = self._ledger.lookup(cid)
-        return known is not None and known[0] == file_id
+    def _members(self, file_id: str) -> list[str]:
+        """The waiting callers whose request is in `file_id`."""
+        return [cid for cid in self._ledger.ids_of(file_id) if cid in self._waiting]
 
-    async def _batch_of(self, file_id: str) -> str:
-        """The batch made from `file_id`: an existing one (a kill fell after its creation but
-        before it was recorded), else a new one."""
-        async for batch in self._client.batches.list(limit=100):
-            if batch.input_file_id == file_id:
-                return str(batch.id)
+    async def _batch_of(self, file_id: str, *, look: bool = True) -> str:
+        """The batch made from `file_id`: an existing one (a kill or a lost answer fell after
+        its creation), else a new one."""
+        if look:
+            async for batch in self._client.batches.list(limit=100):
+                if batch.input_file_id == file_id:
+                    return str(batch.id)
         created = await self._client.batches.create(
             input_file_id=file_id, endpoint=BATCH_ENDPOINT, completion_window="24h"
         )
         return str(created.id)
 
-    async def _collect(self, batch_id: str, output: str | None, errors: str | None) -> None:
-        """Hand every reply in the batch's output (and error) file to its waiting caller."""
-        seen: set[str] = set()
+    async def _collect(
+        self, batch_id: str, status: str, output: str | None, errors: str | None
+    ) -> None:
+        """Hand every reply in the ended batch's output (and error) file to its waiting caller;
+        the batch's other requests were not run: they leave the ledger and may go again."""
+        seen: dict[str, dict[str, Any]] = {}
         for file_id in (output, errors):
             if not file_id:
                 continue
-            content = await self._client.files.content(file_id)
+            read = functools.partial(self._client.files.content, file_id)
+            content = await self._retrying("output read", read)
             for raw in content.content.splitlines():
                 if not raw.strip():
                     continue
@@ -291,19 +395,31 @@ class BatchBackend:
                     continue  # a garbled line: its caller is failed below, never guessed
                 cid = line.get("custom_id") if isinstance(line, dict) else None
                 if isinstance(cid, str):
-                    seen.add(cid)
+                    seen[cid] = line
                     self._settle(cid, line, None)
-        missing = [
-            cid
-            for cid in list(self._waiting)
-            if cid not in seen and (self._ledger.lookup(cid) or ("", None))[1] == batch_id
-        ]
-        self._ledger.forget(missing)
-        self._fail(missing, BadResponse(f"{self._where}: batch {batch_id} returned no reply"))
+        members = self._ledger.ids_of_batch(batch_id)
+        for cid in members:  # asked again while the error file was read: its line is here
+            if cid in seen and cid in self._waiting:
+                self._settle(cid, seen[cid], None)
+        unanswered = [cid for cid in members if cid not in seen]
+        self._ledger.forget(unanswered)
+        error: Exception
+        if status == "completed":
+            error = BadResponse(f"{self._where}: batch {batch_id} returned no reply")
+        else:
+            error = TransientModelError(f"{self._where}: batch {batch_id} {status}", kind="batch")
+        self._fail([cid for cid in unanswered if cid in self._waiting], error)
 
     def _fail(self, ids: Sequence[str], error: Exception) -> None:
         for cid in ids:
             self._settle(cid, None, error)
+
+    def _as_model_error(self, what: str, e: Exception) -> ModelError:
+        if isinstance(e, ModelError):
+            return e
+        if isinstance(e, _Unreachable):
+            return TransientModelError(str(e), kind="batch")
+        return ModelError(self._error(what, e), kind="batch")
 
     def _error(self, what: str, e: Exception) -> str:
         return self._live._scrub(f"{self._where}: {what}: {type(e).__name__}: {e}")

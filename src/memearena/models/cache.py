@@ -313,6 +313,14 @@ class ResponseCache:
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cache write failed ({e})") from None
 
+    def delete(self, key: str) -> None:
+        """Drop the entry under ``key`` (none: nothing happens)."""
+        try:
+            with self._db:
+                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: cache write failed ({e})") from None
+
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 

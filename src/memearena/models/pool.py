@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,24 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_OUTPUT_ESTIMATE", "USAGE_FIELDS", "ModelPool"]
 
 log = logging.getLogger("memearena.models")
+
+_GARBLE = re.compile(r"\x00|<\|(?:endoftext|im_end|im_start|eot_id|end_of_text)\|?")
+"""Marks of a reply broken in transit or decoding: a NUL, a leaked special token."""
+
+
+def _garbled(text: str | None) -> str | None:
+    """What marks `text` as garbled (a NUL, a leaked special token), or None.
+
+    A garbled reply is retried as the same request (``bad_response``), never parsed or re-asked:
+    a truncated answer would otherwise be scored, and a re-ask's outcome would then depend on
+    which request the fault hit, so two runs of one config could differ."""
+    if not text:
+        return None
+    m = _GARBLE.search(text)
+    if m is None:
+        return None
+    return "NUL byte" if m.group() == "\x00" else f"leaked special token {m.group()!r}"
+
 
 DEFAULT_OUTPUT_ESTIMATE = 512
 """Output tokens assumed by the budget check when a call sets no max_tokens."""
@@ -430,6 +449,22 @@ class ModelPool:
             return key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
         return key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
 
+    def uncache(
+        self, model: str, messages: Sequence[Message], params: GenParams | None = None
+    ) -> None:
+        """Forget the cached reply to this request: its output did not parse, and a cached
+        unusable reply would replay on every re-run (so a required step could never be asked
+        again). Its call record stays."""
+        m = self._models.get(model)
+        if m is None or self._cache is None:
+            return
+        if params is None:
+            key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
+        else:
+            key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+        self._pending_cache.pop(key, None)
+        self._cache.delete(key)
+
     async def complete(
         self,
         model: str,
@@ -564,6 +599,9 @@ class ModelPool:
                         wait = None if getattr(backend, "batch", False) else cfg.timeout
                         async with asyncio.timeout(wait):
                             raw = await backend.chat(messages, p, role)
+                        garbled = _garbled(raw.text)
+                        if garbled is not None:
+                            raise BadResponse(f"garbled reply ({garbled})")
                     finally:
                         if self._max_cost is not None:
                             self._reserved -= estimate

@@ -79,6 +79,10 @@ async def ask(
             return AskResult(parser(completion.text), raw, None, False, attempt)
         except ParseError as e:
             reason = str(e) or "output does not match the required format"
+            # An unusable reply must not be replayed from the cache by a re-run's ask.
+            uncache = getattr(pool, "uncache", None)
+            if uncache is not None:
+                uncache(model, convo, params)
         convo = [*convo, Message.text("assistant", completion.text), reask_message(reason)]
     # An output that never parses is recorded as a failure, never turned into a default answer.
     return AskResult(None, raw, f"unparseable: {reason}", False, max_reasks + 1)

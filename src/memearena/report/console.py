@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from memearena.report.safe import console_safe
+from memearena.report.safe import NAME_CHARS, console_safe, name_cell
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -34,7 +34,7 @@ def fmt_estimate(x: Any, digits: int = 3) -> str:
 
 def _name_column(table: Table, header: str, names: list[str]) -> None:
     """A name column that wraps long names rather than cutting them to an ellipsis."""
-    longest = max((len(n) for n in names), default=len(header))
+    longest = min(max((len(n) for n in names), default=len(header)), NAME_CHARS)
     table.add_column(header, overflow="fold", min_width=min(max(longest, len(header)), 16))
 
 
@@ -60,7 +60,7 @@ def print_plan(
     for name, row in sorted(per_model.items()):
         provider = providers.get(name, "?")
         table.add_row(
-            console_safe(name),
+            name_cell(name),
             provider,
             f"{int(row['calls']):,}",
             f"{int(row['input_tokens']):,}",
@@ -88,7 +88,7 @@ def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         table.add_row(
             str(r["rank"]),
-            console_safe(r["model"]),
+            name_cell(r["model"]),
             f"{r['bt']:.0f}",
             f"{r['ci_low']:.0f}–{r['ci_high']:.0f}",
             f"{r['elo']:.0f}",
@@ -152,7 +152,7 @@ def print_settings(console: Console, settings: dict[str, Any], comparison: dict[
             ("mean_p_prefer_longer", "P(longer)"),
             ("mean_self_preference", "self-pref."),
         ]
-        names = [console_safe(n) for n in comparison]
+        names = [name_cell(n) for n in comparison]
         figures = [[_fmt(row.get(k)) for k, _ in cols] for row in comparison.values()]
         for t in fitted_tables(
             "Guideline settings compared (panel means)",
@@ -168,13 +168,13 @@ def print_settings(console: Console, settings: dict[str, Any], comparison: dict[
     judge_names = [j["judge"] for j in next(iter(settings.values())).get("judges", [])]
     _name_column(table, "judge", [str(n) for n in judge_names])
     for s in settings:
-        _number_column(table, console_safe(s))
+        _number_column(table, name_cell(s))
     for name in judge_names:
         cells = []
         for sec in settings.values():
             row = next((j for j in sec.get("judges", []) if j["judge"] == name), None)
             cells.append(_fmt(_ci(row, "ndcg")) if row else "—")
-        table.add_row(console_safe(name), *cells)
+        table.add_row(name_cell(name), *cells)
     means = []
     for sec in settings.values():
         vals = [j["ndcg"] for j in sec.get("judges", []) if j["ndcg"] is not None]
@@ -208,8 +208,8 @@ def judge_tables(
     judges: list[dict[str, Any]], width: int = 80, *, unit: str = "meme"
 ) -> list[Table]:
     """Judges vs the leave-one-out joint vote: one table, or two sharing the judge column when
-    one would not fit ``width`` columns (a judge's name is never cut)."""
-    names = [console_safe(j["judge"]) for j in judges]
+    one would not fit ``width`` columns (a judge's name is cut only past NAME_CHARS)."""
+    names = [name_cell(j["judge"]) for j in judges]
     cells = [[_judge_cell(j, key, digits) for _, key, digits in _JUDGE_COLUMNS] for j in judges]
     caption = (
         f"±: 95% interval over {unit}s; vs panel: P(longer) minus the other judges' on the "

@@ -5,14 +5,22 @@ file of requests (purpose ``batch``), create a batch from it, poll it, list batc
 output file. A batch completes ``batch_delay_s`` after its creation (each line answered by
 the simulated world as a live call would be, its role read from the custom id's prefix). Every
 answered request is counted by custom id, so a test can check that none was paid twice.
+
+``batch_faults`` injects 500s: for each step named (`BATCH_FAULT_STEPS`), the first N calls
+about one object answer 500 (an upload: per content; a batch creation: per input file, and the
+batch *is* created before the 500, as a provider that timed out after committing would; a poll:
+per batch; an output read: per file). Deterministic whatever the timing, so a test can assert
+exact counts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +32,10 @@ from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import SimResponder
 from memearena.sim.wire import parse_messages, request_params
 
-__all__ = ["BATCH_STATS_KEY", "BatchStats", "add_batch_routes"]
+__all__ = ["BATCH_FAULT_STEPS", "BATCH_STATS_KEY", "BatchStats", "add_batch_routes"]
+
+BATCH_FAULT_STEPS = ("file_create", "batch_create", "poll", "output_read", "list")
+"""The batch endpoints' steps a fault can be injected into."""
 
 
 @dataclass
@@ -36,6 +47,8 @@ class BatchStats:
     completed_batches: int = 0
     billed: dict[str, int] = field(default_factory=dict)
     """custom id → how many times it was answered (billed) in a completed batch."""
+    faults: dict[str, int] = field(default_factory=dict)
+    """step → 500s injected."""
 
     def as_dict(self) -> dict[str, Any]:
         """Counters as JSON."""
@@ -46,6 +59,7 @@ class BatchStats:
             "billed_requests": sum(self.billed.values()),
             "distinct_requests": len(self.billed),
             "billed_twice": sorted(k for k, v in self.billed.items() if v > 1),
+            "faults": dict(self.faults),
         }
 
 
@@ -63,8 +77,30 @@ def add_batch_routes(
     *,
     delay_s: float = 0.5,
     known_models: list[str] | None = None,
+    faults: Mapping[str, int] | None = None,
 ) -> None:
-    """Add the file and batch endpoints to the simulated server's `app`."""
+    """Add the file and batch endpoints to the simulated server's `app`; `faults`: step →
+    how many first calls about each object answer 500 (see the module's docstring)."""
+    plan = dict(faults or {})
+    unknown = sorted(set(plan) - set(BATCH_FAULT_STEPS))
+    if unknown:
+        raise ValueError(f"unknown batch fault step(s) {unknown}; known: {list(BATCH_FAULT_STEPS)}")
+    calls: dict[tuple[str, str], int] = {}
+
+    def fault(step: str, key: str) -> bool:
+        """Whether this call of `step` about `key` is one to answer 500."""
+        n = calls.get((step, key), 0)
+        calls[(step, key)] = n + 1
+        if n < plan.get(step, 0):
+            stats.faults[step] = stats.faults.get(step, 0) + 1
+            return True
+        return False
+
+    def server_error() -> web.Response:
+        body = {
+            "error": {"message": "The server had an error (simulated).", "type": "server_error"}
+        }
+        return web.json_response(body, status=500)
 
     stats = BatchStats()
     app[BATCH_STATS_KEY] = stats
@@ -135,6 +171,8 @@ def add_batch_routes(
         if not isinstance(upload, FileField) or form.get("purpose") != "batch":
             return _error(400, "expected a multipart 'file' with purpose 'batch'")
         content = upload.file.read()
+        if fault("file_create", hashlib.sha256(content).hexdigest()):
+            return server_error()
         file_id = f"file-sim-{next(ids)}"
         files[file_id] = (str(upload.filename or "batch.jsonl"), content)
         stats.files += 1
@@ -154,6 +192,8 @@ def add_batch_routes(
         found = files.get(request.match_info["file_id"])
         if found is None:
             return _error(404, "no such file")
+        if fault("output_read", request.match_info["file_id"]):
+            return server_error()
         return web.Response(body=found[1], content_type="application/octet-stream")
 
     async def create_batch(request: web.Request) -> web.StreamResponse:
@@ -185,15 +225,21 @@ def add_batch_routes(
         task = asyncio.create_task(run_batch(batch))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+        if fault("batch_create", str(file_id)):  # created, then the answer is lost
+            return server_error()
         return web.json_response(batch)
 
     async def get_batch(request: web.Request) -> web.StreamResponse:
         batch = batches.get(request.match_info["batch_id"])
         if batch is None:
             return _error(404, "no such batch")
+        if fault("poll", batch["id"]):
+            return server_error()
         return web.json_response(batch)
 
     async def list_batches(request: web.Request) -> web.StreamResponse:
+        if fault("list", ""):
+            return server_error()
         data = list(reversed(batches.values()))
         return web.json_response(
             {

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +117,7 @@ def make_app(
     retry_after_s: float = 0.1,
     models: Sequence[str] = (),
     batch_delay_s: float = 0.5,
+    batch_faults: Mapping[str, int] | None = None,
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
@@ -297,7 +298,9 @@ def make_app(
     app.router.add_get("/v1/stats", get_stats)
     from memearena.sim.batch import add_batch_routes  # the Batch API (/v1/files, /v1/batches)
 
-    add_batch_routes(app, responder, delay_s=batch_delay_s, known_models=known_models)
+    add_batch_routes(
+        app, responder, delay_s=batch_delay_s, known_models=known_models, faults=batch_faults
+    )
     return app
 
 

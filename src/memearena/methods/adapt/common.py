@@ -119,11 +119,13 @@ class AdaptContext:
         image: ImagePart | None = None,
         params: GenParams | None = None,
         max_reasks: int | None = None,
+        required: bool = False,
         **vars: Any,
     ) -> dict[str, Any] | None:
         """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
         artifact also records the model and ``parts`` (what the step was for), so lineage names
-        who wrote what."""
+        who wrote what. ``required``: an output that stays unparseable is asked again on a
+        re-run, never stored as final."""
         if self.acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
             parts = (*parts, "null-world")
@@ -151,6 +153,7 @@ class AdaptContext:
                         **encode(v),
                         "raw": r.raw[-1][:_MAX_FIELD],
                     },
+                    required=required,
                 )
             )
             self._inflight[key] = running

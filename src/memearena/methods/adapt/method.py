@@ -9,7 +9,6 @@ human-labelling files, and what an incomplete Adapt run lacks."""
 from __future__ import annotations
 
 import csv
-import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from memearena.engine.rundir import atomic_write, load_memes
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.engine.steps import seeded_rng
 from memearena.errors import ConfigError
+from memearena.jsonsafe import dumps_strict
 from memearena.methods.adapt import view
 from memearena.methods.adapt.stages import TYPICAL_OUTPUT_TOKENS, AdaptOutcome, AdaptPipeline
 from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
@@ -164,11 +164,11 @@ def write_adapt_files(run_dir: Path, cfg: RunConfig, outcome: AdaptOutcome) -> N
     export, each written whole or not at all."""
     atomic_write(
         run_dir / "adapt_chains.jsonl",
-        "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in outcome.chains),
+        "".join(dumps_strict(c, ensure_ascii=False) + "\n" for c in outcome.chains),
     )
     atomic_write(
         run_dir / "adapt_scores.jsonl",
-        "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outcome.originals),
+        "".join(dumps_strict(o, ensure_ascii=False) + "\n" for o in outcome.originals),
     )
     if cfg.adapt is not None and cfg.adapt.human_export:
         from memearena.data import load_datasets

@@ -78,6 +78,7 @@ async def reference(
         "adapt/reference_judge.j2",
         lambda t: parse_reference_choice(t, len(shown)),
         lambda v: {"choice": v} if isinstance(v, int) else {"better": v},
+        required=True,  # an unparsed pick is asked again on a re-run, never the final word
         candidates=shown,
         **common,
     )

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memearena.report.html import Section, register_section
-from memearena.report.safe import console_safe
+from memearena.report.safe import console_safe, name_cell
 from memearena.report.svg import estimate, interval_chart
 
 __all__ = ["adapt_view", "fmt_interval", "print_adapt_summary", "report_section"]
@@ -59,7 +59,7 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
     for m in section["models"]:
         table.add_row(
-            console_safe(m["model"]),
+            name_cell(m["model"]),
             fmt_interval(m["avg_score"], m["avg_score_ci"], 1, 1.0),
             fmt_interval(m["failure_rate"], m["failure_rate_ci"], 0, 100.0),
             fmt_interval(m["refined_increase"], m["refined_increase_ci"], 0, 100.0),

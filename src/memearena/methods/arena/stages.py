@@ -32,6 +32,7 @@ from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
 from memearena.engine.steps import StageCount, bounded_map, run_step, seeded_rng
 from memearena.errors import BudgetExceeded, ConfigError, DataError
+from memearena.jsonsafe import jsonl_lines, loads_bounded
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
@@ -400,6 +401,7 @@ class ArenaPipeline:
         kind: str,
         plans: Sequence[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]],
         window: int | None = None,
+        required: bool = False,
     ) -> list[dict[str, Any] | None]:
         """Steps ``(key, call, encode)`` of one kind: one batched look-up, then the missing
         ones called (at most ``window`` at a time). Results in the order of ``plans``."""
@@ -422,7 +424,9 @@ class ArenaPipeline:
                 return _STOPPED
             key, call, enc = plans[i]
             try:
-                return await run_step(self.store, kind, key, call, enc, lookup=False)
+                return await run_step(
+                    self.store, kind, key, call, enc, lookup=False, required=required
+                )
             except BudgetExceeded as e:
                 # The cap stops the run, but the steps in flight finish and are recorded: a
                 # cancelled call would stay on record as sent, its result lost.
@@ -450,8 +454,9 @@ class ArenaPipeline:
         key: str,
         call: Callable[[], Awaitable[AskResult[T]]],
         encode: Callable[[T, AskResult[T]], dict[str, Any]],
+        required: bool = False,
     ) -> dict[str, Any] | None:
-        return (await self._steps(job, stage, kind, [(key, call, encode)]))[0]
+        return (await self._steps(job, stage, kind, [(key, call, encode)], required=required))[0]
 
     # ---------------------------------------------------------------- stage 1
     async def contexts(self, job: _MemeJob) -> tuple[str, list[Task]]:
@@ -475,6 +480,7 @@ class ArenaPipeline:
                 max_reasks=self.acfg.max_reasks,
             ),
             lambda v, _: {"contexts": [c.model_dump() for c in v]},
+            required=True,  # an unparseable context is asked again on a re-run
         )
         if not art or "contexts" not in art:
             return key, []
@@ -545,6 +551,7 @@ class ArenaPipeline:
             artifact_key(meme.uid, 0, plan.drafter, self.pool.request_key(plan.drafter, msgs)),
             self._guideline_call(job, plan.drafter, "arena.guideline_draft", msgs),
             lambda v, _: {"judge": plan.drafter, "analysis": None, "guideline": v},
+            required=True,
         )
         if draft is None or "guideline" not in draft:
             return None
@@ -1076,17 +1083,13 @@ def load_human_guidelines(path: Path | None) -> dict[str, str]:
     if path is None:
         raise ConfigError("arena.human_guidelines: a file is needed for setting 'human'")
     out: dict[str, str] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in jsonl_lines(path):  # bounded rows, a BOM accepted
         try:
-            row = json.loads(line)
+            row = loads_bounded(line)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        except ValueError as e:
+            raise DataError(f"{path}:{n}: invalid JSON ({e})") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{n}: expected a JSON object")
         for fieldname in ("meme", "guideline"):

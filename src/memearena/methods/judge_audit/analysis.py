@@ -38,6 +38,7 @@ import numpy as np
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.errors import DataError
+from memearena.jsonsafe import loads_bounded
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome
 from memearena.stats.judge_bias import (
     BIAS_CATEGORIES,
@@ -81,6 +82,7 @@ SELF_SCALE = 9.0
 """Self-enhancement's shortfall in the trust composite: its points as a share of the 1–10 scale."""
 
 _SCORE_ROLES = ("judge_audit.score", "judge_audit.pairwise")
+_BOARD_BYTES = 1 << 30  # an audit's leaderboard embeds its examples' thumbnails
 
 
 def _est(e: RatioEstimate) -> dict[str, Any]:
@@ -600,11 +602,13 @@ def audit_warnings(path: Path, judges: Sequence[str]) -> list[str]:
     """One line per panel judge that the audit run at ``path`` (its ``leaderboard.json``)
     flagged; a judge the audit did not cover is said so too."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = loads_bounded(Path(path).read_bytes().decode("utf-8-sig"), max_bytes=_BOARD_BYTES)
     except OSError as e:
         raise DataError(f"{path}: cannot read the judge audit ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except ValueError as e:  # not UTF-8, too deep, a huge number
+        raise DataError(f"{path}: invalid JSON ({e})") from None
     section = doc.get("judge_audit") if isinstance(doc, dict) else None
     rows = section.get("leaderboard") if isinstance(section, dict) else None
     if not isinstance(rows, list):

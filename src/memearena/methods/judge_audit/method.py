@@ -10,7 +10,6 @@ pair, re-analysable with ``judge-audit metrics``), and what an incomplete audit 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
 from memearena.engine.rundir import atomic_write
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.errors import ConfigError, DataError
+from memearena.jsonsafe import dumps_strict
 from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.methods.judge_audit import view
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline
@@ -108,7 +108,7 @@ class JudgeAudit:
         section = judge_audit_section(ctx.cfg, outcome, ctx.store, bootstrap=bootstrap)
         view.attach_thumbnails(section, ctx.run_dir / IMAGE_DIR)
         # Streamed: one row in memory at a time, however many pairs were scored.
-        lines = (json.dumps(r, sort_keys=True) + "\n" for r in iter_score_rows(outcome))
+        lines = (dumps_strict(r, sort_keys=True) + "\n" for r in iter_score_rows(outcome))
         atomic_write(ctx.run_dir / SCORES_FILE, lines)
         status = judge_audit_status(ctx.cfg, outcome, ctx.store, max_cost=ctx.max_cost)
         return Finished({"judge_audit": section}, status)

@@ -11,6 +11,7 @@ outcomes, never numbers.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -417,6 +418,7 @@ class JudgeAuditPipeline:
         judges = self.acfg.judges
         seen_base: set[tuple[str, str, str]] = set()
         want_examples = self.acfg.examples
+        candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
         def jobs() -> Iterator[tuple[AuditPair, str]]:
             for pair in pairs:
@@ -444,16 +446,27 @@ class JudgeAuditPipeline:
                 if key not in seen_base:
                     seen_base.add(key)
                     out.base_scores.append((judge, pair.item, pair.responder, uv))
-            ex = out.examples.setdefault(pair.bias_type, [])
-            match = next(
-                (e for e in ex if e["item"] == pair.item and e["responder"] == pair.responder),
-                None,
-            )
-            if match is None and len(ex) < want_examples:
-                match = _example(pair)
-                ex.append(match)
+            # Examples are the pairs with the smallest keys, not the first to finish: the
+            # section must not change with completion order (a resume, a no-op re-run). The
+            # largest kept key only falls, so a pair left out at its first score never
+            # qualifies later, and a kept one collects every judge's scores.
+            chosen = candidates.setdefault(pair.bias_type, {})
+            rank = _example_key(pair)
+            match = chosen.get(rank)
+            if match is None and want_examples > 0:
+                if len(chosen) >= want_examples and rank > max(chosen):
+                    continue
+                if len(chosen) >= want_examples:
+                    del chosen[max(chosen)]
+                match = chosen[rank] = _example(pair)
             if match is not None:
                 match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
+        order = {j: k for k, j in enumerate(judges)}
+        for bias_type in sorted(candidates):
+            examples = [candidates[bias_type][k] for k in sorted(candidates[bias_type])]
+            for e in examples:
+                e["scores"] = dict(sorted(e["scores"].items(), key=lambda kv: order[kv[0]]))
+            out.examples[bias_type] = examples
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
@@ -528,6 +541,12 @@ class JudgeAuditPipeline:
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
+
+
+def _example_key(pair: AuditPair) -> str:
+    """A pair's rank among candidate examples: a hash of what it is (item, responder), so
+    the examples spread over the dataset and do not depend on the order scores arrive in."""
+    return hashlib.sha256(f"{pair.item}\x1f{pair.responder}".encode()).hexdigest()
 
 
 def _example(pair: AuditPair) -> dict[str, Any]:

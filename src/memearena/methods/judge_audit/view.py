@@ -21,7 +21,7 @@ from rich.table import Table
 
 from memearena.report.console import fitted_tables
 from memearena.report.html import Section, register_section
-from memearena.report.safe import console_safe, strip_control
+from memearena.report.safe import console_safe, name_cell, strip_control
 from memearena.report.svg import estimate, interval_chart
 from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
 
@@ -156,9 +156,9 @@ def demo_check(section: dict[str, Any]) -> tuple[list[str], bool]:
 def print_judge_audit_summary(console: Console, section: dict[str, Any]) -> None:
     """The evaluator leaderboard, the classic biases and what was run, from the
     ``judge_audit`` section. Tables fit the console's width (split into parts that repeat the
-    judge column: a judge's name is never cut)."""
+    judge column: a judge's name is cut only past NAME_CHARS)."""
     rows = _rows(section)
-    names = [console_safe(r.get("judge", "")) for r in rows]
+    names = [name_cell(r.get("judge", "")) for r in rows]
     lead_headers = ["#", "rank range", "trust", "shortfalls", "overall", *BIAS_CATEGORIES]
     lead_cells = [
         [
