@@ -203,6 +203,6 @@ def test_visual_transformation_pixels_are_pinned_so_existing_runs_resume(seed: i
     from memearena.data.demo import demo_dir
     from memearena.methods.judge_audit.perturb import transform_image
 
-    with Image.open(sorted((demo_dir() / "img").iterdir())[0]) as im:
+    with Image.open(demo_dir() / "img" / "m01.png") as im:
         out = transform_image(im.convert("RGB"), random.Random(seed))
     assert hashlib.sha256(out.image.tobytes()).hexdigest() == sha
