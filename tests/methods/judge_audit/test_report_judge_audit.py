@@ -83,3 +83,21 @@ def test_only_plain_base64_jpeg_thumbnails_reach_the_page(tmp_path: Path) -> Non
     html = render_report({"judge_audit": section})
     assert 'onerror="alert' not in html and "data:text/html" not in html
     assert 'src="data:image/jpeg' not in html
+
+
+def test_the_evaluator_leaderboard_shows_trust_its_shortfalls_and_the_rank_range() -> None:
+    section = _section("0" * 64)
+    row = section["leaderboard"][0]  # type: ignore[index]
+    row["rank_label"] = "1*"
+    row["rank_ci"] = [1, 2]
+    row["trust"] = {
+        "value": 0.81,
+        "ci_low": 0.75,
+        "ci_high": 0.86,
+        "components": {"bd_bc": 0.2, "position": 0.3, "verbosity": 0.0, "self_enhancement": None},
+    }
+    html = render_report({"judge_audit": section})
+    assert "<th>Trust</th>" in html
+    assert "0.81 [0.75, 0.86]" in html
+    assert "bd/bc 0.2" in html and "pos 0.3" in html and "self —" in html
+    assert "1*" in html and "1–2" in html
