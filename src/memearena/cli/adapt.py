@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
@@ -86,14 +87,10 @@ def _ci(v: Any, ci: Any, pct: bool = False) -> str:
 @_one_line_errors
 def run_command(
     config: Annotated[Path, typer.Argument(help="Run config (YAML) with an adapt: section.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
-    ] = False,
-    max_cost: Annotated[
-        float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
-    ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    out: OutOpt = None,
+    dry_run: DryRunOpt = False,
+    max_cost: MaxCostOpt = None,
+    no_progress: NoProgressOpt = False,
 ) -> None:
     """Run (or resume) Adapt: mining, misbeliefs, references, scoring, refinement."""
     from memearena.cli.run import run_or_plan

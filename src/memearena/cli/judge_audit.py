@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
 from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
 from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
@@ -250,14 +251,10 @@ def _console() -> Console:
 @judge_audit_app.command("run")
 def run_command(
     config: Annotated[Path, typer.Argument(help="Run config (YAML) with a judge_audit section.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
-    ] = False,
-    max_cost: Annotated[
-        float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
-    ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    out: OutOpt = None,
+    dry_run: DryRunOpt = False,
+    max_cost: MaxCostOpt = None,
+    no_progress: NoProgressOpt = False,
 ) -> None:
     """Run (or resume) the Judge audit of a config's judges."""
     from memearena.cli.run import run_or_plan

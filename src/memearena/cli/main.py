@@ -15,6 +15,7 @@ from memearena.cli.adapt import adapt_app
 from memearena.cli.data import check_command
 from memearena.cli.judge_audit import judge_audit_app
 from memearena.cli.rank import rank_command
+from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
@@ -36,14 +37,6 @@ console = Console() if sys.stdout.isatty() else Console(width=80)
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
-DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
-]
-MaxCostOpt = Annotated[
-    float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
-]
 
 
 def print_error(e: BaseException) -> None:
@@ -102,7 +95,7 @@ def demo(
     out: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/demo[-seedS]).")
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    no_progress: NoProgressOpt = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated world.")] = 0,
     null_world: Annotated[
         bool,
@@ -145,7 +138,7 @@ def arena(
             help="Judge the same answers under every guideline setting; compare judge NDCG.",
         ),
     ] = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    no_progress: NoProgressOpt = False,
 ) -> None:
     """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
     from memearena.cli.run import run_or_plan

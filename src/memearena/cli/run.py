@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,7 +18,16 @@ from memearena.errors import MemearenaError
 if TYPE_CHECKING:
     from memearena.config import RunConfig
 
-__all__ = ["run_or_plan"]
+__all__ = ["DryRunOpt", "MaxCostOpt", "NoProgressOpt", "OutOpt", "run_or_plan"]
+
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print planned calls, tokens and cost; call nothing.")
+]
+MaxCostOpt = Annotated[
+    float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
+]
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress")]
 
 
 def run_or_plan(

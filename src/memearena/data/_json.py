@@ -10,8 +10,10 @@ is decoded element by element (to name each element's line) with the same bounds
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+from memearena.errors import DataError
 from memearena.jsonsafe import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_NUMBER_CHARS,
@@ -20,7 +22,7 @@ from memearena.jsonsafe import (
     loads_bounded,
 )
 
-__all__ = ["JSONLimitError", "check_array_depth", "loads_row", "raw_decode"]
+__all__ = ["JSONLimitError", "check_array_depth", "iter_json_array", "loads_row", "raw_decode"]
 
 
 def loads_row(text: str) -> Any:
@@ -85,3 +87,48 @@ def raw_decode(text: str, pos: int) -> tuple[Any, int]:
     """Decode one array element at ``pos`` with the number bounds (call
     :func:`check_array_depth` first): (value, end); JSONDecodeError or JSONLimitError."""
     return _DECODER.raw_decode(text, pos)
+
+
+def iter_json_array(text: str, where: str) -> Iterator[tuple[int, Any]]:
+    """``(line, element)`` of a text holding one JSON array, element by element within the
+    bounds. A broken array cannot be resynchronised, so its first error is a DataError naming
+    ``where`` and the line."""
+
+    def fail(i: int, msg: str) -> DataError:
+        return DataError(f"{where}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    deep = check_array_depth(text)
+    if deep is not None:
+        raise fail(deep, "JSON nested deeper than the limit")
+    pos = skip(text.index("[") + 1)
+    if pos < len(text) and text[pos] == "]":
+        if text[pos + 1 :].strip():
+            raise fail(pos + 1, "extra data after the array")
+        return
+    line, counted = 1, 0  # the line of offset `counted`: lines are counted once, forward
+    while True:
+        pos = skip(pos)
+        line += text.count("\n", counted, pos)
+        counted = pos
+        try:
+            row, pos = raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise fail(e.pos, e.msg) from None
+        except ValueError as e:  # JSONLimitError: the element's end is unknown
+            raise fail(pos, str(e)) from None
+        yield line, row
+        pos = skip(pos)
+        if pos >= len(text):
+            raise fail(pos, "unterminated array")
+        if text[pos] == "]":
+            if text[pos + 1 :].strip():
+                raise fail(pos + 1, "extra data after the array")
+            return
+        if text[pos] != ",":
+            raise fail(pos, "expected ',' or ']'")
+        pos += 1

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import DatasetConfig, ImageConfig
-from memearena.data._json import JSONLimitError, check_array_depth, loads_row
-from memearena.data._json import raw_decode as json_raw_decode
+from memearena.data._json import JSONLimitError, iter_json_array, loads_row
 from memearena.data.demo import demo_dir
 from memearena.data.filters import apply_filters
 from memearena.data.images import (
@@ -190,48 +189,13 @@ def _json_rows(ctx: _Ctx) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _json_array_rows(ctx: _Ctx, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    pos = text.index("[") + 1
-
-    def skip_ws(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        return i
-
-    def fail(i: int, msg: str) -> DataError:
-        # A broken array cannot be resynchronised: always fatal, even without strict.
-        return DataError(f"{ctx.file}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
-
-    deep = check_array_depth(text)
-    if deep is not None:
-        raise fail(deep, "JSON nested deeper than the limit")
-    pos = skip_ws(pos)
-    if pos < len(text) and text[pos] == "]":
-        return
-    while True:
-        pos = skip_ws(pos)
-        line = text.count("\n", 0, pos) + 1
+    # A broken array cannot be resynchronised: always fatal, even without strict.
+    for line, row in iter_json_array(text, str(ctx.file)):
         ctx.rows += 1
-        try:
-            row, pos = json_raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise fail(e.pos, e.msg) from None
-        except JSONLimitError as e:
-            # The element's end is unknown, so the array cannot be resynchronised either.
-            raise fail(pos, str(e)) from None
         if isinstance(row, dict):
             yield line, row
         else:
             ctx.bad_row(line, f"expected a JSON object, got {type(row).__name__}")
-        pos = skip_ws(pos)
-        if pos >= len(text):
-            raise fail(pos, "unterminated array")
-        if text[pos] == "]":
-            if text[pos + 1 :].strip():
-                raise fail(pos + 1, "extra data after the array")
-            return
-        if text[pos] != ",":
-            raise fail(pos, "expected ',' or ']'")
-        pos += 1
 
 
 def _table_rows(

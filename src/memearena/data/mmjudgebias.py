@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import ImageConfig
-from memearena.data._json import check_array_depth, raw_decode
+from memearena.data._json import iter_json_array
 from memearena.data.images import ImageError, safe_join, verify_image
 from memearena.data.meme import ItemError
 from memearena.errors import DataError
@@ -166,44 +166,8 @@ def _iter_json_array(path: Path) -> Iterator[tuple[str, int, Any]]:
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
 
-    def fail(i: int, msg: str) -> DataError:
-        return DataError(f"{path}:{text.count(chr(10), 0, i) + 1}: invalid JSON ({msg})")
-
-    def skip(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        return i
-
-    deep = check_array_depth(text)
-    if deep is not None:
-        raise fail(deep, "JSON nested deeper than the limit")
-    pos = skip(text.index("[") + 1)
-    if pos < len(text) and text[pos] == "]":
-        if text[pos + 1 :].strip():
-            raise fail(pos + 1, "extra data after the array")
-        return
-    line, counted = 1, 0  # line of `counted`: lines are counted once, forward
-    while True:
-        pos = skip(pos)
-        line += text.count("\n", counted, pos)
-        counted = pos
-        try:
-            row, pos = raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise fail(e.pos, e.msg) from None
-        except ValueError as e:
-            raise fail(pos, str(e)) from None
+    for line, row in iter_json_array(text, str(path)):
         yield str(path), line, row
-        pos = skip(pos)
-        if pos >= len(text):
-            raise fail(pos, "unterminated array")
-        if text[pos] == "]":
-            if text[pos + 1 :].strip():
-                raise fail(pos + 1, "extra data after the array")
-            return
-        if text[pos] != ",":
-            raise fail(pos, "expected ',' or ']'")
-        pos += 1
 
 
 def iter_rows(path: Path) -> Iterator[tuple[str, int, Any]]:

@@ -10,7 +10,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
@@ -32,6 +32,7 @@ __all__ = [
     "SimResponder",
     "api_key",
     "connection_failure_kind",
+    "least_busy",
     "openai_messages",
     "parse_completion",
     "parse_retry_after",
@@ -154,6 +155,20 @@ def _usage_count(u: dict[str, Any], name: str) -> int | None:
     if v != v or v < 0 or v > MAX_USAGE_TOKENS or (isinstance(v, float) and not v.is_integer()):
         raise BadResponse(f"usage.{name} is not a token count ({v!r})")
     return int(v)
+
+
+def least_busy(busy: Sequence[int], turn: Iterator[int]) -> int:
+    """The replica with the fewest calls in flight, ties broken round-robin from ``turn``."""
+    n = len(busy)
+    if n == 1:
+        return 0
+    start = next(turn) % n
+    best = start
+    for k in range(1, n):
+        i = (start + k) % n
+        if busy[i] < busy[best]:
+            best = i
+    return best
 
 
 def parse_completion(data: Any, messages: Sequence[Message]) -> RawReply:
@@ -315,16 +330,7 @@ class OpenAIBackend:
         return f"OpenAIBackend({self.name!r}, model={self._cfg.model!r})"
 
     def _pick(self) -> int:
-        n = len(self._clients)
-        if n == 1:
-            return 0
-        start = next(self._rr) % n
-        best = start
-        for k in range(1, n):
-            i = (start + k) % n
-            if self._busy[i] < self._busy[best]:
-                best = i
-        return best
+        return least_busy(self._busy, self._rr)
 
     def _scrub(self, text: str) -> str:
         return scrub_key(text, self._secret)

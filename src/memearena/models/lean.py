@@ -40,6 +40,7 @@ from memearena.models.backends import (
     RawReply,
     api_key,
     connection_failure_kind,
+    least_busy,
     parse_completion,
     request_body,
     scrub_key,
@@ -218,16 +219,7 @@ class LeanBackend:
         return self._sessions[i]
 
     def _pick(self) -> int:
-        n = len(self._bases)
-        if n == 1:
-            return 0
-        start = next(self._rr) % n
-        best = start
-        for k in range(1, n):
-            i = (start + k) % n
-            if self._busy[i] < self._busy[best]:
-                best = i
-        return best
+        return least_busy(self._busy, self._rr)
 
     def _headers_for(self, role: str) -> dict[str, str]:
         h = self._role_headers.get(role)
