@@ -101,7 +101,7 @@ async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: 
     from memearena.models import ImagePart, Message, ModelPool, ResponseCache, TextPart
     from memearena.store import RunStore
 
-    img = sorted((demo_dir() / "img").iterdir())[0].read_bytes()
+    img = sorted((demo_dir() / "img").glob("*.png"))[0].read_bytes()
     import hashlib
 
     image = ImagePart(
