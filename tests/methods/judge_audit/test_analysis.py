@@ -10,6 +10,7 @@ import pytest
 
 from memearena.config import RunConfig, parse_config
 from memearena.methods.judge_audit.analysis import judge_audit_section
+from memearena.methods.judge_audit.records import ScoreLog
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, ScoreRecord, VerdictRecord
 
 ITEMS = [f"m{i:02d}" for i in range(30)]
@@ -49,11 +50,11 @@ def _row(section: dict[str, Any], judge: str) -> dict[str, Any]:
 def test_a_judge_is_flagged_on_its_paired_difference_from_the_reference() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [3 + (i * 7) % 8 for i in range(30)]  # unbiased scores vary a lot across items
-    out.scores += _scores("ref", "text_dominance", [(y, 1) for y in ys])
-    out.scores += _scores(
-        "good", "text_dominance", [(y, 1 + (i % 5 == 0)) for i, y in enumerate(ys)]
+    out.scores.extend(_scores("ref", "text_dominance", [(y, 1) for y in ys]))
+    out.scores.extend(
+        _scores("good", "text_dominance", [(y, 1 + (i % 5 == 0)) for i, y in enumerate(ys)])
     )
-    out.scores += _scores("bad", "text_dominance", [(y, max(1, y - 2)) for y in ys])
+    out.scores.extend(_scores("bad", "text_dominance", [(y, max(1, y - 2)) for y in ys]))
     sec = judge_audit_section(_cfg(["ref", "good", "bad"]), out)
     bad, good, ref = _row(sec, "bad"), _row(sec, "good"), _row(sec, "ref")
     assert "text_dominance" in bad["flags"]
@@ -67,8 +68,8 @@ def test_without_a_reference_the_other_judges_mean_is_the_baseline() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [8] * 30
     for j in ("a", "b", "c"):
-        out.scores += _scores(j, "image_misalignment", [(y, 1) for y in ys])
-    out.scores += _scores("d", "image_misalignment", [(y, 7) for y in ys])
+        out.scores.extend(_scores(j, "image_misalignment", [(y, 1) for y in ys]))
+    out.scores.extend(_scores("d", "image_misalignment", [(y, 7) for y in ys]))
     sec = judge_audit_section(_cfg(["a", "b", "c", "d"], reference=None), out)
     assert "image_misalignment" in _row(sec, "d")["flags"]
     assert all(_row(sec, j)["flags"] == [] for j in "abc")
@@ -80,7 +81,7 @@ def test_rates_are_per_type_and_side_and_the_shared_unbiased_judgement_counts_on
     # item, not three; the biased side abstains on one type only.
     for t in ("text_dominance", "image_dominance", "texture_insertion"):
         bs = "abstained" if t == "image_dominance" else "ok"
-        out.scores += _scores("ref", t, [(None, 5)] * 10, us="abstained", bs=bs)
+        out.scores.extend(_scores("ref", t, [(None, 5)] * 10, us="abstained", bs=bs))
     sec = judge_audit_section(_cfg(["ref"]), out)
     ab = _row(sec, "ref")["abstention"]
     assert ab["unbiased"]["judgements"] == 10 and ab["unbiased"]["value"] == pytest.approx(1.0)
@@ -109,10 +110,10 @@ def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [8] * 30
     for j in ("ref", "first"):
-        out.scores += _scores(j, "text_dominance", [(y, 1) for y in ys])
-        out.scores += _scores(j, "texture_insertion", [(y, y) for y in ys])
+        out.scores.extend(_scores(j, "text_dominance", [(y, 1) for y in ys]))
+        out.scores.extend(_scores(j, "texture_insertion", [(y, y) for y in ys]))
     # "first" has the better BD/BC (it is the same) but prefers the first answer 90% of the time.
-    out.verdicts += _verdicts("ref", 0.5) + _verdicts("first", 0.9)
+    out.verdicts.extend(_verdicts("ref", 0.5) + _verdicts("first", 0.9))
     sec = judge_audit_section(_cfg(["first", "ref"]), out)
     first, ref = _row(sec, "first"), _row(sec, "ref")
     assert "position" in first["flags"]
@@ -132,7 +133,9 @@ def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None
 def test_score_rows_stream_in_the_order_they_were_scored() -> None:
     from memearena.methods.judge_audit.analysis import iter_score_rows, score_rows
 
-    out = JudgeAuditOutcome(scores=_scores("j", "visual_transformation", [(7, 5), (None, 3)]))
+    out = JudgeAuditOutcome(
+        scores=ScoreLog(_scores("j", "visual_transformation", [(7, 5), (None, 3)]))
+    )
     rows = list(iter_score_rows(out))
     assert rows == score_rows(out)
     assert [(r["id"], r["unbiased_score"], r["biased_score"]) for r in rows] == [
