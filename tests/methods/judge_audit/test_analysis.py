@@ -142,3 +142,47 @@ def test_score_rows_stream_in_the_order_they_were_scored() -> None:
         (ITEMS[0], 7, 5),
         (ITEMS[1], None, 3),
     ]
+
+
+def _mixed_outcome() -> JudgeAuditOutcome:
+    """Decimal scores, every status, two responders and families, verdicts of both probes."""
+    out = JudgeAuditOutcome(items=len(ITEMS), families={"ref": "fam", "r1": "fam"})
+    statuses = ["ok", "ok", "ok", "abstained", "unparsed", "refusal", "error"]
+    for k in range(900):
+        judge = ["ref", "good", "bad"][k % 3]
+        st_u, st_b = statuses[k % 7], statuses[(k // 7) % 7]
+        u = None if st_u != "ok" else 1 + (k * 37 % 90) / 10
+        b = None if st_b != "ok" else 1 + (k * 53 % 90) / 10
+        t = ["text_dominance", "texture_insertion", "unnecessary_image", "image_misalignment"]
+        out.scores.add(judge, ITEMS[k % 30], t[k % 4], u, b, st_u, st_b, "r1" if k % 2 else "r2")
+    for judge in ("ref", "good", "bad"):
+        out.verdicts.extend(_verdicts(judge, 0.7 if judge == "bad" else 0.5))
+    return out
+
+
+def test_the_section_does_not_depend_on_where_the_records_were_spooled(monkeypatch) -> None:
+    import memearena.methods.judge_audit.records as records
+
+    cfg = _cfg(["ref", "good", "bad"])
+    held = judge_audit_section(cfg, _mixed_outcome())
+    monkeypatch.setattr(records, "_FLUSH_BYTES", 256)
+    monkeypatch.setattr(records._Spool.chunks, "__defaults__", (13,))
+    spooled = judge_audit_section(cfg, _mixed_outcome())
+    assert spooled == held
+    assert _row(held, "ref")["self_enhancement"]["own"] == ["r1"]
+
+
+def test_self_enhancement_reads_each_base_triplet_once() -> None:
+    # The judge's first score of an item's answer is the base score; unnecessary_image's
+    # unbiased side (a text-only triplet) is not one, however it was scored.
+    out = JudgeAuditOutcome(items=len(ITEMS), families={"ref": "fam", "r1": "fam"})
+    for item in ITEMS:
+        for judge, own, other in (("ref", 9, 5), ("good", 5, 5)):
+            for responder, y in (("r1", own), ("r2", other)):
+                out.scores.add(judge, item, "unnecessary_image", 1, 1, "ok", "ok", responder)
+                out.scores.add(judge, item, "text_dominance", y, 1, "ok", "ok", responder)
+                out.scores.add(judge, item, "texture_insertion", 2, y, "ok", "ok", responder)
+    sec = judge_audit_section(_cfg(["ref", "good"]), out)
+    se = _row(sec, "ref")["self_enhancement"]
+    assert se["value"] == pytest.approx(4.0) and se["n"] == len(ITEMS)
+    assert "self_enhancement" in _row(sec, "ref")["flags"]
