@@ -2,6 +2,11 @@
 ``leaderboard.json`` (an evaluator leaderboard, one row per judge, every figure with its
 interval, bootstrapped over items), and the flags an Arena run warns about.
 
+Streaming: the outcome's logs (every scored pair and verdict, spooled as they came) are read
+once, in arrival order, a chunk at a time, into per-item sums per judge (BD/BC terms, status
+counts, verdict sums, the base scores self-enhancement compares); a cell's sum adds its terms
+in the order they arrived, so the figures are those of the records held in a list.
+
 One bootstrap: a single draw of resampling weights over the items (the sampled unit) is shared
 by every judge and every figure, so a comparison between two judges is paired (both are
 resampled on the same items) and the rank interval comes from the same replicates as the
