@@ -239,3 +239,15 @@ def test_unit_ratios_share_one_draw() -> None:
     assert got == [unit_ratio(a, den, n_boot=300, seed=4), unit_ratio(b, den, n_boot=300, seed=4)]
     with pytest.raises(StatsError):
         unit_ratios([a, b[:3]], den)
+
+
+@pytest.mark.parametrize("cells", [1, 50, 1 << 18])
+def test_item_weights_are_one_multinomial_draw_however_they_are_blocked(cells, monkeypatch):
+    import numpy as np
+
+    import memearena.stats.judge_bias as jb
+
+    monkeypatch.setattr(jb, "_BOOT_CELLS", cells)
+    want = np.random.default_rng(3).multinomial(17, np.full(17, 1 / 17), size=120)
+    got = jb.bootstrap_weights(17, 120, 3)
+    assert got.dtype == np.float64 and np.array_equal(got, want)

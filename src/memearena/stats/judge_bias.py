@@ -328,13 +328,23 @@ def mean_of_types(values: np.ndarray, cols: Sequence[int]) -> np.ndarray:
         return np.nanmean(sub, axis=-1)
 
 
+_BOOT_CELLS = 1 << 18
+"""Bootstrap weights over units are drawn, and multiplied, this many cells at a time."""
+
+
 def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
     """Multinomial resampling weights over items (``n_boot`` × ``n_items``): one draw shared by
     every judge makes their comparisons paired."""
     if not n_items or n_boot <= 0:
         return np.zeros((0, n_items))
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
+    p = np.full(n_items, 1.0 / n_items)
+    w = np.empty((n_boot, n_items))
+    rows = max(1, _BOOT_CELLS // n_items)
+    for i in range(0, n_boot, rows):  # the same draws, without a whole integer copy beside w
+        k = min(rows, n_boot - i)
+        w[i : i + k] = rng.multinomial(n_items, p, size=k)
+    return w
 
 
 def bias_table(
@@ -443,10 +453,6 @@ class RatioEstimate(BaseModel):
     """Units (items) with data."""
     count: float
     """Σ denominators (e.g. judgments)."""
-
-
-_BOOT_CELLS = 1 << 18
-"""Bootstrap weights over units are drawn, and multiplied, this many cells at a time."""
 
 
 def unit_ratio(
