@@ -186,3 +186,41 @@ def test_self_enhancement_reads_each_base_triplet_once() -> None:
     se = _row(sec, "ref")["self_enhancement"]
     assert se["value"] == pytest.approx(4.0) and se["n"] == len(ITEMS)
     assert "self_enhancement" in _row(sec, "ref")["flags"]
+
+
+def _rounded(x: Any) -> Any:
+    if isinstance(x, float):
+        return float(f"{x:.10g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def test_the_section_does_not_depend_on_the_order_records_arrived() -> None:
+    # The document, its key order included, must not change with completion order (a resume,
+    # a re-run): only a sum's rounding may (terms added in another order).
+    import json
+    import random
+
+    out = _mixed_outcome()
+    # As in a run: the unbiased triplet one judge scored for several types is one judgement.
+    first: dict[tuple[Any, ...], tuple[Any, str]] = {}
+    scores = []
+    for r in out.scores:
+        key = (r.judge, r.item, r.responder, r.bias_type == "unnecessary_image")
+        u, us = first.setdefault(key, (r.unbiased, r.unbiased_status))
+        scores.append(
+            ScoreRecord(r.judge, r.item, r.bias_type, u, r.biased, us, r.biased_status, r.responder)
+        )
+    verdicts = list(out.verdicts)
+    docs = []
+    for seed in (1, 2):
+        random.Random(seed).shuffle(scores)
+        random.Random(seed).shuffle(verdicts)
+        o = JudgeAuditOutcome(items=out.items, families=out.families)
+        o.scores.extend(scores)
+        o.verdicts.extend(verdicts)
+        docs.append(json.dumps(_rounded(judge_audit_section(_cfg(["ref", "good", "bad"]), o))))
+    assert docs[0] == docs[1]

@@ -247,7 +247,6 @@ class _ScoreTally:
         self.num = np.zeros((len(_RATE_STATUSES), 2, n_judges, n), dtype=np.int64)
         self.type_den = np.zeros((n_judges, n_types, 2, n), dtype=np.int64)
         self.type_num = np.zeros((len(_RATE_STATUSES), n_judges, n_types, 2, n), dtype=np.int64)
-        self.first_row = np.full((n_judges, n_types), np.iinfo(np.int64).max, dtype=np.int64)
         self.refusals = np.zeros(n_judges, dtype=np.int64)
         self.failed = np.zeros(n_judges, dtype=np.int64)
         g_of = _lookup([group.get(j, -1) for j in log.judges.names])
@@ -262,10 +261,7 @@ class _ScoreTally:
         seen_unbiased = np.zeros(n_judges * n * n_resp * 2, dtype=bool)
         seen_base = np.zeros(max(1, len(log.judges)) * n * n_resp, dtype=bool)
         base: list[np.ndarray] = []
-        offset = 0
         for chunk in log.chunks():
-            rows = offset + np.arange(len(chunk))
-            offset += len(chunk)
             # Self-enhancement's base scores: every judge, the image triplets' unbiased side.
             resp = chunk["responder"].astype(np.intp)
             item = i_of[chunk["item"]]
@@ -282,14 +278,13 @@ class _ScoreTally:
             mine = np.flatnonzero(g >= 0)
             if not len(mine):
                 continue
-            c, g, item, resp, rows = chunk[mine], g[mine], item[mine], resp[mine], rows[mine]
+            c, g, item, resp = chunk[mine], g[mine], item[mine], resp[mine]
             t = t_of[c["bias_type"]]
             if np.any(t < 0):
                 category_of(log.bias_types.names[int(c["bias_type"][np.argmin(t)])])
             u = np.where(c["unbiased_kind"] == MISSING, np.nan, c["unbiased"])
             h = np.where(c["biased_kind"] == MISSING, np.nan, c["biased"])
             self.terms.add(g, item, t, u, h)
-            np.minimum.at(self.first_row, (g, t), rows)
             us, bs = c["unbiased_status"].astype(np.intp), c["biased_status"].astype(np.intp)
             for sts in (us, bs):
                 self.refusals += np.bincount(g[sts == refusal], minlength=n_judges)
@@ -321,8 +316,8 @@ class _ScoreTally:
 
     def rates(self, g: int, status: str, W: np.ndarray) -> dict[str, Any]:
         """The share of judge ``g``'s judgements with ``status``: over all distinct
-        judgements, per side (unbiased / biased), and per bias type (in the order the judge
-        first met them) and side."""
+        judgements, per side (unbiased / biased), and per bias type it judged (in taxonomy
+        order, whatever order the judgements came in) and side."""
         s = _RATE_STATUSES.index(status)
 
         def est(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:
@@ -333,9 +328,6 @@ class _ScoreTally:
             return out
 
         num, den = self.num[s, :, g], self.den[:, g]
-        order = sorted(
-            (int(r), t) for t, r in enumerate(self.first_row[g]) if r != np.iinfo(np.int64).max
-        )
         types = list(BIAS_TYPES)
         return {
             "all": est(num[0] + num[1], den[0] + den[1]),
@@ -346,7 +338,8 @@ class _ScoreTally:
                     side: est(self.type_num[s, g, t, k], self.type_den[g, t, k])
                     for k, side in enumerate(("unbiased", "biased"))
                 }
-                for _, t in order
+                for t in range(len(types))
+                if self.type_den[g, t].any()
             },
         }
 
