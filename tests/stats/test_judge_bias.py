@@ -159,16 +159,95 @@ def test_table_does_not_depend_on_arrival_order() -> None:
 
 @pytest.mark.parametrize("cells", [1, 7, 1 << 20])
 def test_unit_ratio_interval_is_the_one_a_single_weight_draw_gives(cells, monkeypatch):
-    # Weights drawn in blocks of rows (flat memory over many units) must resample exactly as
-    # one draw of the whole matrix: the same interval to the last bit.
+    # Weights drawn and multiplied in blocks of rows (flat memory over many units) resample
+    # exactly as one draw of the whole matrix: with whole-number values every product is exact
+    # in any summation order, so the interval is the same to the last bit; with real values it
+    # is when the matrix fits one block, and within rounding of the dot products otherwise.
     import numpy as np
 
     import memearena.stats.judge_bias as jb
 
     rng = np.random.default_rng(5)
-    num, den = rng.random(301) * 9, rng.random(301) + 0.5
     monkeypatch.setattr(jb, "_BOOT_CELLS", cells)
-    got = jb.unit_ratio(list(num), list(den), n_boot=200, seed=11)
     w = np.random.default_rng(11).multinomial(301, np.full(301, 1 / 301), size=200)
-    lo, hi = jb._interval((w @ num) / (w @ den), 0.95)
-    assert (got.ci_low, got.ci_high) == (lo, hi)
+    whole = rng.integers(0, 9, 301).astype(float), rng.integers(1, 4, 301).astype(float)
+    real = rng.random(301) * 9, rng.random(301) + 0.5
+    for (num, den), exact in ((whole, True), (real, cells >= 200 * 301)):
+        got = jb.unit_ratio(list(num), list(den), n_boot=200, seed=11)
+        lo, hi = jb._interval((w @ num) / (w @ den), 0.95)
+        if exact:
+            assert (got.ci_low, got.ci_high) == (lo, hi)
+        else:
+            assert (got.ci_low, got.ci_high) == (
+                pytest.approx(lo, rel=1e-12),
+                pytest.approx(hi, rel=1e-12),
+            )
+
+
+_SCORE = st.one_of(st.none(), st.integers(1, 10), st.floats(1, 10).map(lambda x: round(x, 1)))
+_PAIR = st.tuples(
+    st.sampled_from(["a", "b", "c"]), st.sampled_from(list(BIAS_TYPES)), _SCORE, _SCORE
+)
+
+
+@given(st.lists(_PAIR, max_size=80), st.integers(1, 9), st.integers(1, 3))
+def test_streamed_terms_are_the_sums_in_arrival_order(pairs, batch, groups) -> None:
+    # The builder adds a cell's terms in the order the pairs arrive, however they are batched:
+    # the sums are those of a plain loop over the pairs, to the last bit.
+    import numpy as np
+
+    from memearena.stats import BiasTermsBuilder, bias_terms
+    from memearena.stats.judge_bias import _bc_term, _bd_term
+
+    items = ["a", "b", "c"]
+    types = list(BIAS_TYPES)
+    b = BiasTermsBuilder(items, groups)
+    nan = float("nan")
+    for k in range(0, len(pairs), batch):
+        part = pairs[k : k + batch]
+        b.add(
+            np.array([(k + i) % groups for i in range(len(part))]),
+            np.array([items.index(p[0]) for p in part], dtype=np.intp),
+            np.array([types.index(p[1]) for p in part], dtype=np.intp),
+            np.array([nan if p[2] is None else p[2] for p in part], dtype=float),
+            np.array([nan if p[3] is None else p[3] for p in part], dtype=float),
+        )
+    for g in range(groups):
+        mine = [p for i, p in enumerate(pairs) if i % groups == g]
+        sums: dict[tuple[str, str], float] = {}
+        for item, t, y, h in mine:
+            if y is None or h is None:
+                continue
+            bd = BIAS_TYPES[t][1] == "bd"
+            term = _bd_term(float(y), float(h)) if bd else _bc_term(float(y), float(h), 10)
+            if term is not None:
+                sums[(item, t)] = sums.get((item, t), 0.0) + term
+        got = b.terms(g)
+        assert got.items == bias_terms([BiasPair(*p) for p in mine]).items
+        for (item, t), v in sums.items():
+            assert got.sums[got.items.index(item), types.index(t)] == v  # exactly
+        want = bias_terms([BiasPair(*p) for p in mine])
+        for name in ("sums", "counts", "scored", "excluded"):
+            assert np.array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_unit_ratios_share_one_draw() -> None:
+    from memearena.stats.judge_bias import unit_ratio, unit_ratios
+
+    a, b, den = [3.0, 1.5, 0.25, 7.0, 2.0], [0.1, 0.2, 0.3, 0.4, 0.5], [1.0] * 5
+    got = unit_ratios([a, b], den, n_boot=300, seed=4)
+    assert got == [unit_ratio(a, den, n_boot=300, seed=4), unit_ratio(b, den, n_boot=300, seed=4)]
+    with pytest.raises(StatsError):
+        unit_ratios([a, b[:3]], den)
+
+
+@pytest.mark.parametrize("cells", [1, 50, 1 << 18])
+def test_item_weights_are_one_multinomial_draw_however_they_are_blocked(cells, monkeypatch):
+    import numpy as np
+
+    import memearena.stats.judge_bias as jb
+
+    monkeypatch.setattr(jb, "_BOOT_CELLS", cells)
+    want = np.random.default_rng(3).multinomial(17, np.full(17, 1 / 17), size=120)
+    got = jb.bootstrap_weights(17, 120, 3)
+    assert got.dtype == np.float64 and np.array_equal(got, want)

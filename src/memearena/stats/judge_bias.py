@@ -39,10 +39,12 @@ __all__ = [
     "BiasPair",
     "BiasTable",
     "BiasTerms",
+    "BiasTermsBuilder",
     "RatioEstimate",
     "bias_conformity",
     "bias_deviation",
     "bias_table",
+    "bias_table_of",
     "bias_terms",
     "bootstrap_weights",
     "category_of",
@@ -51,6 +53,7 @@ __all__ = [
     "metric_of",
     "type_values",
     "unit_ratio",
+    "unit_ratios",
 ]
 
 BIAS_TYPES: dict[str, tuple[str, Literal["bd", "bc"]]] = {
@@ -227,34 +230,80 @@ class BiasTerms:
         return BiasTerms(tuple(items), S, C, P, self.excluded)
 
 
+_IS_BD = np.array([m == "bd" for _, m in BIAS_TYPES.values()])
+_TYPE_INDEX = {t: i for i, t in enumerate(BIAS_TYPES)}
+
+
+class BiasTermsBuilder:
+    """BD/BC terms summed per (group, item, type) as pairs arrive, one batch of arrays at a
+    time (a group is e.g. one judge): a cell's terms are added in the order they arrive, so
+    pairs streamed in batches give exactly the sums ``bias_terms`` gives on the whole list."""
+
+    def __init__(self, items: Sequence[str], groups: int = 1, *, scale: float = 10) -> None:
+        self.items = list(items)
+        """The item names that ``add``'s item indices refer to."""
+        shape = (groups, len(self.items), len(BIAS_TYPES))
+        self._sums, self._counts, self._scored = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        self._excluded = np.zeros((groups, len(BIAS_TYPES)), dtype=np.int64)
+        self._scale = float(scale)
+
+    def add(
+        self,
+        group: np.ndarray,
+        item: np.ndarray,
+        bias_type: np.ndarray,
+        unbiased: np.ndarray,
+        biased: np.ndarray,
+    ) -> None:
+        """Pairs as equal-length arrays: group, item (an index into ``items``) and bias type
+        (an index into ``BIAS_TYPES``) as integers, the two scores as floats (NaN: missing)."""
+        g = np.asarray(group, dtype=np.intp)
+        t = np.asarray(bias_type, dtype=np.intp)
+        y = np.asarray(unbiased, dtype=np.float64)
+        h = np.asarray(biased, dtype=np.float64)
+        n_types = len(BIAS_TYPES)
+        cell = (g * len(self.items) + np.asarray(item, dtype=np.intp)) * n_types + t
+        scored = ~(np.isnan(y) | np.isnan(h))
+        bd = _IS_BD[t]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            denom = np.maximum(y - 1, self._scale - y)
+            # The same operations as _bd_term / _bc_term, element by element.
+            term = np.where(bd, np.maximum(0.0, y - h) / (y - 1), 1.0 - np.abs(y - h) / denom)
+            qualifies = scored & np.where(bd, y > 1, denom > 0)
+        np.add.at(self._scored.reshape(-1), cell[scored], 1.0)
+        np.add.at(self._counts.reshape(-1), cell[qualifies], 1.0)
+        # ufunc.at adds in index order, unbuffered: the arrival order of a cell's terms.
+        np.add.at(self._sums.reshape(-1), cell[qualifies], term[qualifies])
+        np.add.at(self._excluded.reshape(-1), (g * n_types + t)[~qualifies], 1)
+
+    def terms(self, group: int = 0) -> BiasTerms:
+        """The group's terms, as ``bias_terms`` gives them (items with a scored pair, sorted)."""
+        have = np.flatnonzero(self._scored[group].sum(axis=1) > 0)
+        rows = sorted(have.tolist(), key=self.items.__getitem__)
+        keys = tuple(self.items[i] for i in rows)
+        arr = np.stack(
+            [self._sums[group][rows], self._counts[group][rows], self._scored[group][rows]],
+            axis=1,
+        ).reshape(-1, 3, len(BIAS_TYPES))
+        return BiasTerms(keys, arr[:, 0, :], arr[:, 1, :], arr[:, 2, :], self._excluded[group])
+
+
 def bias_terms(pairs: Iterable[BiasPair], *, scale: float = 10) -> BiasTerms:
     """Per-item BD/BC term sums of one judge's pairs (StatsError on an unknown bias type)."""
-    types = list(BIAS_TYPES)
-    t_index = {t: i for i, t in enumerate(types)}
-    rows: dict[str, np.ndarray] = {}
-    excluded = np.zeros(len(types), dtype=np.int64)
+    index: dict[str, int] = {}
+    cols: tuple[list[int], list[int], list[float], list[float]] = ([], [], [], [])
+    nan = float("nan")
     for p in pairs:
         category_of(p.bias_type)
-        ti = t_index[p.bias_type]
-        if p.unbiased is None or p.biased is None:
-            excluded[ti] += 1
-            continue
-        y, h = float(p.unbiased), float(p.biased)
-        term = _bd_term(y, h) if metric_of(p.bias_type) == "bd" else _bc_term(y, h, scale)
-        row = rows.get(p.item)
-        if row is None:
-            row = rows[p.item] = np.zeros((3, len(types)))
-        row[2, ti] += 1
-        if term is None:
-            excluded[ti] += 1
-            continue
-        row[0, ti] += term
-        row[1, ti] += 1
+        cols[0].append(index.setdefault(p.item, len(index)))
+        cols[1].append(_TYPE_INDEX[p.bias_type])
+        cols[2].append(nan if p.unbiased is None else float(p.unbiased))
+        cols[3].append(nan if p.biased is None else float(p.biased))
+    b = BiasTermsBuilder(list(index), scale=scale)
     # Rows in item order, not arrival order: the same pairs give the same interval however
     # they were gathered (a resumed run reports exactly what an uninterrupted one does).
-    keys = tuple(sorted(rows))
-    arr = np.array([rows[k] for k in keys]).reshape(-1, 3, len(types))
-    return BiasTerms(keys, arr[:, 0, :], arr[:, 1, :], arr[:, 2, :], excluded)
+    b.add(np.zeros(len(cols[0]), dtype=np.intp), *(np.asarray(c) for c in cols))
+    return b.terms()
 
 
 def type_values(
@@ -279,13 +328,23 @@ def mean_of_types(values: np.ndarray, cols: Sequence[int]) -> np.ndarray:
         return np.nanmean(sub, axis=-1)
 
 
+_BOOT_CELLS = 1 << 18
+"""Bootstrap weights over units are drawn, and multiplied, this many cells at a time."""
+
+
 def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
     """Multinomial resampling weights over items (``n_boot`` × ``n_items``): one draw shared by
     every judge makes their comparisons paired."""
     if not n_items or n_boot <= 0:
         return np.zeros((0, n_items))
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
+    p = np.full(n_items, 1.0 / n_items)
+    w = np.empty((n_boot, n_items))
+    rows = max(1, _BOOT_CELLS // n_items)
+    for i in range(0, n_boot, rows):  # the same draws, without a whole integer copy beside w
+        k = min(rows, n_boot - i)
+        w[i : i + k] = rng.multinomial(n_items, p, size=k)
+    return w
 
 
 def bias_table(
@@ -302,7 +361,24 @@ def bias_table(
     are the plain means of its types that have data). With ``reference_compat`` (default) a
     BD type whose every scored pair has y = 1 is 0.0 and averaged in, as MM-JudgeBias's
     ``evaluate.py`` does; without it that type is "no data", labelled."""
-    terms = bias_terms(pairs, scale=scale)
+    return bias_table_of(
+        bias_terms(pairs, scale=scale),
+        n_boot=n_boot,
+        seed=seed,
+        ci=ci,
+        reference_compat=reference_compat,
+    )
+
+
+def bias_table_of(
+    terms: BiasTerms,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    reference_compat: bool = True,
+) -> BiasTable:
+    """``bias_table`` from one judge's terms (``bias_terms``, ``BiasTermsBuilder.terms``)."""
     types = list(BIAS_TYPES)
     S, C, P = terms.sums, terms.counts, terms.scored
     point = type_values(
@@ -379,24 +455,6 @@ class RatioEstimate(BaseModel):
     """Σ denominators (e.g. judgments)."""
 
 
-_BOOT_CELLS = 1 << 20
-"""Bootstrap weights are drawn this many cells at a time."""
-
-
-def _multinomial_weights(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
-    """``rng.multinomial(n, uniform, size=n_boot)`` as float64, drawn in blocks of rows into one
-    array: the same draws (each row comes from the stream in the same order) and the same
-    products as the integer matrix (which ``@`` would copy to float64 anyway), in half its
-    peak memory: with one unit per call, that matrix is the audit's largest allocation."""
-    p = np.full(n, 1.0 / n)
-    w = np.empty((n_boot, n))
-    rows = max(1, _BOOT_CELLS // n)
-    for i in range(0, n_boot, rows):
-        k = min(rows, n_boot - i)
-        w[i : i + k] = rng.multinomial(n, p, size=k)
-    return w
-
-
 def unit_ratio(
     numerators: Sequence[float],
     denominators: Sequence[float],
@@ -407,23 +465,58 @@ def unit_ratio(
 ) -> RatioEstimate:
     """Σ num / Σ den with an interval from a bootstrap over units (index i is one unit, e.g. a
     meme with all its judgments): the interval is computed at the unit that was sampled."""
-    num = np.asarray(numerators, dtype=np.float64)
+    return unit_ratios([numerators], denominators, n_boot=n_boot, seed=seed, ci=ci)[0]
+
+
+def unit_ratios(
+    numerators: Sequence[Sequence[float] | np.ndarray],
+    denominators: Sequence[float] | np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> list[RatioEstimate]:
+    """``unit_ratio`` of each numerator over the same units and denominators, from one draw of
+    resampling weights (the draw ``unit_ratio`` makes with this seed). The weights
+    (``rng.multinomial(n, uniform, size=n_boot)``) are drawn a block of rows at a time and
+    each block multiplied at once, so memory stays at ``_BOOT_CELLS`` cells however many units
+    there are; the draws are the same (rows come from the stream in order) and, when
+    ``n_boot`` × units fits in one block, so is every product."""
     den = np.asarray(denominators, dtype=np.float64)
-    if num.shape != den.shape:
+    nums = [np.asarray(x, dtype=np.float64) for x in numerators]
+    if any(x.shape != den.shape for x in nums):
         raise StatsError("numerators and denominators differ in length")
     keep = den > 0
-    num, den = num[keep], den[keep]
-    if not len(den):
-        return RatioEstimate(value=None, ci_low=None, ci_high=None, n=0, count=0.0)
-    value = float(num.sum() / den.sum())
-    lo = hi = None
+    den = den[keep]
+    nums = [x[keep] for x in nums]
+    n = len(den)
+    if not n:
+        return [RatioEstimate(value=None, ci_low=None, ci_high=None, n=0, count=0.0) for _ in nums]
+    bounds: list[tuple[float | None, float | None]] = [(None, None)] * len(nums)
     if n_boot > 0:
         rng = np.random.default_rng(seed)
-        w = _multinomial_weights(rng, len(den), n_boot)
-        bn, bd = w @ num, w @ den
+        p = np.full(n, 1.0 / n)
+        rows = max(1, _BOOT_CELLS // n)
+        block = np.empty((min(rows, n_boot), n))
+        bd = np.empty(n_boot)
+        bn = [np.empty(n_boot) for _ in nums]
+        for i in range(0, n_boot, rows):
+            k = min(rows, n_boot - i)
+            w = block[:k]
+            w[...] = rng.multinomial(n, p, size=k)
+            bd[i : i + k] = w @ den
+            for b, x in zip(bn, nums, strict=True):
+                b[i : i + k] = w @ x
+        del block
         with np.errstate(invalid="ignore", divide="ignore"):
-            lo, hi = _interval(np.where(bd > 0, bn / np.maximum(bd, 1e-300), np.nan), ci)
-    return RatioEstimate(value=value, ci_low=lo, ci_high=hi, n=len(den), count=float(den.sum()))
+            bounds = [
+                _interval(np.where(bd > 0, b / np.maximum(bd, 1e-300), np.nan), ci) for b in bn
+            ]
+    total = float(den.sum())
+    return [
+        RatioEstimate(value=float(x.sum() / den.sum()), ci_low=lo, ci_high=hi, n=n, count=total)
+        for x, (lo, hi) in zip(nums, bounds, strict=True)
+    ]
 
 
 def difference_in_differences(

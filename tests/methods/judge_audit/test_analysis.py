@@ -10,6 +10,7 @@ import pytest
 
 from memearena.config import RunConfig, parse_config
 from memearena.methods.judge_audit.analysis import judge_audit_section
+from memearena.methods.judge_audit.records import ScoreLog
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, ScoreRecord, VerdictRecord
 
 ITEMS = [f"m{i:02d}" for i in range(30)]
@@ -49,11 +50,11 @@ def _row(section: dict[str, Any], judge: str) -> dict[str, Any]:
 def test_a_judge_is_flagged_on_its_paired_difference_from_the_reference() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [3 + (i * 7) % 8 for i in range(30)]  # unbiased scores vary a lot across items
-    out.scores += _scores("ref", "text_dominance", [(y, 1) for y in ys])
-    out.scores += _scores(
-        "good", "text_dominance", [(y, 1 + (i % 5 == 0)) for i, y in enumerate(ys)]
+    out.scores.extend(_scores("ref", "text_dominance", [(y, 1) for y in ys]))
+    out.scores.extend(
+        _scores("good", "text_dominance", [(y, 1 + (i % 5 == 0)) for i, y in enumerate(ys)])
     )
-    out.scores += _scores("bad", "text_dominance", [(y, max(1, y - 2)) for y in ys])
+    out.scores.extend(_scores("bad", "text_dominance", [(y, max(1, y - 2)) for y in ys]))
     sec = judge_audit_section(_cfg(["ref", "good", "bad"]), out)
     bad, good, ref = _row(sec, "bad"), _row(sec, "good"), _row(sec, "ref")
     assert "text_dominance" in bad["flags"]
@@ -67,8 +68,8 @@ def test_without_a_reference_the_other_judges_mean_is_the_baseline() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [8] * 30
     for j in ("a", "b", "c"):
-        out.scores += _scores(j, "image_misalignment", [(y, 1) for y in ys])
-    out.scores += _scores("d", "image_misalignment", [(y, 7) for y in ys])
+        out.scores.extend(_scores(j, "image_misalignment", [(y, 1) for y in ys]))
+    out.scores.extend(_scores("d", "image_misalignment", [(y, 7) for y in ys]))
     sec = judge_audit_section(_cfg(["a", "b", "c", "d"], reference=None), out)
     assert "image_misalignment" in _row(sec, "d")["flags"]
     assert all(_row(sec, j)["flags"] == [] for j in "abc")
@@ -80,7 +81,7 @@ def test_rates_are_per_type_and_side_and_the_shared_unbiased_judgement_counts_on
     # item, not three; the biased side abstains on one type only.
     for t in ("text_dominance", "image_dominance", "texture_insertion"):
         bs = "abstained" if t == "image_dominance" else "ok"
-        out.scores += _scores("ref", t, [(None, 5)] * 10, us="abstained", bs=bs)
+        out.scores.extend(_scores("ref", t, [(None, 5)] * 10, us="abstained", bs=bs))
     sec = judge_audit_section(_cfg(["ref"]), out)
     ab = _row(sec, "ref")["abstention"]
     assert ab["unbiased"]["judgements"] == 10 and ab["unbiased"]["value"] == pytest.approx(1.0)
@@ -109,10 +110,10 @@ def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None
     out = JudgeAuditOutcome(items=len(ITEMS))
     ys = [8] * 30
     for j in ("ref", "first"):
-        out.scores += _scores(j, "text_dominance", [(y, 1) for y in ys])
-        out.scores += _scores(j, "texture_insertion", [(y, y) for y in ys])
+        out.scores.extend(_scores(j, "text_dominance", [(y, 1) for y in ys]))
+        out.scores.extend(_scores(j, "texture_insertion", [(y, y) for y in ys]))
     # "first" has the better BD/BC (it is the same) but prefers the first answer 90% of the time.
-    out.verdicts += _verdicts("ref", 0.5) + _verdicts("first", 0.9)
+    out.verdicts.extend(_verdicts("ref", 0.5) + _verdicts("first", 0.9))
     sec = judge_audit_section(_cfg(["first", "ref"]), out)
     first, ref = _row(sec, "first"), _row(sec, "ref")
     assert "position" in first["flags"]
@@ -132,10 +133,94 @@ def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None
 def test_score_rows_stream_in_the_order_they_were_scored() -> None:
     from memearena.methods.judge_audit.analysis import iter_score_rows, score_rows
 
-    out = JudgeAuditOutcome(scores=_scores("j", "visual_transformation", [(7, 5), (None, 3)]))
+    out = JudgeAuditOutcome(
+        scores=ScoreLog(_scores("j", "visual_transformation", [(7, 5), (None, 3)]))
+    )
     rows = list(iter_score_rows(out))
     assert rows == score_rows(out)
     assert [(r["id"], r["unbiased_score"], r["biased_score"]) for r in rows] == [
         (ITEMS[0], 7, 5),
         (ITEMS[1], None, 3),
     ]
+
+
+def _mixed_outcome() -> JudgeAuditOutcome:
+    """Decimal scores, every status, two responders and families, verdicts of both probes."""
+    out = JudgeAuditOutcome(items=len(ITEMS), families={"ref": "fam", "r1": "fam"})
+    statuses = ["ok", "ok", "ok", "abstained", "unparsed", "refusal", "error"]
+    for k in range(900):
+        judge = ["ref", "good", "bad"][k % 3]
+        st_u, st_b = statuses[k % 7], statuses[(k // 7) % 7]
+        u = None if st_u != "ok" else 1 + (k * 37 % 90) / 10
+        b = None if st_b != "ok" else 1 + (k * 53 % 90) / 10
+        t = ["text_dominance", "texture_insertion", "unnecessary_image", "image_misalignment"]
+        out.scores.add(judge, ITEMS[k % 30], t[k % 4], u, b, st_u, st_b, "r1" if k % 2 else "r2")
+    for judge in ("ref", "good", "bad"):
+        out.verdicts.extend(_verdicts(judge, 0.7 if judge == "bad" else 0.5))
+    return out
+
+
+def test_the_section_does_not_depend_on_where_the_records_were_spooled(monkeypatch) -> None:
+    import memearena.methods.judge_audit.records as records
+
+    cfg = _cfg(["ref", "good", "bad"])
+    held = judge_audit_section(cfg, _mixed_outcome())
+    monkeypatch.setattr(records, "_FLUSH_BYTES", 256)
+    monkeypatch.setattr(records._Spool.chunks, "__defaults__", (13,))
+    spooled = judge_audit_section(cfg, _mixed_outcome())
+    assert spooled == held
+    assert _row(held, "ref")["self_enhancement"]["own"] == ["r1"]
+
+
+def test_self_enhancement_reads_each_base_triplet_once() -> None:
+    # The judge's first score of an item's answer is the base score; unnecessary_image's
+    # unbiased side (a text-only triplet) is not one, however it was scored.
+    out = JudgeAuditOutcome(items=len(ITEMS), families={"ref": "fam", "r1": "fam"})
+    for item in ITEMS:
+        for judge, own, other in (("ref", 9, 5), ("good", 5, 5)):
+            for responder, y in (("r1", own), ("r2", other)):
+                out.scores.add(judge, item, "unnecessary_image", 1, 1, "ok", "ok", responder)
+                out.scores.add(judge, item, "text_dominance", y, 1, "ok", "ok", responder)
+                out.scores.add(judge, item, "texture_insertion", 2, y, "ok", "ok", responder)
+    sec = judge_audit_section(_cfg(["ref", "good"]), out)
+    se = _row(sec, "ref")["self_enhancement"]
+    assert se["value"] == pytest.approx(4.0) and se["n"] == len(ITEMS)
+    assert "self_enhancement" in _row(sec, "ref")["flags"]
+
+
+def _rounded(x: Any) -> Any:
+    if isinstance(x, float):
+        return float(f"{x:.10g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def test_the_section_does_not_depend_on_the_order_records_arrived() -> None:
+    # The document, its key order included, must not change with completion order (a resume,
+    # a re-run): only a sum's rounding may (terms added in another order).
+    import json
+    import random
+
+    out = _mixed_outcome()
+    # As in a run: the unbiased triplet one judge scored for several types is one judgement.
+    first: dict[tuple[Any, ...], tuple[Any, str]] = {}
+    scores = []
+    for r in out.scores:
+        key = (r.judge, r.item, r.responder, r.bias_type == "unnecessary_image")
+        u, us = first.setdefault(key, (r.unbiased, r.unbiased_status))
+        scores.append(
+            ScoreRecord(r.judge, r.item, r.bias_type, u, r.biased, us, r.biased_status, r.responder)
+        )
+    verdicts = list(out.verdicts)
+    docs = []
+    for seed in (1, 2):
+        random.Random(seed).shuffle(scores)
+        random.Random(seed).shuffle(verdicts)
+        o = JudgeAuditOutcome(items=out.items, families=out.families)
+        o.scores.extend(scores)
+        o.verdicts.extend(verdicts)
+        docs.append(json.dumps(_rounded(judge_audit_section(_cfg(["ref", "good", "bad"]), o))))
+    assert docs[0] == docs[1]

@@ -2,6 +2,11 @@
 ``leaderboard.json`` (an evaluator leaderboard, one row per judge, every figure with its
 interval, bootstrapped over items), and the flags an Arena run warns about.
 
+Streaming: the outcome's logs (every scored pair and verdict, spooled as they came) are read
+once, in arrival order, a chunk at a time, into per-item sums per judge (BD/BC terms, status
+counts, verdict sums, the base scores self-enhancement compares); a cell's sum adds its terms
+in the order they arrived, so the figures are those of the records held in a list.
+
 One bootstrap: a single draw of resampling weights over the items (the sampled unit) is shared
 by every judge and every figure, so a comparison between two judges is paired (both are
 resampled on the same items) and the rank interval comes from the same replicates as the
@@ -28,8 +33,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,18 +45,19 @@ import numpy as np
 from memearena.config import RunConfig, SimModelConfig
 from memearena.errors import DataError
 from memearena.jsonsafe import loads_bounded
+from memearena.methods.judge_audit.records import MISSING, PREFERENCES, ScoreLog, VerdictLog
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome
 from memearena.stats.judge_bias import (
     BIAS_CATEGORIES,
     BIAS_TYPES,
-    BiasPair,
+    BiasTermsBuilder,
     RatioEstimate,
-    bias_table,
-    bias_terms,
+    bias_table_of,
     bootstrap_weights,
+    category_of,
     mean_of_types,
     type_values,
-    unit_ratio,
+    unit_ratios,
 )
 from memearena.store import RunStore
 
@@ -89,18 +96,6 @@ def _est(e: RatioEstimate) -> dict[str, Any]:
     return {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high, "n": e.n}
 
 
-def _per_item(
-    rows: Iterable[tuple[str, float, float]],
-) -> tuple[list[float], list[float]]:
-    num: dict[str, float] = defaultdict(float)
-    den: dict[str, float] = defaultdict(float)
-    for item, x, d in rows:
-        num[item] += x
-        den[item] += d
-    keys = sorted(den)
-    return [num[k] for k in keys], [den[k] for k in keys]
-
-
 def score_rows(outcome: JudgeAuditOutcome) -> list[dict[str, Any]]:
     """Every scored pair in the ``judge-audit metrics`` input format (plus judge and status)."""
     return list(iter_score_rows(outcome))
@@ -122,22 +117,26 @@ def iter_score_rows(outcome: JudgeAuditOutcome) -> Iterator[dict[str, Any]]:
 
 def _self_enhancement(
     judge: str,
-    outcome: JudgeAuditOutcome,
-    index: dict[str, int],
+    families: dict[str, str],
+    tally: _ScoreTally,
     W: np.ndarray,
 ) -> tuple[tuple[float | None, np.ndarray], dict[str, Any]] | None:
-    fam = outcome.families.get(judge, judge)
-    responders = {r for _, _, r, _ in outcome.base_scores}
-    own = sorted(r for r in responders if outcome.families.get(r, r) == fam or r == judge)
+    fam = families.get(judge, judge)
+    base = tally.base
+    names = tally.responders
+    responders = {names[r] for r in np.unique(base["responder"]).tolist()}
+    own = sorted(r for r in responders if families.get(r, r) == fam or r == judge)
     if not own or len(own) == len(responders):
         return None
-    parts = np.zeros((len(index), 8))
-    for j, item, responder, score in outcome.base_scores:
-        if score is None:
-            continue
-        slot = (0 if j == judge else 2) + (0 if responder in own else 4)
-        parts[index[item], slot] += score
-        parts[index[item], slot + 1] += 1
+    parts = np.zeros((tally.n_items, 8))
+    scored = base[base["kind"] != MISSING]
+    is_own = np.array([n in own for n in names], dtype=bool)
+    slot = np.where(scored["judge"] == tally.judge_code(judge), 0, 2) + np.where(
+        is_own[scored["responder"]], 0, 4
+    )
+    # In arrival order, as the scores came (ufunc.at adds unbuffered, in index order).
+    np.add.at(parts, (scored["item"], slot), scored["score"])
+    np.add.at(parts, (scored["item"], slot + 1), 1.0)
 
     def did(t: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -156,19 +155,20 @@ def _self_enhancement(
 
 
 def _usage(store: RunStore | None, judges: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
-    per: dict[str, dict[str, list[float]]] = {j: {"cost": [], "secs": []} for j in judges}
+    """Cost and latency per 1k judgements, bootstrapped over calls (one draw of weights for
+    both figures of a judge, a block of replicates at a time)."""
+    cost: dict[str, array[float]] = {j: array("d") for j in judges}
+    secs: dict[str, array[float]] = {j: array("d") for j in judges}
     if store is not None:
         for c in store.iter_calls():  # streamed: one chunk of records at a time
-            if c.role in _SCORE_ROLES and c.model in per and c.status not in ("cached", "budget"):
-                per[c.model]["cost"].append(c.cost_usd * 1000)
-                per[c.model]["secs"].append(c.latency_s * 1000)
+            if c.role in _SCORE_ROLES and c.model in cost and c.status not in ("cached", "budget"):
+                cost[c.model].append(c.cost_usd * 1000)
+                secs[c.model].append(c.latency_s * 1000)
     out: dict[str, Any] = {}
-    for j, d in per.items():
-        ones = [1.0] * len(d["cost"])
-        out[j] = {
-            "cost_usd_per_1k": _est(unit_ratio(d["cost"], ones, n_boot=n_boot, seed=seed)),
-            "seconds_per_1k": _est(unit_ratio(d["secs"], ones, n_boot=n_boot, seed=seed)),
-        }
+    for j in judges:
+        ones = np.ones(len(cost[j]))
+        c_est, s_est = unit_ratios([cost[j], secs[j]], ones, n_boot=n_boot, seed=seed)
+        out[j] = {"cost_usd_per_1k": _est(c_est), "seconds_per_1k": _est(s_est)}
     return out
 
 
@@ -192,17 +192,6 @@ def _ratio(num: np.ndarray, den: np.ndarray, W: np.ndarray) -> tuple[float | Non
     return value, reps
 
 
-def _vectors(
-    rows: Iterable[tuple[str, float, float]], index: dict[str, int]
-) -> tuple[np.ndarray, np.ndarray]:
-    num, den = np.zeros(len(index)), np.zeros(len(index))
-    for item, x, d in rows:
-        i = index[item]
-        num[i] += x
-        den[i] += d
-    return num, den
-
-
 @dataclass
 class _JudgeFigures:
     """One judge's figures: point values and their bootstrap replicates (shared weights)."""
@@ -219,42 +208,190 @@ class _JudgeFigures:
         return float(np.mean(self.types[have])), mean_of_types(self.types_boot, have)
 
 
-def _rates(
-    recs: Sequence[Any], index: dict[str, int], W: np.ndarray, status: str
-) -> dict[str, Any]:
-    """The share of judgements with ``status``: over all distinct judgements, per side
-    (unbiased / biased) and per bias type and side; the unbiased triplet shared by several
-    types is one judgement in the overall and per-side figures."""
-    seen: set[tuple[str, str | None, bool]] = set()
-    uni: list[tuple[str, float, float]] = []
-    bia: list[tuple[str, float, float]] = []
-    by_type: dict[str, dict[str, list[tuple[str, float, float]]]] = defaultdict(
-        lambda: {"unbiased": [], "biased": []}
-    )
-    for r in recs:
-        key = (r.item, r.responder, r.bias_type == "unnecessary_image")
-        u = (r.item, float(r.unbiased_status == status), 1.0)
-        b = (r.item, float(r.biased_status == status), 1.0)
-        if key not in seen:
-            seen.add(key)
-            uni.append(u)
-        bia.append(b)
-        by_type[r.bias_type]["unbiased"].append(u)
-        by_type[r.bias_type]["biased"].append(b)
+_TYPES = {t: i for i, t in enumerate(BIAS_TYPES)}
+_RATE_STATUSES = ("abstained", "unparsed")
+"""The statuses whose share of judgements the row reports (``abstention``, ``unparsed``)."""
+_BASE_DTYPE = np.dtype(
+    [("judge", np.intp), ("item", np.intp), ("responder", np.intp), ("score", "f8"), ("kind", "u1")]
+)
 
-    def est(rows: list[tuple[str, float, float]]) -> dict[str, Any]:
-        num, den = _vectors(rows, index)
-        v, reps = _ratio(num, den, W)
-        out = _est_of(v, reps, int((den > 0).sum()))
-        out["judgements"] = int(den.sum())
-        return out
 
-    return {
-        "all": est(uni + bia),
-        "unbiased": est(uni),
-        "biased": est(bia),
-        "by_type": {t: {k: est(v) for k, v in sides.items()} for t, sides in by_type.items()},
-    }
+def _lookup(codes: list[int]) -> np.ndarray:
+    return np.array(codes, dtype=np.intp) if codes else np.zeros(1, dtype=np.intp)
+
+
+def _first_new(keys: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Positions, in order, of each key's first occurrence in ``keys`` not yet ``seen``
+    (which are then marked seen)."""
+    uniq, first = np.unique(keys, return_index=True)
+    fresh = ~seen[uniq]
+    seen[uniq[fresh]] = True
+    return np.sort(first[fresh])
+
+
+class _ScoreTally:
+    """One pass over the score log, in arrival order, into per-item figures of every judge:
+    BD/BC term sums (``BiasTermsBuilder``), abstention and unparsed counts (all distinct
+    judgements, per side, per bias type and side; the unbiased triplet shared by several types
+    counted once, at its first judgement), refusals and failed calls, and the base triplets'
+    scores that self-enhancement compares (the first score of each judge, item and responder)."""
+
+    def __init__(self, log: ScoreLog, judges: Sequence[str], index: dict[str, int]) -> None:
+        n, n_types, n_judges = len(index), len(BIAS_TYPES), len(judges)
+        group = {j: g for g, j in enumerate(judges)}
+        self.n_items = n
+        self.responders: list[str | None] = list(log.responders.names)
+        self._judge_codes = log.judges.codes
+        self.terms = BiasTermsBuilder(sorted(index, key=index.__getitem__), n_judges)
+        self.den = np.zeros((2, n_judges, n), dtype=np.int64)  # [unbiased, biased]
+        self.num = np.zeros((len(_RATE_STATUSES), 2, n_judges, n), dtype=np.int64)
+        self.type_den = np.zeros((n_judges, n_types, 2, n), dtype=np.int64)
+        self.type_num = np.zeros((len(_RATE_STATUSES), n_judges, n_types, 2, n), dtype=np.int64)
+        self.refusals = np.zeros(n_judges, dtype=np.int64)
+        self.failed = np.zeros(n_judges, dtype=np.int64)
+        g_of = _lookup([group.get(j, -1) for j in log.judges.names])
+        i_of = _lookup([index[k] for k in log.items.names])
+        t_of = _lookup([_TYPES.get(t, -1) for t in log.bias_types.names])
+        ui = log.bias_types.codes.get("unnecessary_image", -1)
+        none = log.responders.codes.get(None, -1)
+        st = log.statuses.codes
+        rate_codes = [st.get(s, -1) for s in _RATE_STATUSES]
+        refusal, error = st.get("refusal", -1), st.get("error", -1)
+        n_resp = max(1, len(log.responders))
+        seen_unbiased = np.zeros(n_judges * n * n_resp * 2, dtype=bool)
+        seen_base = np.zeros(max(1, len(log.judges)) * n * n_resp, dtype=bool)
+        base: list[np.ndarray] = []
+        for chunk in log.chunks():
+            # Self-enhancement's base scores: every judge, the image triplets' unbiased side.
+            resp = chunk["responder"].astype(np.intp)
+            item = i_of[chunk["item"]]
+            jc = chunk["judge"].astype(np.intp)
+            cand = np.flatnonzero((resp != none) & (chunk["bias_type"] != ui))
+            key = (jc[cand] * n + item[cand]) * n_resp + resp[cand]
+            pick = cand[_first_new(key, seen_base)]
+            b = np.empty(len(pick), dtype=_BASE_DTYPE)
+            b["judge"], b["item"], b["responder"] = jc[pick], item[pick], resp[pick]
+            b["score"], b["kind"] = chunk["unbiased"][pick], chunk["unbiased_kind"][pick]
+            base.append(b)
+            # Everything else is per configured judge.
+            g = g_of[chunk["judge"]]
+            mine = np.flatnonzero(g >= 0)
+            if not len(mine):
+                continue
+            c, g, item, resp = chunk[mine], g[mine], item[mine], resp[mine]
+            t = t_of[c["bias_type"]]
+            if np.any(t < 0):
+                category_of(log.bias_types.names[int(c["bias_type"][np.argmin(t)])])
+            u = np.where(c["unbiased_kind"] == MISSING, np.nan, c["unbiased"])
+            h = np.where(c["biased_kind"] == MISSING, np.nan, c["biased"])
+            self.terms.add(g, item, t, u, h)
+            us, bs = c["unbiased_status"].astype(np.intp), c["biased_status"].astype(np.intp)
+            for sts in (us, bs):
+                self.refusals += np.bincount(g[sts == refusal], minlength=n_judges)
+                self.failed += np.bincount(g[sts == error], minlength=n_judges)
+            key = ((g * n + item) * n_resp + resp) * 2 + (c["bias_type"] == ui)
+            first = _first_new(key, seen_unbiased)
+            sides = (first, np.arange(len(c)))
+            cells = g * n + item
+            tcells = ((g * n_types + t) * 2) * n + item
+            for side, (sel, sts) in enumerate(zip(sides, (us, bs), strict=True)):
+                self.den[side] += np.bincount(cells[sel], minlength=n_judges * n).reshape(-1, n)
+                tc = tcells + side * n
+                self.type_den += np.bincount(tc, minlength=self.type_den.size).reshape(
+                    self.type_den.shape
+                )
+                for s, code in enumerate(rate_codes):
+                    hit = sts == code
+                    self.num[s, side] += np.bincount(
+                        cells[sel][hit[sel]], minlength=n_judges * n
+                    ).reshape(-1, n)
+                    self.type_num[s] += np.bincount(tc[hit], minlength=self.type_den.size).reshape(
+                        self.type_den.shape
+                    )
+        self.base = np.concatenate(base) if base else np.empty(0, dtype=_BASE_DTYPE)
+
+    def judge_code(self, judge: str) -> int:
+        """The judge's code in the log (-1: it scored nothing)."""
+        return self._judge_codes.get(judge, -1)
+
+    def rates(self, g: int, status: str, W: np.ndarray) -> dict[str, Any]:
+        """The share of judge ``g``'s judgements with ``status``: over all distinct
+        judgements, per side (unbiased / biased), and per bias type it judged (in taxonomy
+        order, whatever order the judgements came in) and side."""
+        s = _RATE_STATUSES.index(status)
+
+        def est(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:
+            num, den = num.astype(np.float64), den.astype(np.float64)
+            v, reps = _ratio(num, den, W)
+            out = _est_of(v, reps, int((den > 0).sum()))
+            out["judgements"] = int(den.sum())
+            return out
+
+        num, den = self.num[s, :, g], self.den[:, g]
+        types = list(BIAS_TYPES)
+        return {
+            "all": est(num[0] + num[1], den[0] + den[1]),
+            "unbiased": est(num[0], den[0]),
+            "biased": est(num[1], den[1]),
+            "by_type": {
+                types[t]: {
+                    side: est(self.type_num[s, g, t, k], self.type_den[g, t, k])
+                    for k, side in enumerate(("unbiased", "biased"))
+                }
+                for t in range(len(types))
+                if self.type_den[g, t].any()
+            },
+        }
+
+
+class _VerdictTally:
+    """One pass over the verdict log into per-item sums of every judge: P(first) over position
+    verdicts, consistency over pairs judged in both orders, P(prefer padded) over verbosity
+    verdicts, and the verdicts that failed."""
+
+    def __init__(self, log: VerdictLog, judges: Sequence[str], index: dict[str, int]) -> None:
+        n = len(index)
+        group = {j: g for g, j in enumerate(judges)}
+        self.sums = [[[0.0] * n for _ in range(6)] for _ in judges]
+        """Per judge: first num/den, consistency num/den, padded num/den, per item."""
+        self.failures = [0] * len(judges)
+        g_of = [group.get(j, -1) for j in log.judges.names]
+        i_of = [index[k] for k in log.items.names]
+        probes = log.probes.codes
+        position, verbosity = probes.get("position", -1), probes.get("verbosity", -1)
+        labels = log.labels.codes
+        padded, tie = labels.get("padded", -1), labels.get("tie", -2)
+        a, b, t = (PREFERENCES.index(p) for p in ("A", "B", "tie"))
+        first_value = {a: 1.0, b: 0.0, t: 0.5}
+        seen: list[dict[tuple[int, int, int], int]] = [{} for _ in judges]
+        for chunk in log.chunks():
+            for jc, probe, ic, first, second, pref, _lf, _ls in chunk.tolist():
+                g = g_of[jc]
+                if g < 0:
+                    continue
+                if pref == 0:
+                    self.failures[g] += 1
+                    continue
+                sums, i = self.sums[g], i_of[ic]
+                if probe == position:
+                    sums[0][i] += first_value[pref]
+                    sums[1][i] += 1.0
+                    winner = first if pref == a else second if pref == b else tie
+                    back = seen[g].pop((i, second, first), None)
+                    if back is None:
+                        seen[g][(i, first, second)] = winner
+                    else:
+                        sums[2][i] += float(back == winner)
+                        sums[3][i] += 1.0
+                elif probe == verbosity:
+                    v = float(first == padded) if pref == a else float(second == padded)
+                    sums[4][i] += v if pref != t else 0.5
+                    sums[5][i] += 1.0
+
+    def vectors(self, g: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Figure ``k`` (0 P(first), 1 consistency, 2 P(padded)) of judge ``g``: per-item
+        numerators and denominators."""
+        return np.array(self.sums[g][2 * k]), np.array(self.sums[g][2 * k + 1])
 
 
 def _shortfalls(
@@ -294,30 +431,22 @@ def judge_audit_section(
     acfg = cfg.judge_audit
     n_boot = acfg.bootstrap if bootstrap is None else bootstrap
     seed = cfg.seed
-    by_judge: dict[str, list[Any]] = defaultdict(list)
-    for rec in outcome.scores:
-        by_judge[rec.judge].append(rec)
-    verdicts: dict[str, list[Any]] = defaultdict(list)
-    for v in outcome.verdicts:
-        verdicts[v.judge].append(v)
     # The items every figure is resampled over, and one draw of weights shared by all.
-    all_items = sorted(
-        {r.item for r in outcome.scores}
-        | {v.item for v in outcome.verdicts}
-        | {item for _, item, _, _ in outcome.base_scores}
-    )
+    all_items = sorted(set(outcome.scores.items.names) | set(outcome.verdicts.items.names))
     index = {k: i for i, k in enumerate(all_items)}
+    # The records stream once, in the order they arrived, into per-item sums.
+    tally = _ScoreTally(outcome.scores, acfg.judges, index)
+    vtally = _VerdictTally(outcome.verdicts, acfg.judges, index)
     W = bootstrap_weights(len(all_items), n_boot, seed)
     n_rep = len(W)
     usage = _usage(store, acfg.judges, n_boot, seed)
     rows: list[dict[str, Any]] = []
     figs: dict[str, _JudgeFigures] = {}
     t_index = {t: i for i, t in enumerate(BIAS_TYPES)}
-    for judge in acfg.judges:
-        recs = by_judge.get(judge, [])
-        pairs = [BiasPair(r.item, r.bias_type, r.unbiased, r.biased) for r in recs]
-        table = bias_table(pairs, n_boot=0, seed=seed)
-        terms = bias_terms(pairs).aligned(all_items)
+    for g, judge in enumerate(acfg.judges):
+        own_terms = tally.terms.terms(g)
+        table = bias_table_of(own_terms, n_boot=0, seed=seed)
+        terms = own_terms.aligned(all_items)
         point = type_values(terms.sums.sum(0), terms.counts.sum(0), terms.scored.sum(0))
         boot = (
             type_values(W @ terms.sums, W @ terms.counts, W @ terms.scored)
@@ -341,9 +470,8 @@ def judge_audit_section(
             d["ci_low"], d["ci_high"] = e["ci_low"], e["ci_high"]
             return d
 
-        abst = _rates(recs, index, W, "abstained")
-        unparsed = _rates(recs, index, W, "unparsed")
-        statuses = [s for r in recs for s in (r.unbiased_status, r.biased_status)]
+        abst = tally.rates(g, "abstained", W)
+        unparsed = tally.rates(g, "unparsed", W)
         n_judgements = abst["unbiased"]["judgements"] + abst["biased"]["judgements"]
         row: dict[str, Any] = {
             "judge": judge,
@@ -356,42 +484,23 @@ def judge_audit_section(
             "parse_failure_rate": unparsed["all"],
             "abstention": abst,
             "unparsed": unparsed,
-            "refusals": sum(s == "refusal" for s in statuses),
-            "failed_calls": sum(s == "error" for s in statuses),
+            "refusals": int(tally.refusals[g]),
+            "failed_calls": int(tally.failed[g]),
             **usage.get(judge, {}),
         }
-        vs = verdicts.get(judge, [])
-        pos = [v for v in vs if v.probe == "position" and v.preference is not None]
-        first = _vectors(
-            ((v.item, {"A": 1.0, "B": 0.0, "tie": 0.5}[v.preference], 1.0) for v in pos), index
-        )
+        first = vtally.vectors(g, 0)
         jf.figures["p_prefer_first"] = _ratio(*first, W)
         row["p_prefer_first"] = _est_of(*jf.figures["p_prefer_first"], int((first[1] > 0).sum()))
-        cons = _vectors(_consistency(pos), index)
+        cons = vtally.vectors(g, 1)
         jf.figures["position_consistency"] = _ratio(*cons, W)
         row["position_consistency"] = _est_of(
             *jf.figures["position_consistency"], int((cons[1] > 0).sum())
         )
-        verb = [v for v in vs if v.probe == "verbosity" and v.preference is not None]
-        padded = _vectors(
-            (
-                (
-                    v.item,
-                    {
-                        "A": float(v.first == "padded"),
-                        "B": float(v.second == "padded"),
-                        "tie": 0.5,
-                    }[v.preference],
-                    1.0,
-                )
-                for v in verb
-            ),
-            index,
-        )
+        padded = vtally.vectors(g, 2)
         jf.figures["p_prefer_padded"] = _ratio(*padded, W)
         row["p_prefer_padded"] = _est_of(*jf.figures["p_prefer_padded"], int((padded[1] > 0).sum()))
-        row["pairwise_failures"] = sum(v.preference is None for v in vs)
-        se = _self_enhancement(judge, outcome, index, W)
+        row["pairwise_failures"] = vtally.failures[g]
+        se = _self_enhancement(judge, outcome.families, tally, W)
         jf.figures["self_enhancement"] = se[0] if se is not None else (None, np.full(n_rep, np.nan))
         row["self_enhancement"] = se[1] if se is not None else None
         row["flags"] = []
@@ -552,20 +661,6 @@ def _trust(rows: list[dict[str, Any]], figs: dict[str, _JudgeFigures], n_rep: in
         else:
             r["rank_ci"] = None
     rows[:] = [rows[i] for i in order]
-
-
-def _consistency(verdicts: Sequence[Any]) -> list[tuple[str, float, float]]:
-    """(item, 1 if the two verdicts of a pair judged in both orders agree, 1) per such pair."""
-    seen: dict[tuple[str, str, str], str] = {}
-    rows: list[tuple[str, float, float]] = []
-    for v in verdicts:
-        winner = {"A": v.first, "B": v.second, "tie": "tie"}[v.preference]
-        back = seen.pop((v.item, v.second, v.first), None)
-        if back is None:
-            seen[(v.item, v.first, v.second)] = winner
-        else:
-            rows.append((v.item, float(back == winner), 1.0))
-    return rows
 
 
 def _excludes(est: dict[str, Any], value: float, margin: float) -> bool:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
@@ -24,6 +26,7 @@ from memearena.errors import ConfigError, DataError
 from memearena.jsonsafe import dumps_strict
 from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.methods.judge_audit import view
+from memearena.methods.judge_audit.records import MISSING
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline
 
 if TYPE_CHECKING:
@@ -120,9 +123,32 @@ class JudgeAudit:
             view.print_judge_audit_summary(console, section)
 
 
+def _scored_twice(chunk: np.ndarray) -> np.ndarray:
+    return (chunk["unbiased_kind"] != MISSING) & (chunk["biased_kind"] != MISSING)
+
+
 def usable(outcome: JudgeAuditOutcome) -> bool:
     """At least one pair got two scores from some judge."""
-    return any(r.unbiased is not None and r.biased is not None for r in outcome.scores)
+    return any(bool(_scored_twice(c).any()) for c in outcome.scores.chunks())
+
+
+def _judge_counts(outcome: JudgeAuditOutcome) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Per judge: pairs asked, pairs scored twice, pairs missing a score after a failure (one
+    pass over the log)."""
+    log = outcome.scores
+    n = len(log.judges)
+    asked, both, failed = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    error = log.statuses.codes.get("error", -1)
+    for c in log.chunks():
+        j = c["judge"].astype(np.intp)
+        asked += np.bincount(j, minlength=n)
+        both += np.bincount(j[_scored_twice(c)], minlength=n)
+        hit = (c["unbiased_status"] == error) | (c["biased_status"] == error)
+        failed += np.bincount(j[hit], minlength=n)
+    names = log.judges.names
+    return tuple(  # type: ignore[return-value]
+        Counter({names[k]: int(x[k]) for k in range(n) if x[k]}) for x in (asked, both, failed)
+    )
 
 
 def judge_audit_status(
@@ -135,13 +161,7 @@ def judge_audit_status(
     problems: list[str] = []
     if outcome.stopped:
         problems.append(spend_cap_problem(max_cost))
-    asked: Counter[str] = Counter(r.judge for r in outcome.scores)
-    both: Counter[str] = Counter(
-        r.judge for r in outcome.scores if r.unbiased is not None and r.biased is not None
-    )
-    failed: Counter[str] = Counter(
-        r.judge for r in outcome.scores if "error" in (r.unbiased_status, r.biased_status)
-    )
+    asked, both, failed = _judge_counts(outcome)
     rows = [
         ModelStatus(j, "judge", asked[j], both[j], asked[j] - both[j] - failed[j])
         for j in cfg.judge_audit.judges

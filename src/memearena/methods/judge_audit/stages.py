@@ -47,6 +47,12 @@ from memearena.methods.judge_audit.perturb import (
     Triplet,
     perturb,
 )
+from memearena.methods.judge_audit.records import (
+    ScoreLog,
+    ScoreRecord,
+    VerdictLog,
+    VerdictRecord,
+)
 from memearena.models import ModelPool
 from memearena.models.types import Message
 from memearena.prompts import ask, build_messages
@@ -74,46 +80,16 @@ class BaseItem:
     """The responder's answer to ``text_query``, asked text-only (None when not needed)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreRecord:
-    """One judge's outcome on one pair: scores, or why there is none."""
-
-    judge: str
-    item: str
-    bias_type: str
-    unbiased: float | None
-    biased: float | None
-    unbiased_status: str
-    """``ok``, ``abstained``, ``unparsed``, ``refusal`` or ``error``."""
-    biased_status: str
-    """Same, for the perturbed triplet."""
-    responder: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictRecord:
-    """One pairwise verdict as shown (``first`` shown as A)."""
-
-    judge: str
-    probe: str
-    """``position`` or ``verbosity``."""
-    item: str
-    first: str
-    second: str
-    preference: str | None
-    """``A``, ``B``, ``tie``, or None (unparsed, refused or failed)."""
-    len_first: int
-    len_second: int
-
-
 @dataclass
 class JudgeAuditOutcome:
-    """What the audit produced, folded into small records."""
+    """What the audit produced: every scored pair and verdict logged as it arrives (spooled,
+    not held: ``ScoreLog`` and ``VerdictLog`` read back in arrival order), and per item only
+    what the report shows."""
 
-    scores: list[ScoreRecord] = field(default_factory=list)
-    base_scores: list[tuple[str, str, str, float | None]] = field(default_factory=list)
-    """(judge, item, responder, score of the unbiased base triplet) for self-enhancement."""
-    verdicts: list[VerdictRecord] = field(default_factory=list)
+    scores: ScoreLog = field(default_factory=ScoreLog)
+    """Every scored pair (``ScoreRecord``s when iterated)."""
+    verdicts: VerdictLog = field(default_factory=VerdictLog)
+    """Every pairwise verdict (``VerdictRecord``s when iterated)."""
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per bias type: before/after examples (images by content hash) with every judge's scores."""
     families: dict[str, str] = field(default_factory=dict)
@@ -416,7 +392,6 @@ class JudgeAuditPipeline:
     async def score_pairs(self, pairs: Iterator[AuditPair], out: JudgeAuditOutcome) -> None:
         """Both triplets of every pair by every judge, streamed through a bounded window."""
         judges = self.acfg.judges
-        seen_base: set[tuple[str, str, str]] = set()
         want_examples = self.acfg.examples
         candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
@@ -436,16 +411,9 @@ class JudgeAuditPipeline:
         async for (pair, judge), (u, b) in bounded_map(one, jobs(), self.acfg.window):
             uv, us = _status(u)
             bv, bs = _status(b)
-            out.scores.append(
-                ScoreRecord(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
-            )
+            out.scores.add(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
             if "covered_share" in pair.meta:
                 out.covered[pair.item] = float(pair.meta["covered_share"])
-            if pair.responder is not None and pair.bias_type != "unnecessary_image":
-                key = (judge, pair.item, pair.responder)
-                if key not in seen_base:
-                    seen_base.add(key)
-                    out.base_scores.append((judge, pair.item, pair.responder, uv))
             # Examples are the pairs with the smallest keys, not the first to finish: the
             # section must not change with completion order (a resume, a no-op re-run). The
             # largest kept key only falls, so a pair left out at its first score never
@@ -515,10 +483,8 @@ class JudgeAuditPipeline:
         async for (judge, probe, uid, _t, first, second), pref in bounded_map(
             one, expand(), acfg.window
         ):
-            out.verdicts.append(
-                VerdictRecord(
-                    judge, probe, uid, first[0], second[0], pref, len(first[1]), len(second[1])
-                )
+            out.verdicts.add(
+                judge, probe, uid, first[0], second[0], pref, len(first[1]), len(second[1])
             )
 
     # ---------------------------------------------------------------- driver
