@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memearena.config import RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import run_step
+from memearena.engine.steps import run_step, tally_step
 from memearena.errors import ConfigError, DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.methods.adapt.config import AdaptConfig
@@ -50,6 +52,26 @@ T = TypeVar("T")
 _MAX_FIELD = 4000
 _MAX_BLOCK = 50_000
 
+STEP_MEMO_SIZE = 8192
+"""Steps whose outcome a run keeps in memory by their inputs (least recently used dropped)."""
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _frozen(value: object) -> Hashable:
+    """A prompt variable as a hashable value that equals another's only if both render the
+    same (types kept: ``1``, ``1.0`` and ``True`` render differently); TypeError for a value
+    of another kind (its step is then not memoised)."""
+    if type(value) is str:
+        return value
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    if type(value) is list or type(value) is tuple:
+        return (type(value), *(_frozen(v) for v in value))  # type: ignore[attr-defined]
+    if type(value) is dict:
+        return (dict, *((k, _frozen(v)) for k, v in value.items()))  # type: ignore[attr-defined]
+    raise TypeError(type(value).__name__)
+
 
 @dataclass(frozen=True)
 class Category:
@@ -78,9 +100,13 @@ class AdaptContext:
     refine_images: Any = None
     """Each meme's refine image (``erase.RefineImages``), made on first use."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
+    _files: dict[tuple[object, ...], ImagePart] = field(default_factory=dict)
     _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
         default_factory=dict
     )
+    _memo: OrderedDict[
+        Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]
+    ] = field(default_factory=OrderedDict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -95,11 +121,27 @@ class AdaptContext:
             if meme.image_path is None:
                 self._images[meme.uid] = None
             else:
-                img = prepare_image(meme.image_path, self.cfg.image)
-                self._images[meme.uid] = ImagePart(img.data_url, img.sha256)
+                part = self.prepared(meme.image_path)
+                self._images[meme.uid] = part
                 if self.on_image is not None:
-                    self.on_image(img.sha256, meme.text)
+                    self.on_image(part.sha256, meme.text)
         return self._images[meme.uid]
+
+    def prepared(self, path: Path) -> ImagePart:
+        """The image file prepared for a request, encoded once per file state in a run (memes
+        that share a file share its encoding; a file changed on disk is encoded afresh)."""
+        try:
+            st = path.stat()
+            state: tuple[object, ...] | None = (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            state = None  # prepare_image names the problem
+        got = self._files.get(state) if state is not None else None
+        if got is None:
+            img = prepare_image(path, self.cfg.image)
+            got = ImagePart(img.data_url, img.sha256)
+            if state is not None:
+                self._files[state] = got
+        return got
 
     def repeat_params(self, repeat: int, **extra: Any) -> GenParams:
         """Sampling parameters of one repeated seed (the seed changes the request, so a cached
@@ -126,12 +168,50 @@ class AdaptContext:
         artifact also records the model and ``parts`` (what the step was for), so lineage names
         who wrote what. ``required``: an output that stays unparseable is asked again on a
         re-run, never stored as final."""
-        if self.acfg.sim.null_world:
+        acfg = self.acfg
+        if acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
             parts = (*parts, "null-world")
+        reasks = acfg.max_reasks if max_reasks is None else max_reasks
+        # The same inputs render the same request, so they are the same step: a step reached
+        # again (a loop and its control, one rewrite reached by several chains) is answered
+        # from this run's own outcome without rendering its prompt again. Only a stored
+        # outcome is kept: a failure is asked again, as the store would have it.
+        try:
+            memo_key: Hashable = (
+                kind,
+                model,
+                role,
+                template,
+                None if image is None else image.sha256,
+                params,
+                reasks,
+                required,
+                *((k, _frozen(v)) for k, v in vars.items()),
+            )
+        except TypeError:
+            memo_key = None
+        if memo_key is not None:
+            seen = self._memo.get(memo_key)
+            if seen is not None:
+                known = self._inflight.get(seen[0])
+                if known is not None:  # in flight, or its end not yet handled: join it
+                    return await asyncio.shield(known)
+                known = seen[1]
+                if not known.cancelled() and known.exception() is None:
+                    got = known.result()
+                    if got is not None:
+                        self._memo.move_to_end(memo_key)
+                        tally_step(kind, "reused")
+                        # Resumed when a stored step would have been (one event-loop turn for
+                        # the look-up, one for its shield): the requests of the steps still to
+                        # call go out in the same order as before.
+                        done = asyncio.get_running_loop().create_future()
+                        done.get_loop().call_soon(done.set_result, got)
+                        return await asyncio.shield(done)
+                del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
-        reasks = self.acfg.max_reasks if max_reasks is None else max_reasks
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
         key = (kind, fingerprint)
@@ -158,6 +238,10 @@ class AdaptContext:
             )
             self._inflight[key] = running
             running.add_done_callback(lambda _: self._inflight.pop(key, None))
+        if memo_key is not None:
+            self._memo[memo_key] = (key, running)
+            if len(self._memo) > STEP_MEMO_SIZE:
+                self._memo.popitem(last=False)
         return await asyncio.shield(running)
 
 

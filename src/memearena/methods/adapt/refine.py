@@ -74,28 +74,48 @@ class Retriever:
         )
         self._bm25 = bm25s.BM25()
         corpus = self._tok([s.misbelief for s in self.samples])
+        # A query is almost always one of the samples: its tokens are the corpus's own.
+        self._tokens = {
+            s.meme.uid: (s.misbelief, t) for s, t in zip(self.samples, corpus, strict=True)
+        }
         self._empty = not any(corpus)
         if not self._empty:
             self._bm25.index(corpus, show_progress=False)
+        # Each query's ranking, kept as sample positions (4 bytes a sample): a chain asks for
+        # the same sample's neighbours at every hop, and its loop and its control do too.
+        self._orders: dict[tuple[str, str], Any] = {}
+
+    def _order(self, query: Sample) -> Any:
+        import numpy as np
+
+        k = (query.meme.uid, query.misbelief)
+        order = self._orders.get(k)
+        if order is None:
+            own = self._tokens.get(query.meme.uid)
+            q = own[1] if own is not None and own[0] == query.misbelief else None
+            if q is None:
+                q = self._tok([query.misbelief])[0]
+            if self._empty or not q:
+                scores = np.zeros(len(self.samples), dtype=np.float64)
+            else:
+                scores = np.asarray(self._bm25.get_scores(q), dtype=np.float64)
+            # Highest score first, ties in meme-id order (the samples' order: a stable sort).
+            order = np.argsort(-scores, kind="stable").astype(np.int32)
+            self._orders[k] = order
+        return order
 
     def ranked(
         self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
     ) -> list[Sample]:
         """Every other sample not in ``exclude``, most similar misbelief first."""
-        q = self._tok([query.misbelief])[0]
-        if self._empty or not q:
-            scores = [0.0] * len(self.samples)
-        else:
-            scores = [float(x) for x in self._bm25.get_scores(q)]
-        ranked = sorted(
-            (
-                (-sc, s.meme.uid, s)
-                for sc, s in zip(scores, self.samples, strict=True)
-                if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
-            ),
-            key=lambda t: (t[0], t[1]),
-        )
-        return [s for _, _, s in ranked]
+        samples = self.samples
+        uid = query.meme.uid
+        out = []
+        for i in self._order(query).tolist():
+            s = samples[i]
+            if s.meme.uid != uid and s.meme.uid not in exclude:
+                out.append(s)
+        return out
 
 
 class EmbeddingRetriever(Retriever):
