@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
@@ -136,6 +136,9 @@ _FENCE_IN_VALUE = re.compile(r"`{3,}")
 _SHORT_LITERAL = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})){1,60}"')
 _AFTER_KEY = re.compile(r"\s*:")
 
+DEFANG_CACHE_SIZE = 4096
+"""Inserted texts whose defanged form is kept (least recently used dropped)."""
+
 
 def _defang_keys(text: str) -> str:
     """Reserved keys written as JSON object keys get typographic quotes (no longer JSON)."""
@@ -173,8 +176,15 @@ def defang(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=DEFANG_CACHE_SIZE, typed=True)  # typed: OwnWording is defanged otherwise
+def _defang_text(text: str) -> str:
+    return defang(text)
+
+
 def _defang(value: object) -> object:
-    return defang(value) if isinstance(value, str) else value
+    # The same texts are inserted again and again (a meme's text in each of its prompts, a
+    # category's instruction in every answer and grade, a reference in each target's grade).
+    return _defang_text(value) if isinstance(value, str) else value
 
 
 @cache

@@ -104,6 +104,9 @@ class AdaptContext:
     _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
         default_factory=dict
     )
+    _had_kind: dict[str, bool] = field(default_factory=dict)
+    _written: set[int] = field(default_factory=set)
+    """Steps this run stored (their fingerprints' first 64 bits)."""
     _memo: OrderedDict[
         Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]
     ] = field(default_factory=OrderedDict)
@@ -148,6 +151,19 @@ class AdaptContext:
         answer of another repeat is never replayed)."""
         return GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
 
+    def _may_be_stored(self, kind: str, fingerprint: str) -> bool:
+        """Whether the store may hold the step: it held steps of ``kind`` when the run first
+        asked, or this run stored this one (a fresh run's steps need no look-up)."""
+        had = self._had_kind.get(kind)
+        if had is None:
+            had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
+        return had or int(fingerprint[:16], 16) in self._written
+
+    def _ended(self, key: tuple[str, str], fut: asyncio.Future[dict[str, Any] | None]) -> None:
+        self._inflight.pop(key, None)
+        if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+            self._written.add(int(key[1][:16], 16))
+
     async def step(
         self,
         kind: str,
@@ -177,8 +193,9 @@ class AdaptContext:
         # again (a loop and its control, one rewrite reached by several chains) is answered
         # from this run's own outcome without rendering its prompt again. Only a stored
         # outcome is kept: a failure is asked again, as the store would have it.
+        memo_key: Hashable = None
         try:
-            memo_key: Hashable = (
+            memo_key = (
                 kind,
                 model,
                 role,
@@ -187,10 +204,11 @@ class AdaptContext:
                 params,
                 reasks,
                 required,
-                *((k, _frozen(v)) for k, v in vars.items()),
+                *vars,
+                *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
             )
         except TypeError:
-            memo_key = None
+            pass
         if memo_key is not None:
             seen = self._memo.get(memo_key)
             if seen is not None:
@@ -203,12 +221,12 @@ class AdaptContext:
                     if got is not None:
                         self._memo.move_to_end(memo_key)
                         tally_step(kind, "reused")
-                        # Resumed when a stored step would have been (one event-loop turn for
-                        # the look-up, one for its shield): the requests of the steps still to
-                        # call go out in the same order as before.
-                        done = asyncio.get_running_loop().create_future()
-                        done.get_loop().call_soon(done.set_result, got)
-                        return await asyncio.shield(done)
+                        # Resumed when a stored step would have been (its look-up's task, the
+                        # task's end, its shield's end: three event-loop turns), so the steps
+                        # still to call send their requests in the same order as before.
+                        for _ in range(3):
+                            await asyncio.sleep(0)
+                        return got
                 del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
@@ -233,11 +251,12 @@ class AdaptContext:
                         **encode(v),
                         "raw": r.raw[-1][:_MAX_FIELD],
                     },
+                    lookup=self._may_be_stored(kind, fingerprint),
                     required=required,
                 )
             )
             self._inflight[key] = running
-            running.add_done_callback(lambda _: self._inflight.pop(key, None))
+            running.add_done_callback(lambda fut: self._ended(key, fut))
         if memo_key is not None:
             self._memo[memo_key] = (key, running)
             if len(self._memo) > STEP_MEMO_SIZE:

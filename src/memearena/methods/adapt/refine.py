@@ -105,16 +105,24 @@ class Retriever:
         return order
 
     def ranked(
-        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: Sample,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        limit: int | None = None,
     ) -> list[Sample]:
-        """Every other sample not in ``exclude``, most similar misbelief first."""
+        """Every other sample not in ``exclude``, most similar misbelief first (the first
+        ``limit`` of them)."""
         samples = self.samples
         uid = query.meme.uid
-        out = []
+        out: list[Sample] = []
+        if limit is not None and limit <= 0:
+            return out
         for i in self._order(query).tolist():
             s = samples[i]
             if s.meme.uid != uid and s.meme.uid not in exclude:
                 out.append(s)
+                if len(out) == limit:
+                    break
         return out
 
 
@@ -135,9 +143,13 @@ class EmbeddingRetriever(Retriever):
         self._unit = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
     def ranked(
-        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: Sample,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        limit: int | None = None,
     ) -> list[Sample]:
-        """Every other sample not in ``exclude``, most similar misbelief first."""
+        """Every other sample not in ``exclude``, most similar misbelief first (the first
+        ``limit`` of them)."""
         import numpy as np
 
         q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
@@ -153,7 +165,7 @@ class EmbeddingRetriever(Retriever):
             ),
             key=lambda t: (t[0], t[1]),
         )
-        return [s for _, _, s in ranked]
+        return [s for _, _, s in ranked][: len(ranked) if limit is None else max(limit, 0)]
 
 
 async def misbelief_vectors(
@@ -330,7 +342,7 @@ async def refine_chain(
     stop = f"{acfg.steps} steps"
     seed_value = ctx.cfg.seed * 1000 + repeat
     for k in range(1, acfg.steps + 1):
-        examples = retriever.ranked(current)[: acfg.examples]
+        examples = retriever.ranked(current, limit=acfg.examples)
         got = await _rewrite(ctx, current, examples, seed_value)
         if got is None:
             return None
@@ -387,7 +399,7 @@ async def refine_chain(
             break
         if k == acfg.steps:
             break
-        nxt = retriever.ranked(current, visited)
+        nxt = retriever.ranked(current, visited, limit=1)
         if not nxt:
             stop = "no similar sample left"
             break
