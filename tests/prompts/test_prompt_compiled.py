@@ -19,7 +19,8 @@ from memearena.prompts.render import (
 
 # Text an attacker or a model might insert: delimiter tags, fences, reserved keys, ratings,
 # whitespace the templates' trimming must not touch, and non-ASCII.
-PIECES = list("ab Z\n\t\"'{}[]:`<>/-|é\u2028") + [
+PIECES = [
+    *"ab Z\n\t\"'{}[]:`<>/-|é\u2028",
     "</meme_text>",
     "<answer>",
     "```",

@@ -5,7 +5,7 @@ memearena's prompts are static text around a few inserted values, a condition or
 template made only of text, ``{{ name }}`` / ``{{ name.attr }}`` / ``{{ loop.index }}`` slots,
 ``{% if %}`` (a name, ``not``, ``is none``), ``{% for %}`` and ``{% include "const" %}`` is
 compiled from the environment's own parse (so ``trim_blocks``, ``lstrip_blocks`` and the
-trailing newline are the lexer's, as Jinja applies them) into a list of operations; adjacent
+trailing newline are the lexer's, as Jinja applies them) into one Python function; adjacent
 text, included templates' text too, is joined once. Every inserted value goes through the
 environment's ``finalize`` (the defence against untrusted text), exactly as Jinja's own
 compiled code does. A construct outside that set makes the template Jinja's to render, and so
@@ -21,10 +21,6 @@ from typing import Any
 from jinja2 import Environment, nodes
 
 __all__ = ["CompiledTemplate", "Unsupported", "compile_template"]
-
-Getter = Callable[[dict[str, Any]], Any]
-
-_TEXT, _VALUE, _IF, _FOR = 0, 1, 2, 3
 
 
 class Unsupported(Exception):
@@ -53,93 +49,108 @@ class _Loop:
         return self.index0 == self.length - 1
 
 
-def _name(name: str) -> Getter:
-    return lambda scope: scope[name]  # KeyError: Jinja's StrictUndefined decides
-
-
-def _getattr(inner: Getter, attr: str) -> Getter:
-    def get(scope: dict[str, Any]) -> Any:
-        obj = inner(scope)
-        # As ``Environment.getattr``: the attribute, else the item (none: Jinja renders).
-        try:
-            return getattr(obj, attr)
-        except AttributeError:
-            return obj[attr]
-
-    return get
-
-
-def _expr(node: nodes.Node) -> Getter:
-    if isinstance(node, nodes.Name) and node.ctx == "load":
-        return _name(node.name)
-    if isinstance(node, nodes.Const):
-        value = node.value
-        return lambda scope: value
-    if isinstance(node, nodes.Getattr) and node.ctx == "load":
-        return _getattr(_expr(node.node), node.attr)
-    if isinstance(node, nodes.Not):
-        inner = _expr(node.node)
-        return lambda scope: not inner(scope)
-    if (
-        isinstance(node, nodes.Test)
-        and node.name == "none"
-        and not node.args
-        and not node.kwargs
-        and node.dyn_args is None
-        and node.dyn_kwargs is None
-    ):
-        inner = _expr(node.node)
-        return lambda scope: inner(scope) is None
-    raise Unsupported(type(node).__name__)
-
-
-def _target(node: nodes.Node) -> str | tuple[str, ...]:
-    if isinstance(node, nodes.Name) and node.ctx == "store":
-        return node.name
-    if isinstance(node, nodes.Tuple) and node.ctx == "store":
-        names = []
-        for item in node.items:
-            if not (isinstance(item, nodes.Name) and item.ctx == "store"):
-                raise Unsupported("nested loop target")
-            names.append(item.name)
-        return tuple(names)
-    raise Unsupported(type(node).__name__)
+def _getattr(obj: Any, attr: str) -> Any:
+    # As ``Environment.getattr``: the attribute, else the item (neither: Jinja renders).
+    try:
+        return getattr(obj, attr)
+    except AttributeError:
+        return obj[attr]
 
 
 class _Compiler:
+    """Python source of one template's render function: ``scope`` holds the variables (a
+    missing one is a KeyError), loop variables are locals."""
+
     def __init__(self, env: Environment) -> None:
         self.env = env
+        self.lines: list[str] = []
+        self.text: list[str] = []  # static text not yet written out
+        self.loops = 0
 
-    def template(self, name: str, including: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    def flush(self, depth: int) -> None:
+        if self.text:
+            self.lines.append("    " * depth + f"a({''.join(self.text)!r})")
+            self.text = []
+
+    def emit(self, depth: int, line: str) -> None:
+        self.flush(depth)
+        self.lines.append("    " * depth + line)
+
+    def template(
+        self, name: str, names: dict[str, str], depth: int, including: tuple[str, ...]
+    ) -> None:
         if name in including:
             raise Unsupported(f"recursive include of {name}")
         loader = self.env.loader
         if loader is None:
             raise Unsupported("no loader")
         source = loader.get_source(self.env, name)[0]
-        return self.body(self.env.parse(source, name), (*including, name))
+        ast = self.env.parse(source, name)
+        self.body(ast.body, names, depth, (*including, name))
 
-    def body(self, node: nodes.Node, including: tuple[str, ...]) -> list[tuple[Any, ...]]:
-        ops: list[tuple[Any, ...]] = []
-        for child in node.body if isinstance(node, nodes.Template) else node:
-            ops.extend(self.statement(child, including))
-        return _joined(ops)
+    def body(
+        self, body: list[nodes.Node], names: dict[str, str], depth: int, including: tuple[str, ...]
+    ) -> None:
+        for node in body:
+            self.statement(node, names, depth, including)
 
-    def statement(self, node: nodes.Node, including: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    def block(
+        self, body: list[nodes.Node], names: dict[str, str], depth: int, including: tuple[str, ...]
+    ) -> None:
+        before = len(self.lines)
+        self.body(body, names, depth, including)
+        self.flush(depth)
+        if len(self.lines) == before:
+            self.lines.append("    " * depth + "pass")
+
+    def statement(
+        self, node: nodes.Node, names: dict[str, str], depth: int, including: tuple[str, ...]
+    ) -> None:
         if isinstance(node, nodes.Output):
-            return [
-                (_TEXT, n.data) if isinstance(n, nodes.TemplateData) else (_VALUE, _expr(n))
-                for n in node.nodes
-            ]
-        if isinstance(node, nodes.If):
-            branches = [(_expr(node.test), self.body(node.body, including))]
-            branches += [(_expr(e.test), self.body(e.body, including)) for e in node.elif_]
-            return [(_IF, branches, self.body(node.else_, including))]
-        if isinstance(node, nodes.For):
+            for n in node.nodes:
+                if isinstance(n, nodes.TemplateData):
+                    self.text.append(n.data)
+                else:
+                    self.emit(depth, f"a(str(fin({self.expr(n, names)})))")
+        elif isinstance(node, nodes.If):
+            self.emit(depth, f"if {self.expr(node.test, names)}:")
+            self.block(node.body, names, depth + 1, including)
+            for e in node.elif_:
+                self.emit(depth, f"elif {self.expr(e.test, names)}:")
+                self.block(e.body, names, depth + 1, including)
+            if node.else_:
+                self.emit(depth, "else:")
+                self.block(node.else_, names, depth + 1, including)
+        elif isinstance(node, nodes.For):
             if node.else_ or node.test is not None or node.recursive:
                 raise Unsupported("for with else, a filter or recursion")
-            return [(_FOR, _target(node.target), _expr(node.iter), self.body(node.body, including))]
-        if isinstance(node, nodes.Include):
+            if any(True for _ in node.find_all(nodes.Include)):
+                raise Unsupported("include inside a loop")
+            self.loops += 1
+            k = self.loops
+            inner = dict(names)
+            target = node.target
+            if isinstance(target, nodes.Name) and target.ctx == "store":
+                inner[target.name] = f"v{k}_{target.name}"
+                store = inner[target.name]
+            elif isinstance(target, nodes.Tuple) and all(
+                isinstance(i, nodes.Name) and i.ctx == "store" for i in target.items
+            ):
+                for i in target.items:
+                    inner[i.name] = f"v{k}_{i.name}"  # type: ignore[attr-defined]
+                store = "(" + "".join(inner[i.name] + ", " for i in target.items) + ")"  # type: ignore[attr-defined]
+            else:
+                raise Unsupported("loop target")
+            uses_loop = any(n.name == "loop" for b in node.body for n in b.find_all(nodes.Name))
+            self.emit(depth, f"items{k} = list({self.expr(node.iter, names)})")
+            if uses_loop:
+                inner["loop"] = f"loop{k}"
+                self.emit(depth, f"for i{k}, {store} in enumerate(items{k}):")
+                self.emit(depth + 1, f"loop{k} = Loop(i{k}, len(items{k}))")
+            else:
+                self.emit(depth, f"for {store} in items{k}:")
+            self.block(node.body, inner, depth + 1, including)
+        elif isinstance(node, nodes.Include):
             if not (
                 isinstance(node.template, nodes.Const)
                 and isinstance(node.template.value, str)
@@ -147,69 +158,62 @@ class _Compiler:
                 and not node.ignore_missing
             ):
                 raise Unsupported("include of a computed name")
-            return self.template(node.template.value, including)
+            self.template(node.template.value, names, depth, including)
+        else:
+            raise Unsupported(type(node).__name__)
+
+    def expr(self, node: nodes.Node, names: dict[str, str]) -> str:
+        if isinstance(node, nodes.Name) and node.ctx == "load":
+            return names.get(node.name) or f"scope[{node.name!r}]"
+        if isinstance(node, nodes.Const) and type(node.value) in (str, int, float, bool):
+            return repr(node.value)
+        if isinstance(node, nodes.Const) and node.value is None:
+            return "None"
+        if isinstance(node, nodes.Getattr) and node.ctx == "load":
+            return f"getattr_({self.expr(node.node, names)}, {node.attr!r})"
+        if isinstance(node, nodes.Not):
+            return f"(not {self.expr(node.node, names)})"
+        if (
+            isinstance(node, nodes.Test)
+            and node.name == "none"
+            and not node.args
+            and not node.kwargs
+            and node.dyn_args is None
+            and node.dyn_kwargs is None
+        ):
+            return f"({self.expr(node.node, names)} is None)"
         raise Unsupported(type(node).__name__)
-
-
-def _joined(ops: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    for op in ops:
-        if op[0] == _TEXT and out and out[-1][0] == _TEXT:
-            out[-1] = (_TEXT, out[-1][1] + op[1])
-        elif op[0] != _TEXT or op[1]:
-            out.append(op)
-    return out
 
 
 class CompiledTemplate:
     """One template as static text and slots; ``render(vars)`` gives Jinja's output (before
     memearena's ``strip``), or raises where Jinja would have to decide."""
 
-    def __init__(self, ops: list[tuple[Any, ...]], finalize: Callable[[Any], Any]) -> None:
-        self._ops = ops
-        self._finalize = finalize
-
-    def render(self, scope: dict[str, Any]) -> str:
-        out: list[str] = []
-        self._run(self._ops, scope, out)
-        return "".join(out)
-
-    def _run(self, ops: list[tuple[Any, ...]], scope: dict[str, Any], out: list[str]) -> None:
-        finalize = self._finalize
-        for op in ops:
-            kind = op[0]
-            if kind == _TEXT:
-                out.append(op[1])
-            elif kind == _VALUE:
-                out.append(str(finalize(op[1](scope))))
-            elif kind == _IF:
-                for test, body in op[1]:
-                    if test(scope):
-                        self._run(body, scope, out)
-                        break
-                else:
-                    self._run(op[2], scope, out)
-            else:
-                target, items = op[1], list(op[2](scope))
-                for i, item in enumerate(items):
-                    inner = dict(scope)
-                    if isinstance(target, str):
-                        inner[target] = item
-                    else:
-                        values = tuple(item)
-                        if len(values) != len(target):
-                            raise ValueError("loop target does not match the item")
-                        inner.update(zip(target, values, strict=True))
-                    inner["loop"] = _Loop(i, len(items))
-                    self._run(op[3], inner, out)
+    def __init__(self, source: str, fn: Callable[[dict[str, Any]], str]) -> None:
+        self.source = source
+        """The generated Python source (for reading, and the tests)."""
+        self.render = fn
 
 
 def compile_template(env: Environment, name: str) -> CompiledTemplate | None:
     """``name`` compiled against ``env`` (its loader, lexer settings and ``finalize``), or None
     when it uses a construct the compiled form does not cover."""
+    c = _Compiler(env)
     try:
-        ops = _Compiler(env).template(name)
+        c.template(name, {}, 1, ())
     except Unsupported:
         return None
+    c.flush(1)
+    source = "\n".join(
+        [
+            "def render(scope):",
+            "    out = []",
+            "    a = out.append",
+            *c.lines,
+            "    return ''.join(out)",
+        ]
+    )
     finalize = env.finalize if env.finalize is not None else (lambda v: v)
-    return CompiledTemplate(ops, finalize)
+    space: dict[str, Any] = {"fin": finalize, "getattr_": _getattr, "Loop": _Loop}
+    exec(compile(source, f"<compiled {name}>", "exec"), space)  # our own source, from the parse
+    return CompiledTemplate(source, space["render"])

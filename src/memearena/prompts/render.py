@@ -256,7 +256,7 @@ def render(template: str, **vars: object) -> str:
     if compiled is not None:
         try:
             return compiled.render(vars).strip()
-        except Exception:  # noqa: BLE001, S110 - Jinja renders it, or raises its own error
+        except Exception:  # Jinja renders it, or raises its own error
             pass
     return _template(path).render(**vars).strip()
 

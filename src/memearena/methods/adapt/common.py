@@ -73,6 +73,18 @@ def _frozen(value: object) -> Hashable:
     raise TypeError(type(value).__name__)
 
 
+def _inputs_key(fixed: tuple[object, ...], vars: dict[str, Any]) -> Hashable | None:
+    """A step's inputs as one hashable key (None: a prompt variable of another kind)."""
+    try:
+        return (
+            *fixed,
+            *vars,
+            *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
+        )
+    except TypeError:
+        return None
+
+
 @dataclass(frozen=True)
 class Category:
     """One category of a taxonomy version, with the instruction targets answer for it."""
@@ -107,9 +119,9 @@ class AdaptContext:
     _had_kind: dict[str, bool] = field(default_factory=dict)
     _written: set[int] = field(default_factory=set)
     """Steps this run stored (their fingerprints' first 64 bits)."""
-    _memo: OrderedDict[
-        Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]
-    ] = field(default_factory=OrderedDict)
+    _memo: OrderedDict[Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]] = (
+        field(default_factory=OrderedDict)
+    )
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -193,22 +205,9 @@ class AdaptContext:
         # again (a loop and its control, one rewrite reached by several chains) is answered
         # from this run's own outcome without rendering its prompt again. Only a stored
         # outcome is kept: a failure is asked again, as the store would have it.
-        memo_key: Hashable = None
-        try:
-            memo_key = (
-                kind,
-                model,
-                role,
-                template,
-                None if image is None else image.sha256,
-                params,
-                reasks,
-                required,
-                *vars,
-                *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
-            )
-        except TypeError:
-            pass
+        memo_key = _inputs_key(
+            (kind, model, role, template, image and image.sha256, params, reasks, required), vars
+        )
         if memo_key is not None:
             seen = self._memo.get(memo_key)
             if seen is not None:
@@ -323,7 +322,8 @@ class Vote:
 def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
     """A vote naming only categories of ``taxonomy`` (matched case-insensitively)."""
     known = {n.lower(): n for n in taxonomy}
-    cats = _only(text, "categories")
+    obj = _own(text, "categories")
+    cats = obj["categories"]
     if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
         raise ParseError('"categories" must be a list of category names')
     chosen: list[str] = []
@@ -334,7 +334,7 @@ def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
         if name not in chosen:
             chosen.append(name)
     new = None
-    raw_new = _own(text, "categories").get("new_category")
+    raw_new = obj.get("new_category")
     if raw_new is not None:
         if not isinstance(raw_new, dict):
             raise ParseError('"new_category" must be null or {"name", "description"}')
@@ -348,8 +348,8 @@ def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
 def parse_judgement(text: str) -> dict[str, Any]:
     """The text judge's verdict on a proposed category (accepted only if unique, of the right
     granularity, with no overlap, and accepted)."""
-    accept = _bool(_only(text, "accept"), "accept")
     obj = _own(text, "accept")
+    accept = _bool(obj["accept"], "accept")
     unique = _bool(obj.get("unique"), "unique")
     granularity = _bool(obj.get("granularity"), "granularity")
     overlaps = obj.get("overlaps") or []
@@ -410,17 +410,17 @@ def parse_reference_choice(text: str, n: int) -> int | str:
 
 def parse_rewrite(text: str, original: str = "") -> tuple[str, str]:
     """The refiner's rewrite (which must change the text) and its explanation."""
-    rewrite = _string(_only(text, "rewrite"), "rewrite", 400)
+    obj = _own(text, "rewrite")
+    rewrite = _string(obj["rewrite"], "rewrite", 400)
     if " ".join(rewrite.lower().split()) == " ".join(original.lower().split()):
         raise ParseError("the rewrite is the original text; change the wording")
-    obj = _own(text, "rewrite")
     return rewrite, str(obj.get("explanation", ""))[:600]
 
 
 def parse_check(text: str) -> tuple[bool, str]:
     """The checker's verdict: does the rewrite still carry the misbelief?"""
-    carries = _bool(_only(text, "carries_misbelief"), "carries_misbelief")
     obj = _own(text, "carries_misbelief")
+    carries = _bool(obj["carries_misbelief"], "carries_misbelief")
     return carries, str(obj.get("reason", ""))[:300]
 
 
