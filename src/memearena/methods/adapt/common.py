@@ -220,12 +220,16 @@ class AdaptContext:
                     if got is not None:
                         self._memo.move_to_end(memo_key)
                         tally_step(kind, "reused")
-                        # Resumed when a stored step would have been (its look-up's task, the
-                        # task's end, its shield's end: three event-loop turns), so the steps
-                        # still to call send their requests in the same order as before.
-                        for _ in range(3):
-                            await asyncio.sleep(0)
-                        return got
+                        # Answered as a stored step is: a look-up that ends at the next
+                        # event-loop turn, joined by whoever reaches the step meanwhile, so
+                        # the steps still to call send their requests in the same order.
+                        done_key = seen[0]
+                        loop = asyncio.get_running_loop()
+                        looked_up = loop.create_future()
+                        loop.call_soon(looked_up.set_result, got)
+                        self._inflight[done_key] = looked_up
+                        looked_up.add_done_callback(lambda fut: self._ended(done_key, fut))
+                        return await asyncio.shield(looked_up)
                 del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
