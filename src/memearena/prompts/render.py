@@ -139,7 +139,7 @@ _FENCE_IN_VALUE = re.compile(r"`{3,}")
 _SHORT_LITERAL = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})){1,60}"')
 _AFTER_KEY = re.compile(r"\s*:")
 
-DEFANG_CACHE_SIZE = 4096
+DEFANG_CACHE_SIZE = 2048
 """Inserted texts whose defanged form is kept (least recently used dropped)."""
 
 

@@ -52,7 +52,7 @@ T = TypeVar("T")
 _MAX_FIELD = 4000
 _MAX_BLOCK = 50_000
 
-STEP_MEMO_SIZE = 8192
+STEP_MEMO_SIZE = 2048
 """Steps whose outcome a run keeps in memory by their inputs (least recently used dropped)."""
 
 _SCALARS = (int, float, bool, type(None))

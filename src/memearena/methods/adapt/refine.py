@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,10 @@ EMBED_ROLE = "adapt.embed"
 MODES: tuple[str, ...] = ("conditional", "control")
 """The method's loop, and the unconditional control."""
 
+RANKINGS_KEPT = 64
+"""Query rankings a retriever keeps (least recently used dropped): memory per retriever is
+bounded by this times its samples, whatever the number of chains."""
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -81,16 +86,18 @@ class Retriever:
         self._empty = not any(corpus)
         if not self._empty:
             self._bm25.index(corpus, show_progress=False)
-        # Each query's ranking, kept as sample positions (4 bytes a sample): a chain asks for
-        # the same sample's neighbours at every hop, and its loop and its control do too.
-        self._orders: dict[tuple[str, str], Any] = {}
+        # The latest queries' rankings, as sample positions (4 bytes a sample): a chain asks
+        # for its sample's neighbours twice a hop, and its loop and its control do too.
+        self._orders: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     def _order(self, query: Sample) -> Any:
         import numpy as np
 
         k = (query.meme.uid, query.misbelief)
         order = self._orders.get(k)
-        if order is None:
+        if order is not None:
+            self._orders.move_to_end(k)
+        else:
             own = self._tokens.get(query.meme.uid)
             q = own[1] if own is not None and own[0] == query.misbelief else None
             if q is None:
@@ -102,6 +109,8 @@ class Retriever:
             # Highest score first, ties in meme-id order (the samples' order: a stable sort).
             order = np.argsort(-scores, kind="stable").astype(np.int32)
             self._orders[k] = order
+            if len(self._orders) > RANKINGS_KEPT:
+                self._orders.popitem(last=False)
         return order
 
     def ranked(
