@@ -31,6 +31,7 @@ __all__ = [
     "run_step",
     "seeded_rng",
     "step_outcome",
+    "tally_step",
 ]
 
 T = TypeVar("T")
@@ -73,7 +74,10 @@ def counting_steps() -> Iterator[dict[str, StageCount]]:
         _TALLY.reset(token)
 
 
-def _count(kind: str, field: str) -> None:
+def tally_step(kind: str, field: str) -> None:
+    """Count one step of ``kind`` as ``reused``, ``new`` or ``failed`` in the enclosing
+    ``counting_steps`` (a caller that answers a step from its own memory of the run's stored
+    outcomes counts it as ``run_step`` would have)."""
     tally = _TALLY.get()
     if tally is not None:
         c = tally.setdefault(kind, StageCount())
@@ -149,11 +153,11 @@ async def run_step(
     if lookup:
         got = store.get_artifact(kind, key)
         if got is not None:
-            _count(kind, "reused")
+            tally_step(kind, "reused")
             return got
     res = await call()
     value, error = step_outcome(res, encode, required=required)
-    _count(kind, "new" if value is not None else "failed")
+    tally_step(kind, "new" if value is not None else "failed")
     return await store.commit_step(kind, key, value, error=error, clear_error=error is None)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
 from memearena.models.types import ImagePart, Message, TextPart
+from memearena.prompts.compiled import CompiledTemplate, compile_template
 from memearena.prompts.scores import defang_score_fields
 
 __all__ = [
@@ -21,9 +22,11 @@ __all__ = [
     "OwnWording",
     "build_messages",
     "clear_template_cache",
+    "compiled_templates",
     "defang",
     "reask_message",
     "render",
+    "render_jinja",
     "rendered_template_hashes",
     "template_hashes",
     "template_path",
@@ -136,6 +139,9 @@ _FENCE_IN_VALUE = re.compile(r"`{3,}")
 _SHORT_LITERAL = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})){1,60}"')
 _AFTER_KEY = re.compile(r"\s*:")
 
+DEFANG_CACHE_SIZE = 2048
+"""Inserted texts whose defanged form is kept (least recently used dropped)."""
+
 
 def _defang_keys(text: str) -> str:
     """Reserved keys written as JSON object keys get typographic quotes (no longer JSON)."""
@@ -173,8 +179,15 @@ def defang(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=DEFANG_CACHE_SIZE, typed=True)  # typed: OwnWording is defanged otherwise
+def _defang_text(text: str) -> str:
+    return defang(text)
+
+
 def _defang(value: object) -> object:
-    return defang(value) if isinstance(value, str) else value
+    # The same texts are inserted again and again (a meme's text in each of its prompts, a
+    # category's instruction in every answer and grade, a reference in each target's grade).
+    return _defang_text(value) if isinstance(value, str) else value
 
 
 @cache
@@ -215,9 +228,16 @@ def _template(path: str) -> Template:
     return _env().get_template(path)
 
 
+@cache
+def _compiled(path: str) -> CompiledTemplate | None:
+    # Static text and slots, joined once; None: Jinja renders this template.
+    return compile_template(_env(), path)
+
+
 def clear_template_cache() -> None:
     """Forget loaded templates and rendered system prompts (after templates change on disk)."""
     _system_message.cache_clear()
+    _compiled.cache_clear()
     _template.cache_clear()
     _env.cache_clear()
 
@@ -231,7 +251,26 @@ def template_path(template: str) -> str:
 
 def render(template: str, **vars: object) -> str:
     """Render a template (role name or path) strictly: a missing variable raises."""
+    path = template_path(template)
+    compiled = _compiled(path)
+    if compiled is not None:
+        try:
+            return compiled.render(vars).strip()
+        except Exception:  # Jinja renders it, or raises its own error
+            pass
+    return _template(path).render(**vars).strip()
+
+
+def render_jinja(template: str, **vars: object) -> str:
+    """``render`` by Jinja itself, never the compiled form (the reference it is tested
+    against)."""
     return _template(template_path(template)).render(**vars).strip()
+
+
+def compiled_templates() -> list[str]:
+    """The templates ``render`` renders from their compiled form (the others: Jinja)."""
+    env = _env()
+    return [name for name in sorted(env.list_templates()) if _compiled(name) is not None]
 
 
 def build_messages(

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memearena.config import RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import run_step
+from memearena.engine.steps import run_step, tally_step
 from memearena.errors import ConfigError, DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.methods.adapt.config import AdaptConfig
@@ -50,6 +52,38 @@ T = TypeVar("T")
 _MAX_FIELD = 4000
 _MAX_BLOCK = 50_000
 
+STEP_MEMO_SIZE = 2048
+"""Steps whose outcome a run keeps in memory by their inputs (least recently used dropped)."""
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _frozen(value: object) -> Hashable:
+    """A prompt variable as a hashable value that equals another's only if both render the
+    same (types kept: ``1``, ``1.0`` and ``True`` render differently); TypeError for a value
+    of another kind (its step is then not memoised)."""
+    if type(value) is str:
+        return value
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    if type(value) is list or type(value) is tuple:
+        return (type(value), *(_frozen(v) for v in value))  # type: ignore[attr-defined]
+    if type(value) is dict:
+        return (dict, *((k, _frozen(v)) for k, v in value.items()))  # type: ignore[attr-defined]
+    raise TypeError(type(value).__name__)
+
+
+def _inputs_key(fixed: tuple[object, ...], vars: dict[str, Any]) -> Hashable | None:
+    """A step's inputs as one hashable key (None: a prompt variable of another kind)."""
+    try:
+        return (
+            *fixed,
+            *vars,
+            *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
+        )
+    except TypeError:
+        return None
+
 
 @dataclass(frozen=True)
 class Category:
@@ -78,8 +112,15 @@ class AdaptContext:
     refine_images: Any = None
     """Each meme's refine image (``erase.RefineImages``), made on first use."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
+    _files: dict[tuple[object, ...], ImagePart] = field(default_factory=dict)
     _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
         default_factory=dict
+    )
+    _had_kind: dict[str, bool] = field(default_factory=dict)
+    _written: set[int] = field(default_factory=set)
+    """Steps this run stored (their fingerprints' first 64 bits)."""
+    _memo: OrderedDict[Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]] = (
+        field(default_factory=OrderedDict)
     )
 
     @property
@@ -95,16 +136,45 @@ class AdaptContext:
             if meme.image_path is None:
                 self._images[meme.uid] = None
             else:
-                img = prepare_image(meme.image_path, self.cfg.image)
-                self._images[meme.uid] = ImagePart(img.data_url, img.sha256)
+                part = self.prepared(meme.image_path)
+                self._images[meme.uid] = part
                 if self.on_image is not None:
-                    self.on_image(img.sha256, meme.text)
+                    self.on_image(part.sha256, meme.text)
         return self._images[meme.uid]
+
+    def prepared(self, path: Path) -> ImagePart:
+        """The image file prepared for a request, encoded once per file state in a run (memes
+        that share a file share its encoding; a file changed on disk is encoded afresh)."""
+        try:
+            st = path.stat()
+            state: tuple[object, ...] | None = (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            state = None  # prepare_image names the problem
+        got = self._files.get(state) if state is not None else None
+        if got is None:
+            img = prepare_image(path, self.cfg.image)
+            got = ImagePart(img.data_url, img.sha256)
+            if state is not None:
+                self._files[state] = got
+        return got
 
     def repeat_params(self, repeat: int, **extra: Any) -> GenParams:
         """Sampling parameters of one repeated seed (the seed changes the request, so a cached
         answer of another repeat is never replayed)."""
         return GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+
+    def _may_be_stored(self, kind: str, fingerprint: str) -> bool:
+        """Whether the store may hold the step: it held steps of ``kind`` when the run first
+        asked, or this run stored this one (a fresh run's steps need no look-up)."""
+        had = self._had_kind.get(kind)
+        if had is None:
+            had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
+        return had or int(fingerprint[:16], 16) in self._written
+
+    def _ended(self, key: tuple[str, str], fut: asyncio.Future[dict[str, Any] | None]) -> None:
+        self._inflight.pop(key, None)
+        if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+            self._written.add(int(key[1][:16], 16))
 
     async def step(
         self,
@@ -126,12 +196,43 @@ class AdaptContext:
         artifact also records the model and ``parts`` (what the step was for), so lineage names
         who wrote what. ``required``: an output that stays unparseable is asked again on a
         re-run, never stored as final."""
-        if self.acfg.sim.null_world:
+        acfg = self.acfg
+        if acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
             parts = (*parts, "null-world")
+        reasks = acfg.max_reasks if max_reasks is None else max_reasks
+        # The same inputs render the same request, so they are the same step: a step reached
+        # again (a loop and its control, one rewrite reached by several chains) is answered
+        # from this run's own outcome without rendering its prompt again. Only a stored
+        # outcome is kept: a failure is asked again, as the store would have it.
+        memo_key = _inputs_key(
+            (kind, model, role, template, image and image.sha256, params, reasks, required), vars
+        )
+        if memo_key is not None:
+            seen = self._memo.get(memo_key)
+            if seen is not None:
+                known = self._inflight.get(seen[0])
+                if known is not None:  # in flight, or its end not yet handled: join it
+                    return await asyncio.shield(known)
+                known = seen[1]
+                if not known.cancelled() and known.exception() is None:
+                    got = known.result()
+                    if got is not None:
+                        self._memo.move_to_end(memo_key)
+                        tally_step(kind, "reused")
+                        # Answered as a stored step is: a look-up that ends at the next
+                        # event-loop turn, joined by whoever reaches the step meanwhile, so
+                        # the steps still to call send their requests in the same order.
+                        done_key = seen[0]
+                        loop = asyncio.get_running_loop()
+                        looked_up = loop.create_future()
+                        loop.call_soon(looked_up.set_result, got)
+                        self._inflight[done_key] = looked_up
+                        looked_up.add_done_callback(lambda fut: self._ended(done_key, fut))
+                        return await asyncio.shield(looked_up)
+                del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
-        reasks = self.acfg.max_reasks if max_reasks is None else max_reasks
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
         key = (kind, fingerprint)
@@ -153,11 +254,16 @@ class AdaptContext:
                         **encode(v),
                         "raw": r.raw[-1][:_MAX_FIELD],
                     },
+                    lookup=self._may_be_stored(kind, fingerprint),
                     required=required,
                 )
             )
             self._inflight[key] = running
-            running.add_done_callback(lambda _: self._inflight.pop(key, None))
+            running.add_done_callback(lambda fut: self._ended(key, fut))
+        if memo_key is not None:
+            self._memo[memo_key] = (key, running)
+            if len(self._memo) > STEP_MEMO_SIZE:
+                self._memo.popitem(last=False)
         return await asyncio.shield(running)
 
 
@@ -220,7 +326,8 @@ class Vote:
 def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
     """A vote naming only categories of ``taxonomy`` (matched case-insensitively)."""
     known = {n.lower(): n for n in taxonomy}
-    cats = _only(text, "categories")
+    obj = _own(text, "categories")
+    cats = obj["categories"]
     if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
         raise ParseError('"categories" must be a list of category names')
     chosen: list[str] = []
@@ -231,7 +338,7 @@ def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
         if name not in chosen:
             chosen.append(name)
     new = None
-    raw_new = _own(text, "categories").get("new_category")
+    raw_new = obj.get("new_category")
     if raw_new is not None:
         if not isinstance(raw_new, dict):
             raise ParseError('"new_category" must be null or {"name", "description"}')
@@ -245,8 +352,8 @@ def parse_vote(text: str, taxonomy: Sequence[str]) -> Vote:
 def parse_judgement(text: str) -> dict[str, Any]:
     """The text judge's verdict on a proposed category (accepted only if unique, of the right
     granularity, with no overlap, and accepted)."""
-    accept = _bool(_only(text, "accept"), "accept")
     obj = _own(text, "accept")
+    accept = _bool(obj["accept"], "accept")
     unique = _bool(obj.get("unique"), "unique")
     granularity = _bool(obj.get("granularity"), "granularity")
     overlaps = obj.get("overlaps") or []
@@ -307,17 +414,17 @@ def parse_reference_choice(text: str, n: int) -> int | str:
 
 def parse_rewrite(text: str, original: str = "") -> tuple[str, str]:
     """The refiner's rewrite (which must change the text) and its explanation."""
-    rewrite = _string(_only(text, "rewrite"), "rewrite", 400)
+    obj = _own(text, "rewrite")
+    rewrite = _string(obj["rewrite"], "rewrite", 400)
     if " ".join(rewrite.lower().split()) == " ".join(original.lower().split()):
         raise ParseError("the rewrite is the original text; change the wording")
-    obj = _own(text, "rewrite")
     return rewrite, str(obj.get("explanation", ""))[:600]
 
 
 def parse_check(text: str) -> tuple[bool, str]:
     """The checker's verdict: does the rewrite still carry the misbelief?"""
-    carries = _bool(_only(text, "carries_misbelief"), "carries_misbelief")
     obj = _own(text, "carries_misbelief")
+    carries = _bool(obj["carries_misbelief"], "carries_misbelief")
     return carries, str(obj.get("reason", ""))[:300]
 
 

@@ -218,10 +218,10 @@ def check_refine_images(ctx: AdaptContext, memes: Sequence[Meme]) -> None:
     """Refuse, before any model call, a run whose refinement cannot hide the text: a meme has
     an image but no erased image, and the built-in eraser is not installed."""
     acfg = ctx.acfg
-    if acfg.refine_image != "erased" or eraser_available():
+    if acfg.refine_image != "erased":
         return
     missing = _needs_eraser(memes)
-    if missing:
+    if missing and not eraser_available():  # imported only when a meme needs it
         raise ConfigError(
             f"adapt.refine_image: {len(missing)} of {len(memes)} memes have no text-erased image "
             f"(e.g. {missing[0].uid}; give an erased_image field, a dataset erased_dir or "
@@ -257,11 +257,10 @@ class RefineImages:
             return RefineImage(part, "original" if part is not None else "no image")
         if meme.erased_image is not None:
             try:
-                img = prepare_image(meme.erased_image, ctx.cfg.image)
+                part = ctx.prepared(meme.erased_image)
             except DataError as e:
                 ctx.store.record_error(ERASED_KIND, meme.uid, f"erased image: {e}")
                 return None
-            part = ImagePart(img.data_url, img.sha256)
             self._register(ctx, part, meme)
             return RefineImage(part, "dataset", path=str(meme.erased_image))
         original = ctx.image(meme)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,10 @@ EMBED_ROLE = "adapt.embed"
 MODES: tuple[str, ...] = ("conditional", "control")
 """The method's loop, and the unconditional control."""
 
+RANKINGS_KEPT = 64
+"""Query rankings a retriever keeps (least recently used dropped): memory per retriever is
+bounded by this times its samples, whatever the number of chains."""
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -74,28 +79,60 @@ class Retriever:
         )
         self._bm25 = bm25s.BM25()
         corpus = self._tok([s.misbelief for s in self.samples])
+        # A query is almost always one of the samples: its tokens are the corpus's own.
+        self._tokens = {
+            s.meme.uid: (s.misbelief, t) for s, t in zip(self.samples, corpus, strict=True)
+        }
         self._empty = not any(corpus)
         if not self._empty:
             self._bm25.index(corpus, show_progress=False)
+        # The latest queries' rankings, as sample positions (4 bytes a sample): a chain asks
+        # for its sample's neighbours twice a hop, and its loop and its control do too.
+        self._orders: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+    def _order(self, query: Sample) -> Any:
+        import numpy as np
+
+        k = (query.meme.uid, query.misbelief)
+        order = self._orders.get(k)
+        if order is not None:
+            self._orders.move_to_end(k)
+        else:
+            own = self._tokens.get(query.meme.uid)
+            q = own[1] if own is not None and own[0] == query.misbelief else None
+            if q is None:
+                q = self._tok([query.misbelief])[0]
+            if self._empty or not q:
+                scores = np.zeros(len(self.samples), dtype=np.float64)
+            else:
+                scores = np.asarray(self._bm25.get_scores(q), dtype=np.float64)
+            # Highest score first, ties in meme-id order (the samples' order: a stable sort).
+            order = np.argsort(-scores, kind="stable").astype(np.int32)
+            self._orders[k] = order
+            if len(self._orders) > RANKINGS_KEPT:
+                self._orders.popitem(last=False)
+        return order
 
     def ranked(
-        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: Sample,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        limit: int | None = None,
     ) -> list[Sample]:
-        """Every other sample not in ``exclude``, most similar misbelief first."""
-        q = self._tok([query.misbelief])[0]
-        if self._empty or not q:
-            scores = [0.0] * len(self.samples)
-        else:
-            scores = [float(x) for x in self._bm25.get_scores(q)]
-        ranked = sorted(
-            (
-                (-sc, s.meme.uid, s)
-                for sc, s in zip(scores, self.samples, strict=True)
-                if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
-            ),
-            key=lambda t: (t[0], t[1]),
-        )
-        return [s for _, _, s in ranked]
+        """Every other sample not in ``exclude``, most similar misbelief first (the first
+        ``limit`` of them)."""
+        samples = self.samples
+        uid = query.meme.uid
+        out: list[Sample] = []
+        if limit is not None and limit <= 0:
+            return out
+        for i in self._order(query).tolist():
+            s = samples[i]
+            if s.meme.uid != uid and s.meme.uid not in exclude:
+                out.append(s)
+                if len(out) == limit:
+                    break
+        return out
 
 
 class EmbeddingRetriever(Retriever):
@@ -115,9 +152,13 @@ class EmbeddingRetriever(Retriever):
         self._unit = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
     def ranked(
-        self, query: Sample, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: Sample,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        limit: int | None = None,
     ) -> list[Sample]:
-        """Every other sample not in ``exclude``, most similar misbelief first."""
+        """Every other sample not in ``exclude``, most similar misbelief first (the first
+        ``limit`` of them)."""
         import numpy as np
 
         q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
@@ -133,7 +174,7 @@ class EmbeddingRetriever(Retriever):
             ),
             key=lambda t: (t[0], t[1]),
         )
-        return [s for _, _, s in ranked]
+        return [s for _, _, s in ranked][: len(ranked) if limit is None else max(limit, 0)]
 
 
 async def misbelief_vectors(
@@ -310,7 +351,7 @@ async def refine_chain(
     stop = f"{acfg.steps} steps"
     seed_value = ctx.cfg.seed * 1000 + repeat
     for k in range(1, acfg.steps + 1):
-        examples = retriever.ranked(current)[: acfg.examples]
+        examples = retriever.ranked(current, limit=acfg.examples)
         got = await _rewrite(ctx, current, examples, seed_value)
         if got is None:
             return None
@@ -367,7 +408,7 @@ async def refine_chain(
             break
         if k == acfg.steps:
             break
-        nxt = retriever.ranked(current, visited)
+        nxt = retriever.ranked(current, visited, limit=1)
         if not nxt:
             stop = "no similar sample left"
             break
