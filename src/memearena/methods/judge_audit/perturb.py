@@ -729,10 +729,10 @@ def _place(
     bw, bh = size
     w, h = image_size
     step = max(2, min(w, h) // 40)
-    ys, xs = np.meshgrid(
+    grid_y, grid_x = np.meshgrid(
         np.arange(0, h - bh + 1, step), np.arange(0, w - bw + 1, step), indexing="ij"
     )
-    ys, xs = ys.ravel(), xs.ravel()
+    ys, xs = grid_y.ravel(), grid_x.ravel()
     free = np.ones(ys.shape, dtype=bool)
     for a0, a1, a2, a3 in avoid:
         free &= ~((xs < a2) & (a0 < xs + bw) & (ys < a3) & (a1 < ys + bh))
