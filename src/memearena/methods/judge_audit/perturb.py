@@ -349,8 +349,8 @@ def _need_image(t: Triplet, what: str) -> Image.Image:
 
 # Every edit works on 8-bit pixels in Pillow's C code (lookup tables, channel arithmetic, small
 # kernels, one affine resampling): a variant costs a few milliseconds, not a float64 pass per
-# edit. The random draws come from the seeded ``random.Random`` alone, so the same item always
-# gets the same bytes.
+# edit. Every random draw derives from the item's seeded ``random.Random``, so the same item
+# always gets the same bytes.
 
 
 def _rotate_fit(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
@@ -435,7 +435,9 @@ def _noise_image(
 ) -> Image.Image:
     """Seeded Gaussian noise around 128 (``mode`` L or RGB), sigma rounded to 0.1."""
     n = size[0] * size[1] * len(mode)
-    raw = Image.frombytes(mode, size, rng.randbytes(n))
+    # PCG64's raw stream (stable across numpy versions), seeded from the item's generator.
+    words = np.random.PCG64(rng.getrandbits(64)).random_raw(n // 8 + 1)
+    raw = Image.frombytes(mode, size, words.astype("<u8").tobytes()[:n])
     return raw.point(_normal_table(round(sigma * 10), scale) * len(mode))
 
 

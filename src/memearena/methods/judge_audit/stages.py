@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memearena.config import RunConfig
 from memearena.data import Meme
@@ -51,6 +52,9 @@ from memearena.models import ModelPool
 from memearena.models.types import Message
 from memearena.prompts import ask, build_messages
 from memearena.store import RunStore, artifact_key
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 __all__ = [
     "BaseItem",
@@ -141,6 +145,21 @@ def _status(art: dict[str, Any] | None) -> tuple[float | None, str]:
     return (score if isinstance(score, int) else float(score)), "ok"
 
 
+class _Stopped:
+    """A job not run, or cut short, because the spend cap stopped the pool."""
+
+
+_STOPPED = _Stopped()
+
+
+def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
+    return {"score": v.value, "abstained": v.value is None, "feedback": v.feedback}
+
+
+ScoreRequest = tuple[list[Message], str]
+"""A pointwise request (its messages) and its step key."""
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ParseError("empty reply")
@@ -173,6 +192,9 @@ class JudgeAuditPipeline:
         self.describer = self.acfg.describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        self._finished: deque[tuple[str, str]] = deque()
+        self._keep = max(64, 2 * self.acfg.window)
+        self._stopped: BudgetExceeded | None = None
         if self.memes and not self.acfg.responders:
             raise ConfigError(
                 "judge_audit.responders: the data holds memes; name at least one model to "
@@ -181,15 +203,65 @@ class JudgeAuditPipeline:
 
     # ---------------------------------------------------------------- steps
     async def _step(self, kind: str, key: str, call: Any, encode: Any) -> dict[str, Any] | None:
-        """``run_step``, with identical steps in flight at the same time joined into one (the
-        unbiased triplet many bias types share is judged, and paid for, once)."""
-        fut = self._inflight.get((kind, key))
+        """``run_step``, with identical steps joined into one: a step in flight is awaited, and
+        one that finished a moment ago is answered from memory (the unbiased triplet many bias
+        types share is judged, paid for and looked up once)."""
+        k = (kind, key)
+        fut = self._inflight.get(k)
         if fut is not None:
+            if fut.done():
+                return fut.result()
             return await asyncio.shield(fut)
-        fut = asyncio.ensure_future(run_step(self.store, kind, key, call, encode))
-        self._inflight[(kind, key)] = fut
-        fut.add_done_callback(lambda _: self._inflight.pop((kind, key), None))
-        return await asyncio.shield(fut)
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[k] = fut
+        try:
+            art = await run_step(self.store, kind, key, call, encode)
+        except BaseException as e:
+            # Not remembered: a re-ask after a failure goes to the store (and the model) again.
+            del self._inflight[k]
+            if isinstance(e, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(e)
+                fut.exception()  # the joined steps raise it; nothing is left unretrieved
+            raise
+        fut.set_result(art)
+        # Bounded: only the latest finished steps are remembered (the window's worth).
+        self._finished.append(k)
+        if len(self._finished) > self._keep:
+            old = self._finished.popleft()
+            done = self._inflight.get(old)
+            if done is not None and done.done():
+                del self._inflight[old]
+        return art
+
+    async def _window(
+        self, fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int
+    ) -> AsyncIterator[tuple[T, U]]:
+        """``bounded_map``, except that once the spend cap stops the pool no further job is
+        started and the jobs in flight finish (a call cancelled mid-way would stay on record as
+        sent, its result lost, and be paid again by the next run); then BudgetExceeded."""
+
+        async def guarded(item: T) -> U | _Stopped:
+            if self._stopped is not None:
+                return _STOPPED
+            try:
+                return await fn(item)
+            except BudgetExceeded as e:
+                self._stopped = self._stopped or e
+                return _STOPPED
+
+        def gated() -> Iterator[T]:
+            for item in items:
+                if self._stopped is not None:
+                    return
+                yield item
+
+        async for item, res in bounded_map(guarded, gated(), window):
+            if not isinstance(res, _Stopped):
+                yield item, res
+        if self._stopped is not None:
+            raise self._stopped
 
     async def _response(
         self,
@@ -239,12 +311,19 @@ class JudgeAuditPipeline:
 
     async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
-        allow_na = self.acfg.prompt == "abstention"
+        return await self._score(judge, self._score_request(judge, triplet))
+
+    def _score_request(self, judge: str, triplet: Triplet) -> tuple[list[Message], str]:
+        """The pointwise request of ``triplet`` to ``judge`` and its step key."""
         msgs = score_messages(triplet, self.acfg.prompt)
-        rk = self.pool.request_key(judge, msgs)
+        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
+
+    async def _score(self, judge: str, request: tuple[list[Message], str]) -> dict[str, Any] | None:
+        allow_na = self.acfg.prompt == "abstention"
+        msgs, key = request
         art = await self._step(
             "ja_score",
-            artifact_key(judge, rk),
+            key,
             lambda: ask(
                 self.pool,
                 judge,
@@ -253,11 +332,7 @@ class JudgeAuditPipeline:
                 lambda t: parse_pointwise(t, allow_na=allow_na),
                 max_reasks=self.acfg.max_reasks,
             ),
-            lambda v, _: {
-                "score": v.value,
-                "abstained": v.value is None,
-                "feedback": v.feedback,
-            },
+            _encode_score,
         )
         self.progress.advance("judgments")
         return art
@@ -316,7 +391,7 @@ class JudgeAuditPipeline:
             return out
 
         bases: list[BaseItem] = []
-        async for _, got in bounded_map(one, self.memes, max(1, acfg.window // 4)):
+        async for _, got in self._window(one, self.memes, max(1, acfg.window // 4)):
             bases.extend(got)
         bases.sort(key=lambda b: (b.meme.uid, b.responder))
         return bases
@@ -420,20 +495,7 @@ class JudgeAuditPipeline:
         want_examples = self.acfg.examples
         candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
-        def jobs() -> Iterator[tuple[AuditPair, str]]:
-            for pair in pairs:
-                for judge in judges:
-                    yield pair, judge
-
-        async def one(
-            job: tuple[AuditPair, str],
-        ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            pair, judge = job
-            u = await self.score(judge, pair.unbiased)
-            b = await self.score(judge, pair.biased)
-            return u, b
-
-        async for (pair, judge), (u, b) in bounded_map(one, jobs(), self.acfg.window):
+        async for (pair, judge), (u, b) in self._scored(pairs):
             uv, us = _status(u)
             bv, bs = _status(b)
             out.scores.append(
@@ -467,6 +529,42 @@ class JudgeAuditPipeline:
             for e in examples:
                 e["scores"] = dict(sorted(e["scores"].items(), key=lambda kv: order[kv[0]]))
             out.examples[bias_type] = examples
+
+    async def _scored(
+        self, pairs: Iterator[AuditPair]
+    ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
+        """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
+        as they finish. Each request is built once: a triplet's messages once for every judge,
+        and the unbiased triplet's requests once for every bias type sharing it."""
+        judges = self.acfg.judges
+        Job = tuple[AuditPair, str, ScoreRequest, ScoreRequest]
+
+        def jobs() -> Iterator[Job]:
+            # The unbiased triplets of the latest pairs (pairs come grouped by item).
+            shared: dict[Triplet, dict[str, ScoreRequest]] = {}
+            for pair in pairs:
+                unbiased = shared.get(pair.unbiased)
+                if unbiased is None:
+                    if len(shared) >= 4:
+                        shared.clear()
+                    unbiased = shared[pair.unbiased] = self._requests(pair.unbiased)
+                biased = self._requests(pair.biased)
+                for judge in judges:
+                    yield pair, judge, unbiased[judge], biased[judge]
+
+        async def one(job: Job) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            _pair, judge, u_req, b_req = job
+            return await self._score(judge, u_req), await self._score(judge, b_req)
+
+        async for (pair, judge, _u, _b), got in self._window(one, jobs(), self.acfg.window):
+            yield (pair, judge), got
+
+    def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
+        """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
+        msgs = score_messages(triplet, self.acfg.prompt)
+        return {
+            j: (msgs, artifact_key(j, self.pool.request_key(j, msgs))) for j in self.acfg.judges
+        }
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
@@ -512,7 +610,7 @@ class JudgeAuditPipeline:
             judge, _probe, _uid, trip, first, second = job
             return await self.prefer(judge, trip, first[1], second[1])
 
-        async for (judge, probe, uid, _t, first, second), pref in bounded_map(
+        async for (judge, probe, uid, _t, first, second), pref in self._window(
             one, expand(), acfg.window
         ):
             out.verdicts.append(
