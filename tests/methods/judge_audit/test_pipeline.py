@@ -107,6 +107,10 @@ def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
     run_dir, first = audit_run
     again = run_method("judge_audit", parse_config(_raw()), run_dir, show_progress=False)
     assert again.new_calls == 0
+    # Every step was found in the store (looked up in batches) and counted as reused.
+    assert first.stages["ja_score"].new > 0 and again.stages["ja_score"].new == 0
+    assert again.stages["ja_score"].reused == first.stages["ja_score"].new
+    assert again.stages["ja_pairwise"].reused == first.stages["ja_pairwise"].new
     assert _row(again.section, "clean")["overall"] == _row(first.section, "clean")["overall"]
 
 
@@ -227,6 +231,16 @@ def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
     assert stopped.stopped is not None and stopped.section["stopped"]
     assert stopped.cost_usd <= 0.5 + 1e-9
     done_before = len(stopped.outcome.scores)
+    # The steps in flight at the stop finished: no call is left on record as sent.
+    from memearena.store import RunStore
+
+    store = RunStore(tmp_path / "run" / "run.db")
+    try:
+        usage = store.usage_summary()
+        assert sum(u["calls"] for u in usage.values()) > 0
+        assert all(u["unsettled"] == 0 for u in usage.values())
+    finally:
+        store.close()
     resumed = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
     assert resumed.stopped is None
     assert len(resumed.outcome.scores) >= done_before

@@ -159,6 +159,9 @@ def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
 ScoreRequest = tuple[list[Message], str]
 """A pointwise request (its messages) and its step key."""
 
+_LOOKUP_CHUNK = 480
+"""Score steps looked up in the store at a time (one query)."""
+
 
 def _text(text: str) -> str:
     if not text.strip():
@@ -202,7 +205,9 @@ class JudgeAuditPipeline:
             )
 
     # ---------------------------------------------------------------- steps
-    async def _step(self, kind: str, key: str, call: Any, encode: Any) -> dict[str, Any] | None:
+    async def _step(
+        self, kind: str, key: str, call: Any, encode: Any, *, lookup: bool = True
+    ) -> dict[str, Any] | None:
         """``run_step``, with identical steps joined into one: a step in flight is awaited, and
         one that finished a moment ago is answered from memory (the unbiased triplet many bias
         types share is judged, paid for and looked up once)."""
@@ -215,7 +220,7 @@ class JudgeAuditPipeline:
         fut = asyncio.get_running_loop().create_future()
         self._inflight[k] = fut
         try:
-            art = await run_step(self.store, kind, key, call, encode)
+            art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
         except BaseException as e:
             # Not remembered: a re-ask after a failure goes to the store (and the model) again.
             del self._inflight[k]
@@ -313,12 +318,14 @@ class JudgeAuditPipeline:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
         return await self._score(judge, self._score_request(judge, triplet))
 
-    def _score_request(self, judge: str, triplet: Triplet) -> tuple[list[Message], str]:
+    def _score_request(self, judge: str, triplet: Triplet) -> ScoreRequest:
         """The pointwise request of ``triplet`` to ``judge`` and its step key."""
         msgs = score_messages(triplet, self.acfg.prompt)
         return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
 
-    async def _score(self, judge: str, request: tuple[list[Message], str]) -> dict[str, Any] | None:
+    async def _score(
+        self, judge: str, request: ScoreRequest, *, lookup: bool = True
+    ) -> dict[str, Any] | None:
         allow_na = self.acfg.prompt == "abstention"
         msgs, key = request
         art = await self._step(
@@ -333,6 +340,7 @@ class JudgeAuditPipeline:
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_score,
+            lookup=lookup,
         )
         self.progress.advance("judgments")
         return art
@@ -534,30 +542,56 @@ class JudgeAuditPipeline:
         self, pairs: Iterator[AuditPair]
     ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
         """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
-        as they finish. Each request is built once: a triplet's messages once for every judge,
-        and the unbiased triplet's requests once for every bias type sharing it."""
+        as they finish. Each request is built once (a triplet's messages once for every judge,
+        the unbiased triplet's requests once for every bias type sharing it), and the store is
+        asked for a few hundred steps at a time, not step by step."""
         judges = self.acfg.judges
-        Job = tuple[AuditPair, str, ScoreRequest, ScoreRequest]
+        Job = tuple[AuditPair, str, ScoreRequest, ScoreRequest, bool, bool]
+        per_chunk = max(1, _LOOKUP_CHUNK // (2 * len(judges)))
 
-        def jobs() -> Iterator[Job]:
-            # The unbiased triplets of the latest pairs (pairs come grouped by item).
-            shared: dict[Triplet, dict[str, ScoreRequest]] = {}
-            for pair in pairs:
+        def chunk_jobs(chunk: list[AuditPair], shared: dict[Triplet, Any]) -> list[Job]:
+            todo: list[tuple[AuditPair, str, ScoreRequest, ScoreRequest]] = []
+            for pair in chunk:
                 unbiased = shared.get(pair.unbiased)
                 if unbiased is None:
                     if len(shared) >= 4:
                         shared.clear()
                     unbiased = shared[pair.unbiased] = self._requests(pair.unbiased)
                 biased = self._requests(pair.biased)
-                for judge in judges:
-                    yield pair, judge, unbiased[judge], biased[judge]
+                todo.extend((pair, j, unbiased[j], biased[j]) for j in judges)
+            keys = [r[1] for job in todo for r in job[2:]]
+            stored = self.store.get_artifacts("ja_score", keys)
+            # A step looked up here and absent is called without a second look-up; a repeat
+            # (the shared unbiased triplet) or a stored one goes through the look-up as usual.
+            fresh = set(keys).difference(stored)
+            out: list[Job] = []
+            for pair, j, u, b in todo:
+                u_look = u[1] not in fresh
+                fresh.discard(u[1])
+                b_look = b[1] not in fresh
+                fresh.discard(b[1])
+                out.append((pair, j, u, b, u_look, b_look))
+            return out
+
+        def jobs() -> Iterator[Job]:
+            # The unbiased triplets of the latest pairs (pairs come grouped by item).
+            shared: dict[Triplet, Any] = {}
+            chunk: list[AuditPair] = []
+            for pair in pairs:
+                chunk.append(pair)
+                if len(chunk) >= per_chunk:
+                    yield from chunk_jobs(chunk, shared)
+                    chunk = []
+            if chunk:
+                yield from chunk_jobs(chunk, shared)
 
         async def one(job: Job) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            _pair, judge, u_req, b_req = job
-            return await self._score(judge, u_req), await self._score(judge, b_req)
+            _pair, judge, u_req, b_req, u_look, b_look = job
+            u = await self._score(judge, u_req, lookup=u_look)
+            return u, await self._score(judge, b_req, lookup=b_look)
 
-        async for (pair, judge, _u, _b), got in self._window(one, jobs(), self.acfg.window):
-            yield (pair, judge), got
+        async for job, got in self._window(one, jobs(), self.acfg.window):
+            yield (job[0], job[1]), got
 
     def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
