@@ -495,6 +495,16 @@ def _enhance(kind: type[ImageEnhance._Enhance], name: str, lo: float, hi: float)
     return edit
 
 
+def _sharpness(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
+    # ImageEnhance.Sharpness's blend of the image with its SMOOTH-filtered self, as the one
+    # 3x3 kernel that blend amounts to (a single filter pass).
+    lo, hi = 0.70, 1.50
+    k = rng.choice((rng.uniform(lo, 1 - (1 - lo) / 3), rng.uniform(1 + (hi - 1) / 3, hi)))
+    weights = [(1 - k) / 13] * 9
+    weights[4] = k + 5 * (1 - k) / 13
+    return im.filter(ImageFilter.Kernel((3, 3), weights, 1.0)), f"sharpness ×{k:.2f}"
+
+
 def _blur(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     r = rng.uniform(0.3, 0.6)
     return im.filter(_gauss3(r)), f"blur radius {r:.2f}"
@@ -504,7 +514,7 @@ AESTHETIC_EDITS: dict[str, Callable[[Image.Image, random.Random], tuple[Image.Im
     "brightness": _enhance(ImageEnhance.Brightness, "brightness", 0.90, 1.10),
     "contrast": _enhance(ImageEnhance.Contrast, "contrast", 0.88, 1.12),
     "saturation": _enhance(ImageEnhance.Color, "saturation", 0.85, 1.15),
-    "sharpness": _enhance(ImageEnhance.Sharpness, "sharpness", 0.70, 1.50),
+    "sharpness": _sharpness,
     "gamma": _gamma,
     "colour_temperature": _temperature,
     "hue": _hue,
