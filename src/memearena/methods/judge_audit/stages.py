@@ -405,25 +405,14 @@ class JudgeAuditPipeline:
         return bases
 
     # ---------------------------------------------------------------- stage 2
-    def _donor(self, uid: str, by_uid: dict[str, BaseItem], bias_type: str) -> Triplet | None:
+    def _donor(self, uid: str, donors: _Donors, bias_type: str) -> Triplet | None:
         """Another meme's triplet, drawn by (seed, bias type, meme): never the item itself.
         For ``instruction_misalignment`` its query is that meme's own self-contained question
         (a query about other content); its image differs by content hash from this item's."""
-        mine = by_uid[uid].triplet.image if uid in by_uid else None
-        others = [
-            u
-            for u in by_uid
-            if u != uid
-            and not (
-                mine is not None
-                and by_uid[u].triplet.image is not None
-                and by_uid[u].triplet.image.sha256 == mine.sha256  # type: ignore[union-attr]
-            )
-        ]
-        if not others:
-            return None
         rng = random.Random(f"{self.cfg.seed}\x1fdonor\x1f{bias_type}\x1f{uid}")
-        other = by_uid[others[rng.randrange(len(others))]]
+        other = donors.draw(uid, rng)
+        if other is None:
+            return None
         if bias_type == "instruction_misalignment":
             return Triplet(other.text_query, other.triplet.image, other.triplet.response)
         return other.triplet
@@ -436,6 +425,7 @@ class JudgeAuditPipeline:
         by_uid: dict[str, BaseItem] = {}
         for b in bases:
             by_uid.setdefault(b.meme.uid, b)
+        donors = _Donors(by_uid)
         memo_uid: str | None = None
         memo: dict[str, tuple[Triplet, dict[str, str]] | str] = {}
         for base in bases:
@@ -465,7 +455,7 @@ class JudgeAuditPipeline:
                         store=self.images,
                         rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
                         shows=base.meme.text or base.meme.uid,
-                        donor=self._donor(base.meme.uid, by_uid, bias_type),
+                        donor=self._donor(base.meme.uid, donors, bias_type),
                         description=self._descriptions.get(base.meme.uid),
                         own_image=base.triplet.image,
                         max_cover=self.acfg.texture_max_cover,
@@ -673,6 +663,40 @@ class JudgeAuditPipeline:
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
+
+
+class _Donors:
+    """The memes a donor is drawn from, in load order: for each meme, every other meme whose
+    image (if both have one) differs by content hash. A draw costs the number of memes sharing
+    the image, not a scan of all memes."""
+
+    def __init__(self, by_uid: dict[str, BaseItem]) -> None:
+        self.items = list(by_uid.values())
+        self.at = {u: i for i, u in enumerate(by_uid)}
+        self.by_image: dict[str, list[int]] = {}
+        for i, b in enumerate(self.items):
+            if b.triplet.image is not None:
+                self.by_image.setdefault(b.triplet.image.sha256, []).append(i)
+
+    def draw(self, uid: str, rng: random.Random) -> BaseItem | None:
+        """The ``rng``-drawn one among the candidates of ``uid`` (None if there are none): the
+        same meme a uniform draw from the list of candidates in load order gives."""
+        me = self.at.get(uid)
+        excluded: set[int] = set()
+        if me is not None:
+            image = self.items[me].triplet.image
+            excluded = {me, *(self.by_image[image.sha256] if image is not None else ())}
+        n = len(self.items) - len(excluded)
+        if n <= 0:
+            return None
+        k = rng.randrange(n)
+        # The k-th candidate: step over the excluded positions at or before it, in order.
+        for e in sorted(excluded):
+            if e <= k:
+                k += 1
+            else:
+                break
+        return self.items[k]
 
 
 def _example_key(pair: AuditPair) -> str:
