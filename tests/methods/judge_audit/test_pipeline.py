@@ -245,3 +245,31 @@ def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
     assert resumed.stopped is None
     assert len(resumed.outcome.scores) >= done_before
     assert resumed.exit_code == 0 and resumed.status.complete
+
+
+@pytest.mark.parametrize("window", [3, 10, 20, 256])
+def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: int) -> None:
+    # The unbiased triplet is shared by every bias type of its item: it is judged once per
+    # judge (joined while in flight, answered from memory or the store after), never sent
+    # again, be the window tiny (steps finish long before their repeats) or large.
+    import sqlite3
+
+    from memearena.config import DatasetConfig
+    from memearena.demo import demo_config
+
+    cfg = demo_config(bootstrap=50)
+    assert cfg.judge_audit is not None
+    audit = cfg.judge_audit.model_copy(update={"window": window})
+    cfg = cfg.model_copy(
+        update={"data": [DatasetConfig(format="demo", limit=4)], "judge_audit": audit}
+    )
+    res = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
+    db = sqlite3.connect(tmp_path / "run" / "run.db")
+    try:
+        calls, distinct, cached = db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT request_hash), SUM(status = 'cached') FROM calls"
+        ).fetchone()
+    finally:
+        db.close()
+    assert calls > 500 and calls == distinct and not cached
+    assert res.stages["ja_score"].new + res.stages["ja_pairwise"].new > 0.9 * calls

@@ -196,7 +196,7 @@ class JudgeAuditPipeline:
         self._descriptions: dict[str, str | None] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
         self._finished: deque[tuple[str, str]] = deque()
-        self._keep = max(64, 2 * self.acfg.window)
+        self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
         if self.memes and not self.acfg.responders:
             raise ConfigError(
@@ -532,56 +532,82 @@ class JudgeAuditPipeline:
         self, pairs: Iterator[AuditPair]
     ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
         """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
-        as they finish. Each request is built once (a triplet's messages once for every judge,
-        the unbiased triplet's requests once for every bias type sharing it), and the store is
-        asked for a few hundred steps at a time, not step by step."""
+        as they finish. A job is one pair: its judges one after the other (each item starting
+        at another judge, so the window's calls spread over the judges), at most ``window``
+        pairs, so ``window`` calls, in flight. Each request is built once (a triplet's messages
+        once for every judge, the unbiased triplet's requests once for every bias type sharing
+        it), and the store is asked for a few hundred steps at a time, not step by step."""
         judges = self.acfg.judges
-        Job = tuple[AuditPair, str, ScoreRequest, ScoreRequest, bool, bool]
+        Step = tuple[str, ScoreRequest, ScoreRequest, bool, bool]
+        Job = tuple[AuditPair, list[Step]]
         per_chunk = max(1, _LOOKUP_CHUNK // (2 * len(judges)))
 
-        def chunk_jobs(chunk: list[AuditPair], shared: dict[Triplet, Any]) -> list[Job]:
-            todo: list[tuple[AuditPair, str, ScoreRequest, ScoreRequest]] = []
-            for pair in chunk:
+        def chunk_jobs(chunk: list[tuple[AuditPair, int]], shared: dict[Triplet, Any]) -> list[Job]:
+            todo: list[tuple[AuditPair, list[tuple[str, ScoreRequest, ScoreRequest, bool]]]] = []
+            for pair, turn in chunk:
                 unbiased = shared.get(pair.unbiased)
+                repeat = unbiased is not None
                 if unbiased is None:
                     if len(shared) >= 4:
                         shared.clear()
                     unbiased = shared[pair.unbiased] = self._requests(pair.unbiased)
                 biased = self._requests(pair.biased)
-                todo.extend((pair, j, unbiased[j], biased[j]) for j in judges)
-            keys = [r[1] for job in todo for r in job[2:]]
+                order = judges[turn:] + judges[:turn]
+                todo.append((pair, [(j, unbiased[j], biased[j], repeat) for j in order]))
+            keys = [r[1] for _, steps in todo for step in steps for r in step[1:3]]
             stored = self.store.get_artifacts("ja_score", keys)
-            # A step looked up here and absent is called without a second look-up; a repeat
-            # (the shared unbiased triplet) or a stored one goes through the look-up as usual.
+            # Only a request's first issue, looked up here and absent, is called without a
+            # second look-up; a repeat (the unbiased triplet shared by an item's bias types)
+            # joins the step in flight, or finds it in memory or in the store: never a
+            # second call.
             fresh = set(keys).difference(stored)
             out: list[Job] = []
-            for pair, j, u, b in todo:
-                u_look = u[1] not in fresh
-                fresh.discard(u[1])
-                b_look = b[1] not in fresh
-                fresh.discard(b[1])
-                out.append((pair, j, u, b, u_look, b_look))
+            for pair, steps in todo:
+                marked: list[Step] = []
+                for j, u, b, repeat in steps:
+                    u_look = repeat or u[1] not in fresh
+                    fresh.discard(u[1])
+                    b_look = b[1] not in fresh
+                    fresh.discard(b[1])
+                    marked.append((j, u, b, u_look, b_look))
+                out.append((pair, marked))
             return out
 
         def jobs() -> Iterator[Job]:
-            # The unbiased triplets of the latest pairs (pairs come grouped by item).
+            # The unbiased triplets of the latest pairs (pairs come grouped by item). An item's
+            # pairs start at the same judge (their shared requests then coincide in time and
+            # are joined), successive items at the next one.
             shared: dict[Triplet, Any] = {}
-            chunk: list[AuditPair] = []
+            chunk: list[tuple[AuditPair, int]] = []
+            item, turn = None, -1
             for pair in pairs:
-                chunk.append(pair)
+                if pair.item != item:
+                    item, turn = pair.item, (turn + 1) % len(judges)
+                chunk.append((pair, turn))
                 if len(chunk) >= per_chunk:
                     yield from chunk_jobs(chunk, shared)
                     chunk = []
             if chunk:
                 yield from chunk_jobs(chunk, shared)
 
-        async def one(job: Job) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            _pair, judge, u_req, b_req, u_look, b_look = job
-            u = await self._score(judge, u_req, lookup=u_look)
-            return u, await self._score(judge, b_req, lookup=b_look)
+        async def one(job: Job) -> list[tuple[str, tuple[dict[str, Any] | None, ...]]]:
+            done: list[tuple[str, tuple[dict[str, Any] | None, ...]]] = []
+            for judge, u_req, b_req, u_look, b_look in job[1]:
+                if self._stopped is not None:
+                    break
+                try:
+                    u = await self._score(judge, u_req, lookup=u_look)
+                    b = await self._score(judge, b_req, lookup=b_look)
+                except BudgetExceeded as e:
+                    # What this pair's judges finished is kept; ``_window`` ends the stage.
+                    self._stopped = self._stopped or e
+                    break
+                done.append((judge, (u, b)))
+            return done
 
-        async for job, got in self._window(one, jobs(), self.acfg.window):
-            yield (job[0], job[1]), got
+        async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
+            for judge, got in done:
+                yield (pair, judge), got
 
     def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
