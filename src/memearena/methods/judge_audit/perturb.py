@@ -1,9 +1,10 @@
 """Perturbation generators, one per bias type (Pillow, deterministic, seeded).
 
 Each generator turns an unbiased triplet (query, image, response) into its perturbed variant.
-Every image the audit sends — originals re-encoded, and every variant — is stored once by the
-SHA-256 of its encoded bytes (``ImageStore``), so a variant is viewable in the report and a
-re-run produces the very same bytes (and therefore the same request keys).
+Every image the audit sends — originals as the safe image path encoded them, and every variant
+(encoded once) — is stored by the SHA-256 of its bytes (``ImageStore``), so a variant is
+viewable in the report and a re-run produces the very same bytes (and therefore the same
+request keys).
 
 Images carry two short text fields in their metadata, read only by the simulated world as its
 stand-in for vision: ``memearena:shows`` (what the image depicts: a meme's overlaid text or an
