@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -249,25 +250,42 @@ def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("window", [3, 10, 20, 256])
 def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: int) -> None:
-    # The unbiased triplet is shared by every bias type of its item: it is judged once per
-    # judge (joined while in flight, answered from memory or the store after), never sent
-    # again, be the window tiny (steps finish long before their repeats) or large.
+    # The unbiased triplet is shared by every bias type of its item, and a copied meme repeats
+    # requests of another item: each is judged once per judge (joined while in flight,
+    # answered from memory or the store after), never sent again, be the window tiny (steps
+    # finish long before their repeats) or large.
     import sqlite3
 
     from memearena.config import DatasetConfig
+    from memearena.data.demo import demo_dir
     from memearena.demo import demo_config
 
+    # Four memes, each twice under another id: the copies' identical requests (the same
+    # answer without query or image, say) recur long after the first was judged.
+    rows = [json.loads(x) for x in (demo_dir() / "memes.jsonl").read_text().splitlines() if x]
+    data = tmp_path / "data"
+    shutil.copytree(demo_dir() / "img", data / "img")
+    with (data / "memes.jsonl").open("w") as f:
+        for copy in range(2):
+            for row in rows[:4]:
+                f.write(json.dumps({**row, "id": f"{row['id']}-{copy}"}) + "\n")
     cfg = demo_config(bootstrap=50)
     assert cfg.judge_audit is not None
     audit = cfg.judge_audit.model_copy(update={"window": window})
     cfg = cfg.model_copy(
-        update={"data": [DatasetConfig(format="demo", limit=4)], "judge_audit": audit}
+        update={
+            "data": [DatasetConfig(format="demo", path=data / "memes.jsonl")],
+            "judge_audit": audit,
+        }
     )
     res = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
     db = sqlite3.connect(tmp_path / "run" / "run.db")
     try:
+        # Judgments only: a copy's own answer and description are steps of their own (keyed
+        # by meme), answered by the response cache.
         calls, distinct, cached = db.execute(
             "SELECT COUNT(*), COUNT(DISTINCT request_hash), SUM(status = 'cached') FROM calls"
+            " WHERE role IN ('judge_audit.score', 'judge_audit.pairwise')"
         ).fetchone()
     finally:
         db.close()

@@ -198,6 +198,7 @@ class JudgeAuditPipeline:
         self._finished: deque[tuple[str, str]] = deque()
         self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
+        self._started = _KeyFilter()
         if self.memes and not self.acfg.responders:
             raise ConfigError(
                 "judge_audit.responders: the data holds memes; name at least one model to "
@@ -217,6 +218,13 @@ class JudgeAuditPipeline:
             if fut.done():
                 return fut.result()
             return await asyncio.shield(fut)
+        # ``lookup=False``: the key was absent when looked up in a batch. It can have been
+        # stored since only by a step of this run started since (one writer per directory),
+        # and every step started is in ``_started``: then it is looked up after all.
+        started = f"{kind}\x1f{key}"
+        if not lookup and started in self._started:
+            lookup = True
+        self._started.add(started)
         fut = asyncio.get_running_loop().create_future()
         self._inflight[k] = fut
         try:
@@ -689,6 +697,33 @@ class JudgeAuditPipeline:
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
+
+
+class _KeyFilter:
+    """The keys added so far, as a Bloom filter of fixed size (1 MiB, three probes): memory
+    that does not grow with the run. A key added is always found; one never added is found
+    with a small probability (about 3% after a million keys), which costs only a look-up."""
+
+    _BITS = 1 << 23
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self._BITS // 8)
+
+    def _probes(self, key: str) -> tuple[int, int, int]:
+        h = hashlib.blake2b(key.encode(), digest_size=12).digest()
+        m = self._BITS - 1
+        return (
+            int.from_bytes(h[0:4], "little") & m,
+            int.from_bytes(h[4:8], "little") & m,
+            int.from_bytes(h[8:12], "little") & m,
+        )
+
+    def add(self, key: str) -> None:
+        for b in self._probes(key):
+            self._bits[b >> 3] |= 1 << (b & 7)
+
+    def __contains__(self, key: str) -> bool:
+        return all(self._bits[b >> 3] & (1 << (b & 7)) for b in self._probes(key))
 
 
 class _Donors:
