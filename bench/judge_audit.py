@@ -9,15 +9,17 @@ ranking keeps every judge with a flagged classic bias (position, consistency, ve
 self-enhancement) below the clean reference judge, the other flags raised, and the wall time;
 then the detection rate per injected bias over the seeds.
 
-Part 2 times the image generators on the demo memes: median seconds per image over repeats for
-``visual_transformation`` and ``texture_insertion``, against a baseline measured in the same
-run — storing the unperturbed image (decode, encode, hash, write) — and prints the ratio.
+Part 2 times the image work on the demo memes: median CPU milliseconds per image over repeats
+for the original (the safe image path with the metadata added) and the ``visual_transformation``
+and ``texture_insertion`` variants, against a baseline measured in the same run — storing the
+unperturbed image (decode, encode, hash, write) — and prints the ratio.
 
 Part 3 (``--percall``): the audit's pipeline CPU per call beside the model layer's on the same
 calls replayed (``bench/percall.py``: the run's recorded requests through a fresh ``ModelPool``
 with the simulated backend, store and cache, and no pipeline), at demo size and at ``--scale``
-times the demo (memes cycled with distinct ids and texts), each run in its own process.
-Target: at most 1.5x at both sizes.
+times the demo (memes cycled with distinct ids and texts), each run in its own process, with
+the image work's share of the pipeline's CPU (originals and perturbations). Target: at most
+1.5x at both sizes.
 
 Part 4 (``--rss``): peak RSS of the whole audit (analysis and report included) at 24, 144 and
 480 memes, each size in its own process, with the peak after each stage and after the analysis,
@@ -42,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
 from rich.console import Console
 
 from memearena.data import load_datasets
@@ -125,7 +128,7 @@ def seeds(n: int, bootstrap: int) -> bool:
 
 
 def generators(repeats: int) -> None:
-    print(f"Part 2: image generators on the demo memes (median of {repeats} repeats)")
+    print(f"Part 2: image generators on the demo memes (CPU, median of {repeats} repeats)")
     cfg = demo_config()
     memes = load_datasets(cfg.data, cfg.image).memes
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,9 +137,15 @@ def generators(repeats: int) -> None:
         triplets = [Triplet("Is this meme harmful? Refer to the image.", im, "r") for im in images]
 
         def baseline() -> None:
+            # Decode the stored original (no cache), encode it as the store does, hash, write.
             for t in triplets:
                 assert t.image is not None
-                store.put(t.image.load(), {SHOWS_KEY: "x"})
+                with Image.open(t.image.path) as im:
+                    store.put(im.convert("RGB"), {SHOWS_KEY: "x"})
+
+        def originals() -> None:
+            for m in memes:
+                meme_image(m, store, cfg.image)
 
         def gen(bias_type: str) -> None:
             for i, t in enumerate(triplets):
@@ -146,13 +155,18 @@ def generators(repeats: int) -> None:
         def per_image(fn: object) -> float:
             times = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 fn()  # type: ignore[operator]
-                times.append((time.perf_counter() - t0) / len(triplets))
+                times.append((time.process_time() - t0) / len(triplets))
             return statistics.median(times)
 
         base = per_image(baseline)
         print(f"    store the unperturbed image (baseline)  {1000 * base:7.2f} ms/image")
+        t = per_image(originals)
+        print(
+            f"    {'original (safe path + metadata)':<38}  {1000 * t:7.2f} ms/image  "
+            f"({t / base:.2f}x baseline)"
+        )
         for bias_type in ("visual_transformation", "texture_insertion"):
             t = per_image(lambda b=bias_type: gen(b))
             print(f"    {bias_type:<38}  {1000 * t:7.2f} ms/image  ({t / base:.2f}x baseline)")
@@ -173,11 +187,14 @@ def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
     from percall import Recorder, replay, timed_method
 
     from memearena.engine.pool import open_pool, sim_world
+    from memearena.methods.judge_audit import stages
     from memearena.methods.judge_audit.stages import JudgeAuditPipeline
     from memearena.store import RunStore
 
     acc: dict[str, float] = {}
     timed_method(JudgeAuditPipeline, "run", acc)
+    for name in ("perturb", "meme_image"):  # the image work inside the pipeline's CPU
+        setattr(stages, name, _timed(getattr(stages, name), acc, "images"))
     with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
         root = Path(tmp)
         cfg = _audit_config(root, n, bootstrap)
@@ -202,6 +219,7 @@ def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
         "memes": n,
         "calls": len(rec.calls),
         "pipeline_cpu_s": acc["run"],
+        "images_cpu_s": acc.get("images", 0.0),
         "model_layer_cpu_s": base,
         "board": board,
     }
@@ -222,6 +240,17 @@ def _sqlite_memory_mb() -> tuple[float, float] | None:
     used.restype = high.restype = ctypes.c_int64
     high.argtypes = [ctypes.c_int]
     return used() / 2**20, high(0) / 2**20
+
+
+def _timed(fn: Any, acc: dict[str, float], key: str) -> Any:
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        c = time.process_time()
+        try:
+            return fn(*a, **kw)
+        finally:
+            acc[key] = acc.get(key, 0.0) + time.process_time() - c
+
+    return wrapper
 
 
 def child_rss(n: int, bootstrap: int, trace: bool) -> dict[str, Any]:
@@ -309,9 +338,11 @@ def percall(scale: int, repeats: int, bootstrap: int) -> None:
         pipe = statistics.median(1000 * r["pipeline_cpu_s"] / r["calls"] for r in runs)
         base = statistics.median(1000 * r["model_layer_cpu_s"] / r["calls"] for r in runs)
         ratio = statistics.median(r["pipeline_cpu_s"] / r["model_layer_cpu_s"] for r in runs)
+        images = statistics.median(1000 * r["images_cpu_s"] / r["calls"] for r in runs)
         print(
-            f"    {n:5d} memes {calls:7d} calls: pipeline {pipe:6.3f} ms/call, model layer "
-            f"{base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.5x)",
+            f"    {n:5d} memes {calls:7d} calls: pipeline {pipe:6.3f} ms/call (images "
+            f"{images:5.3f}), model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x "
+            "(target <= 1.5x)",
             flush=True,
         )
 

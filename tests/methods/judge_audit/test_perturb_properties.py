@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -271,3 +272,38 @@ def test_a_query_restating_the_meme_text_is_excluded_from_text_dominance_and_cou
     assert out.integrality_excluded == {"text_dominance": len(bases)}
     assert sum(e.kind == "ja_integrality" for e in store.errors()) == len(bases)
     store.close()
+
+
+def test_a_donor_is_the_one_a_scan_of_every_other_meme_draws() -> None:
+    # The donor draw skips the memes sharing the item's image without scanning all memes; it
+    # must pick exactly the meme a uniform draw over the candidates in load order picks (the
+    # swaps' requests, and so their stored steps, stay the same).
+    from types import SimpleNamespace as NS
+
+    from memearena.methods.judge_audit.stages import _Donors
+
+    def scanned(uid: str, by_uid: dict[str, Any], rng: random.Random) -> Any:
+        mine = by_uid[uid].triplet.image if uid in by_uid else None
+        others = [
+            u
+            for u in by_uid
+            if u != uid
+            and not (
+                mine is not None
+                and by_uid[u].triplet.image is not None
+                and by_uid[u].triplet.image.sha256 == mine.sha256
+            )
+        ]
+        return by_uid[others[rng.randrange(len(others))]] if others else None
+
+    r = random.Random(0)
+    for _ in range(500):
+        by_uid: dict[str, Any] = {}
+        for i in range(r.randint(1, 12)):
+            image = None if r.random() < 0.3 else NS(sha256=str(r.randint(0, 3)))
+            by_uid[f"u{i}"] = NS(triplet=NS(image=image))
+        donors = _Donors(by_uid)
+        for uid in [*by_uid, "absent"]:
+            seed = r.random()
+            got = donors.draw(uid, random.Random(seed))
+            assert got is scanned(uid, by_uid, random.Random(seed))

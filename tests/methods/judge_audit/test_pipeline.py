@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,10 @@ def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
     run_dir, first = audit_run
     again = run_method("judge_audit", parse_config(_raw()), run_dir, show_progress=False)
     assert again.new_calls == 0
+    # Every step was found in the store (looked up in batches) and counted as reused.
+    assert first.stages["ja_score"].new > 0 and again.stages["ja_score"].new == 0
+    assert again.stages["ja_score"].reused == first.stages["ja_score"].new
+    assert again.stages["ja_pairwise"].reused == first.stages["ja_pairwise"].new
     assert _row(again.section, "clean")["overall"] == _row(first.section, "clean")["overall"]
 
 
@@ -227,7 +232,62 @@ def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
     assert stopped.stopped is not None and stopped.section["stopped"]
     assert stopped.cost_usd <= 0.5 + 1e-9
     done_before = len(stopped.outcome.scores)
+    # The steps in flight at the stop finished: no call is left on record as sent.
+    from memearena.store import RunStore
+
+    store = RunStore(tmp_path / "run" / "run.db")
+    try:
+        usage = store.usage_summary()
+        assert sum(u["calls"] for u in usage.values()) > 0
+        assert all(u["unsettled"] == 0 for u in usage.values())
+    finally:
+        store.close()
     resumed = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
     assert resumed.stopped is None
     assert len(resumed.outcome.scores) >= done_before
     assert resumed.exit_code == 0 and resumed.status.complete
+
+
+@pytest.mark.parametrize("window", [3, 10, 20, 256])
+def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: int) -> None:
+    # The unbiased triplet is shared by every bias type of its item, and a copied meme repeats
+    # requests of another item: each is judged once per judge (joined while in flight,
+    # answered from memory or the store after), never sent again, be the window tiny (steps
+    # finish long before their repeats) or large.
+    import sqlite3
+
+    from memearena.config import DatasetConfig
+    from memearena.data.demo import demo_dir
+    from memearena.demo import demo_config
+
+    # Four memes, each twice under another id: the copies' identical requests (the same
+    # answer without query or image, say) recur long after the first was judged.
+    rows = [json.loads(x) for x in (demo_dir() / "memes.jsonl").read_text().splitlines() if x]
+    data = tmp_path / "data"
+    shutil.copytree(demo_dir() / "img", data / "img")
+    with (data / "memes.jsonl").open("w") as f:
+        for copy in range(2):
+            for row in rows[:4]:
+                f.write(json.dumps({**row, "id": f"{row['id']}-{copy}"}) + "\n")
+    cfg = demo_config(bootstrap=50)
+    assert cfg.judge_audit is not None
+    audit = cfg.judge_audit.model_copy(update={"window": window})
+    cfg = cfg.model_copy(
+        update={
+            "data": [DatasetConfig(format="demo", path=data / "memes.jsonl")],
+            "judge_audit": audit,
+        }
+    )
+    res = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
+    db = sqlite3.connect(tmp_path / "run" / "run.db")
+    try:
+        # Judgments only: a copy's own answer and description are steps of their own (keyed
+        # by meme), answered by the response cache.
+        calls, distinct, cached = db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT request_hash), SUM(status = 'cached') FROM calls"
+            " WHERE role IN ('judge_audit.score', 'judge_audit.pairwise')"
+        ).fetchone()
+    finally:
+        db.close()
+    assert calls > 500 and calls == distinct and not cached
+    assert res.stages["ja_score"].new + res.stages["ja_pairwise"].new > 0.9 * calls

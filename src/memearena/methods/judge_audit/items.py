@@ -9,12 +9,9 @@ types together) or an MM-JudgeBias row.
 from __future__ import annotations
 
 import base64
-import io
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from PIL import Image
 
 from memearena.config import ImageConfig
 from memearena.data import Meme, prepare_image
@@ -122,10 +119,12 @@ def integrality_check(bias_type: str, query: str, meme_text: str) -> str | None:
 
 
 def _stored(path: Path, store: ImageStore, shows: str, image_cfg: ImageConfig) -> AuditImage:
+    # The safe path's bytes with the metadata added: the same bytes as decoding and storing
+    # them again (a PNG), never a second JPEG generation.
     prepared = prepare_image(path, image_cfg)
     data = base64.b64decode(prepared.data_url.split(",", 1)[1])
-    with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as im:
-        return store.put(im, {SHOWS_KEY: shows})
+    size = (prepared.width, prepared.height)
+    return store.put_encoded(data, prepared.mime, size, {SHOWS_KEY: shows})
 
 
 def pair_from_row(row: JudgeBiasRow, store: ImageStore, image_cfg: ImageConfig) -> AuditPair:

@@ -1,9 +1,10 @@
 """Perturbation generators, one per bias type (Pillow, deterministic, seeded).
 
 Each generator turns an unbiased triplet (query, image, response) into its perturbed variant.
-Every image the audit sends — originals re-encoded, and every variant — is stored once by the
-SHA-256 of its encoded bytes (``ImageStore``), so a variant is viewable in the report and a
-re-run produces the very same bytes (and therefore the same request keys).
+Every image the audit sends — originals as the safe image path encoded them, and every variant
+(encoded once) — is stored by the SHA-256 of its bytes (``ImageStore``), so a variant is
+viewable in the report and a re-run produces the very same bytes (and therefore the same
+request keys).
 
 Images carry two short text fields in their metadata, read only by the simulated world as its
 stand-in for vision: ``memearena:shows`` (what the image depicts: a meme's overlaid text or an
@@ -15,18 +16,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
 import os
 import random
+import struct
 import tempfile
 import textwrap
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, PngImagePlugin
+from PIL import (
+    Image,
+    ImageChops,
+    ImageDraw,
+    ImageEnhance,
+    ImageFilter,
+    ImageFont,
+    PngImagePlugin,
+)
 
 from memearena.errors import DataError
 from memearena.models.types import ImagePart
@@ -58,12 +71,22 @@ INSERTED_KEY = "memearena:inserted"
 
 _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
+_PNG_LEVEL = 1
+"""zlib level of the PNGs the audit encodes (variants): lossless at any level, and level 1
+encodes several times faster than 6 for a few percent more bytes."""
 
 
 @lru_cache(maxsize=128)
 def _data_url(path: Path, mime: str) -> str:
     # Bounded: a few recent images are reused by many requests (every judge, both variants).
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+
+
+@lru_cache(maxsize=2)
+def _decoded(path: Path) -> Image.Image:
+    # The item being perturbed is decoded once for all its generators (the latest two images).
+    with Image.open(path, formats=("PNG", "JPEG")) as im:
+        return im.convert("RGB")
 
 
 @dataclass(frozen=True)
@@ -86,9 +109,59 @@ class AuditImage:
         return ImagePart(_data_url(self.path, self.mime), self.sha256)
 
     def load(self) -> Image.Image:
-        """The decoded pixels (RGB)."""
-        with Image.open(self.path, formats=("PNG", "JPEG")) as im:
-            return im.convert("RGB")
+        """The decoded pixels (RGB; a copy the caller may change)."""
+        return _decoded(self.path).copy()
+
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_JPEG_COMMENT_MAX = 65533
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _with_png_text(data: bytes, meta: dict[str, str]) -> bytes | None:
+    """``data`` (a PNG) with ``meta`` as iTXt chunks where Pillow writes them (after IHDR and
+    an ICC profile): the very bytes decoding and re-encoding would give, without either.
+    None when ``data`` is not laid out that way."""
+    if not data.startswith(_PNG_MAGIC):
+        return None
+    at = len(_PNG_MAGIC)
+    for want in (b"IHDR", b"iCCP"):
+        if len(data) < at + 8:
+            return None
+        (n,) = struct.unpack(">I", data[at : at + 4])
+        kind = data[at + 4 : at + 8]
+        if kind != want:
+            if want == b"IHDR":
+                return None
+            break
+        at += 12 + n
+    try:
+        chunks = b"".join(
+            _png_chunk(b"iTXt", k.encode("latin-1") + b"\0\0\0\0\0" + v.encode())
+            for k, v in sorted(meta.items())
+        )
+    except UnicodeEncodeError:
+        return None
+    return data[:at] + chunks + data[at:]
+
+
+def _with_jpeg_comment(data: bytes, meta: dict[str, str]) -> bytes | None:
+    """``data`` (a JPEG) with ``meta`` in a COM segment after its APPn segments, as Pillow
+    reads it back (``info["comment"]``); None when it cannot be placed."""
+    comment = "\n".join(f"{k}={v}" for k, v in sorted(meta.items())).encode()
+    if not data.startswith(b"\xff\xd8") or len(comment) > _JPEG_COMMENT_MAX:
+        return None
+    at = 2
+    while len(data) >= at + 4 and data[at] == 0xFF and 0xE0 <= data[at + 1] <= 0xEF:
+        (n,) = struct.unpack(">H", data[at + 2 : at + 4])
+        at += 2 + n
+    if len(data) < at + 2 or data[at] != 0xFF:
+        return None
+    segment = b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment
+    return data[:at] + segment + data[at:]
 
 
 class ImageStore:
@@ -100,28 +173,46 @@ class ImageStore:
 
     def put(self, im: Image.Image, meta: dict[str, str] | None = None) -> AuditImage:
         """Encode deterministically (PNG for graphics, JPEG for photos) with ``meta`` and store."""
-        rgb = im.convert("RGB")
+        rgb = im if im.mode == "RGB" else im.convert("RGB")
         buf = io.BytesIO()
         meta = {k: v for k, v in (meta or {}).items() if v}
         if rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
             info = PngImagePlugin.PngInfo()
             for k, v in sorted(meta.items()):
                 info.add_itxt(k, v)
-            rgb.save(buf, format="PNG", pnginfo=info, compress_level=6)
-            mime, ext = "image/png", "png"
+            rgb.save(buf, format="PNG", pnginfo=info, compress_level=_PNG_LEVEL)
+            mime = "image/png"
         else:
             comment = "\n".join(f"{k}={v}" for k, v in sorted(meta.items())).encode()
             rgb.save(buf, format="JPEG", quality=_JPEG_QUALITY, comment=comment)
-            mime, ext = "image/jpeg", "jpg"
-        data = buf.getvalue()
+            mime = "image/jpeg"
+        return self._write(buf.getvalue(), mime, rgb.width, rgb.height)
+
+    def put_encoded(
+        self, data: bytes, mime: str, size: tuple[int, int], meta: dict[str, str] | None = None
+    ) -> AuditImage:
+        """Store already encoded bytes (PNG or JPEG, e.g. the safe image path's) with ``meta``
+        added as text chunks / a comment: no decoding, no re-encoding, no generation loss.
+        Bytes laid out unexpectedly are decoded and stored by ``put``."""
+        meta = {k: v for k, v in (meta or {}).items() if v}
+        out: bytes | None = data
+        if meta:
+            add = _with_png_text if mime == "image/png" else _with_jpeg_comment
+            out = add(data, meta)
+        if out is None or mime not in ("image/png", "image/jpeg"):
+            with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as im:
+                return self.put(im, meta)
+        return self._write(out, mime, *size)
+
+    def _write(self, data: bytes, mime: str, width: int, height: int) -> AuditImage:
         sha = hashlib.sha256(data).hexdigest()
-        path = self.root / f"{sha}.{ext}"
+        path = self.root / f"{sha}.{'png' if mime == 'image/png' else 'jpg'}"
         if not path.exists():
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".img.")
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
-        return AuditImage(sha, path, mime, rgb.width, rgb.height)
+        return AuditImage(sha, path, mime, width, height)
 
     def find(self, sha256: str) -> AuditImage | None:
         """A stored image by hash (None if absent or its bytes no longer match the hash)."""
@@ -257,95 +348,136 @@ def _need_image(t: Triplet, what: str) -> Image.Image:
 # ---------------------------------------------------------------- visual transformation
 
 
-def _np_rng(rng: random.Random) -> np.random.Generator:
-    return np.random.default_rng(rng.randrange(2**32))
+# Every edit works on 8-bit pixels in Pillow's C code (lookup tables, channel arithmetic, small
+# kernels, one affine resampling): a variant costs a few milliseconds, not a float64 pass per
+# edit. Every random draw derives from the item's seeded ``random.Random``, so the same item
+# always gets the same bytes.
 
 
 def _rotate_fit(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
-    # The canvas grows with the rotation and is scaled back: nothing is cut off.
+    # The rotated image's bounding box is scaled back to the original size in the same
+    # resampling pass: nothing is cut off.
     w, h = im.size
     angle = rng.choice((-1, 1)) * rng.uniform(2.0, 4.0)
     fill = im.getpixel((0, 0))
-    rot = im.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=fill)
-    return _fit(rot, (w, h), fill), f"rotate {angle:+.1f}° (whole image kept)"
+    a = math.radians(angle)
+    cos, sin = math.cos(a), math.sin(a)
+    k = min(w / (w * abs(cos) + h * abs(sin)), h / (w * abs(sin) + h * abs(cos)))
+    # Output pixel (x, y) samples the source at R(-angle) (p - c) / k + c (c: the centre).
+    ca, sa = cos / k, sin / k
+    cx, cy = w / 2, h / 2
+    matrix = (ca, -sa, cx - ca * cx + sa * cy, sa, ca, cy - sa * cx - ca * cy)
+    out = im.transform(
+        (w, h),
+        Image.Transform.AFFINE,
+        matrix,
+        resample=Image.Resampling.BILINEAR,
+        fillcolor=fill,  # type: ignore[arg-type]
+    )
+    return out, f"rotate {angle:+.1f}° (whole image kept)"
 
 
 def _zoom_out(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     w, h = im.size
     f = rng.uniform(0.90, 0.96)
-    small = im.resize((max(1, round(w * f)), max(1, round(h * f))), Image.Resampling.LANCZOS)
-    return _fit(small, (w, h), im.getpixel((0, 0))), f"scale ×{f:.2f} on a padded canvas"
-
-
-def _fit(im: Image.Image, size: tuple[int, int], fill: object) -> Image.Image:
-    w, h = size
-    k = min(w / im.width, h / im.height)
-    nw, nh = max(1, round(im.width * k)), max(1, round(im.height * k))
-    canvas = Image.new("RGB", size, fill)  # type: ignore[arg-type]
-    canvas.paste(im.resize((nw, nh), Image.Resampling.LANCZOS), ((w - nw) // 2, (h - nh) // 2))
-    return canvas
+    nw, nh = max(1, round(w * f)), max(1, round(h * f))
+    canvas = Image.new("RGB", (w, h), im.getpixel((0, 0)))  # type: ignore[arg-type]
+    canvas.paste(im.resize((nw, nh), Image.Resampling.BILINEAR), ((w - nw) // 2, (h - nh) // 2))
+    return canvas, f"scale ×{f:.2f} on a padded canvas"
 
 
 GEOMETRIC_EDITS: tuple[str, ...] = ("rotate", "zoom_out")
-"""The geometric edits of ``visual_transformation`` (one is applied): a 2–4° rotation on an
-expanded canvas scaled back, or a 90–96% scale on a padded canvas. Neither cuts anything off."""
+"""The geometric edits of ``visual_transformation`` (one is applied): a 2–4° rotation with its
+bounding box scaled back to the original size, or a 90–96% scale centred on a canvas padded
+with the corner colour. Neither cuts anything off."""
 
 
-def _arr(im: Image.Image) -> np.ndarray:
-    return np.asarray(im.convert("RGB"), dtype=np.float64)
+def _table(fn: Callable[[int], float]) -> list[int]:
+    """A 256-entry lookup table of ``fn`` rounded (half to even) and clipped to 0–255."""
+    return [min(255, max(0, round(fn(v)))) for v in range(256)]
 
 
-def _img(a: np.ndarray) -> Image.Image:
-    return Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "RGB")
+_IDENTITY = list(range(256))
 
 
 def _gamma(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     g = rng.choice((rng.uniform(0.88, 0.95), rng.uniform(1.05, 1.12)))
-    return _img(255.0 * (_arr(im) / 255.0) ** g), f"gamma {g:.2f}"
+    return im.point(_table(lambda v: 255.0 * (v / 255.0) ** g) * 3), f"gamma {g:.2f}"
 
 
 def _temperature(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     k = rng.choice((-1, 1)) * rng.uniform(0.03, 0.06)
-    a = _arr(im)
-    a[..., 0] *= 1 + k
-    a[..., 2] *= 1 - k
-    return _img(a), f"colour temperature {k:+.2f}"
+    lut = _table(lambda v: v * (1 + k)) + _IDENTITY + _table(lambda v: v * (1 - k))
+    return im.point(lut), f"colour temperature {k:+.2f}"
 
 
 def _hue(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
+    # A rotation of the colours about the grey axis by shift/256 of the hue circle (greys, and
+    # the luminance, stay put): one 3x3 colour matrix instead of an HSV round trip.
     shift = rng.choice((-1, 1)) * rng.randint(3, 7)
-    hsv = np.asarray(im.convert("HSV"), dtype=np.int16).copy()
-    hsv[..., 0] = (hsv[..., 0] + shift) % 256
-    out = Image.fromarray(hsv.astype(np.uint8), "HSV").convert("RGB")
-    return out, f"hue {shift:+d}/256"
+    t = 2 * math.pi * shift / 256
+    c, s = math.cos(t), math.sin(t) / math.sqrt(3)
+    d, o = c + (1 - c) / 3, (1 - c) / 3
+    matrix = (d, o - s, o + s, 0.0, o + s, d, o - s, 0.0, o - s, o + s, d, 0.0)
+    return im.convert("RGB", matrix), f"hue {shift:+d}/256"
+
+
+@lru_cache(maxsize=8)
+def _normal_table(sigma10: int, scale: float) -> list[int]:
+    """Byte -> 128 + N(0, sigma) * scale, by the normal quantiles of the 256 equally likely
+    bytes (a Gaussian truncated at 2.9 sigma, rounded): noise drawn as random bytes through a
+    lookup table instead of floating-point samples."""
+    z = NormalDist(0.0, sigma10 / 10 * scale)
+    return _table(lambda u: 128 + z.inv_cdf((u + 0.5) / 256))
+
+
+def _noise_image(
+    rng: random.Random, mode: str, size: tuple[int, int], sigma: float, scale: float = 1.0
+) -> Image.Image:
+    """Seeded Gaussian noise around 128 (``mode`` L or RGB), sigma rounded to 0.1."""
+    n = size[0] * size[1] * len(mode)
+    # PCG64's raw stream (stable across numpy versions), seeded from the item's generator.
+    words = np.random.PCG64(rng.getrandbits(64)).random_raw(n // 8 + 1)
+    raw = Image.frombytes(mode, size, words.astype("<u8").tobytes()[:n])
+    return raw.point(_normal_table(round(sigma * 10), scale) * len(mode))
 
 
 def _noise(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
-    sigma = rng.uniform(2.0, 4.0)
-    a = _arr(im)
-    return _img(a + _np_rng(rng).normal(0.0, sigma, a.shape)), f"colour noise σ {sigma:.1f}"
+    sigma = round(rng.uniform(2.0, 4.0), 1)
+    noise = _noise_image(rng, "RGB", im.size, sigma)
+    return ImageChops.add(im, noise, 1.0, -128), f"colour noise σ {sigma:.1f}"
+
+
+def _gauss3(radius: float) -> ImageFilter.Kernel:
+    """A 3x3 Gaussian kernel of standard deviation ``radius`` (for radii up to 0.6 the
+    weights beyond one pixel are under 1%)."""
+    w = [math.exp(-(d * d) / (2 * radius * radius)) for d in (-1, 0, 1)]
+    weights = [a * b for a in w for b in w]
+    return ImageFilter.Kernel((3, 3), weights, sum(weights))
 
 
 def _grain(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
-    sigma = rng.uniform(2.0, 4.0)
-    a = _arr(im)
-    g = _np_rng(rng).normal(0.0, sigma, a.shape[:2])
-    grain = np.asarray(
-        Image.fromarray(np.clip(g * 10 + 128, 0, 255).astype(np.uint8)).filter(
-            ImageFilter.GaussianBlur(0.6)
-        ),
-        dtype=np.float64,
-    )
-    return _img(a + ((grain - 128) / 10)[..., None]), f"film grain σ {sigma:.1f}"
+    # Luminance noise drawn at 10x its amplitude, softened over neighbouring pixels, then
+    # brought back to sigma and added to every channel alike.
+    sigma = round(rng.uniform(2.0, 4.0), 1)
+    g = _noise_image(rng, "L", im.size, sigma, 10.0).filter(_gauss3(0.6))
+    g = g.point(_table(lambda v: 128 + (v - 128) / 10))
+    return ImageChops.add(im, Image.merge("RGB", (g, g, g)), 1.0, -128), f"film grain σ {sigma:.1f}"
+
+
+@lru_cache(maxsize=8)
+def _radius2(size: tuple[int, int]) -> Image.Image:
+    """255 x (squared distance from the centre / the corners'), per pixel."""
+    w, h = size
+    yy, xx = np.mgrid[0:h, 0:w]
+    r2 = (((xx - w / 2) / (w / 2)) ** 2 + ((yy - h / 2) / (h / 2)) ** 2) / 2
+    return Image.fromarray(np.rint(255 * r2).astype(np.uint8), "L")
 
 
 def _vignette(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     k = rng.uniform(0.08, 0.15)
-    a = _arr(im)
-    h, w = a.shape[:2]
-    yy, xx = np.mgrid[0:h, 0:w]
-    r = np.hypot((xx - w / 2) / (w / 2), (yy - h / 2) / (h / 2)) / np.sqrt(2)
-    return _img(a * (1 - k * r**2)[..., None]), f"vignette {k:.2f}"
+    mask = _radius2(im.size).point(_table(lambda v: 255 * (1 - k * v / 255)))
+    return ImageChops.multiply(im, Image.merge("RGB", (mask, mask, mask))), f"vignette {k:.2f}"
 
 
 def _jpeg(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
@@ -364,16 +496,26 @@ def _enhance(kind: type[ImageEnhance._Enhance], name: str, lo: float, hi: float)
     return edit
 
 
+def _sharpness(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
+    # ImageEnhance.Sharpness's blend of the image with its SMOOTH-filtered self, as the one
+    # 3x3 kernel that blend amounts to (a single filter pass).
+    lo, hi = 0.70, 1.50
+    k = rng.choice((rng.uniform(lo, 1 - (1 - lo) / 3), rng.uniform(1 + (hi - 1) / 3, hi)))
+    weights = [(1 - k) / 13] * 9
+    weights[4] = k + 5 * (1 - k) / 13
+    return im.filter(ImageFilter.Kernel((3, 3), weights, 1.0)), f"sharpness ×{k:.2f}"
+
+
 def _blur(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     r = rng.uniform(0.3, 0.6)
-    return im.filter(ImageFilter.GaussianBlur(radius=r)), f"blur radius {r:.2f}"
+    return im.filter(_gauss3(r)), f"blur radius {r:.2f}"
 
 
 AESTHETIC_EDITS: dict[str, Callable[[Image.Image, random.Random], tuple[Image.Image, str]]] = {
     "brightness": _enhance(ImageEnhance.Brightness, "brightness", 0.90, 1.10),
     "contrast": _enhance(ImageEnhance.Contrast, "contrast", 0.88, 1.12),
     "saturation": _enhance(ImageEnhance.Color, "saturation", 0.85, 1.15),
-    "sharpness": _enhance(ImageEnhance.Sharpness, "sharpness", 0.70, 1.50),
+    "sharpness": _sharpness,
     "gamma": _gamma,
     "colour_temperature": _temperature,
     "hue": _hue,
@@ -386,9 +528,10 @@ AESTHETIC_EDITS: dict[str, Callable[[Image.Image, random.Random], tuple[Image.Im
 """The appearance edits of ``visual_transformation``, each at a strength that keeps the content
 legible (7–9 of them are applied, in a seeded order): brightness ×0.90–1.10, contrast
 ×0.88–1.12, saturation ×0.85–1.15, sharpness ×0.70–1.50, gamma 0.88–1.12, colour temperature
-±3–6% (red against blue gain), hue ±3–7/256, Gaussian blur radius 0.3–0.6, colour noise
-σ 2–4, film grain σ 2–4 (luminance, slightly blurred), vignette 8–15% at the corners, JPEG
-quality 70–85. The strengths skip the no-op middle of each range."""
+±3–6% (red against blue gain), hue ±3–7/256 (a rotation about the grey axis), Gaussian blur
+radius 0.3–0.6 (3x3 kernel), colour noise σ 2–4, film grain σ 2–4 (luminance, slightly
+blurred), vignette 8–15% at the corners, JPEG quality 70–85. The strengths skip the no-op
+middle of each range."""
 
 
 @dataclass(frozen=True)
@@ -455,6 +598,7 @@ def _visual_transformation(t: Triplet, ctx: PerturbContext) -> Triplet:
 # ---------------------------------------------------------------- texture insertion
 
 
+@lru_cache(maxsize=16)
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     try:
         return ImageFont.load_default(size=size)
@@ -466,8 +610,11 @@ Box = tuple[int, int, int, int]
 """(left, top, right, bottom), right and bottom exclusive."""
 
 
-def _edges(im: Image.Image) -> np.ndarray:
-    g = np.asarray(im.convert("L"), dtype=np.int16)
+def _grey(im: Image.Image) -> np.ndarray:
+    return np.asarray(im.convert("L"), dtype=np.int16)
+
+
+def _edges(g: np.ndarray) -> np.ndarray:
     e = np.zeros(g.shape, dtype=bool)
     e[:, 1:] |= np.abs(np.diff(g, axis=1)) > 60
     e[1:, :] |= np.abs(np.diff(g, axis=0)) > 60
@@ -478,9 +625,12 @@ def text_regions(im: Image.Image) -> list[Box]:
     """Where a meme's caption text is (a heuristic for captions drawn on the image: bands of
     rows dense in sharp light/dark transitions, padded). When nothing is found, the top and
     bottom fifth of the image are assumed to hold the caption (the FHM layout)."""
-    w, h = im.size
-    e = _edges(im)
-    g = np.asarray(im.convert("L"), dtype=np.int16)
+    g = _grey(im)
+    return _text_regions(g, _edges(g))
+
+
+def _text_regions(g: np.ndarray, e: np.ndarray) -> list[Box]:
+    h, w = g.shape
     # Caption glyphs: sharp transitions between a very light and a very dark pixel.
     light, dark = g >= 200, g <= 60
     hard = np.zeros(g.shape, dtype=bool)
@@ -511,10 +661,6 @@ def text_regions(im: Image.Image) -> list[Box]:
     return boxes
 
 
-def _overlaps(a: Box, b: Box) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
 @dataclass(frozen=True)
 class Inserted:
     """A ``texture_insertion`` variant and where its text went."""
@@ -537,11 +683,16 @@ def insert_text(
     """``text`` drawn into the image as a translucent label covering at most ``max_cover`` of
     the area, placed off the meme's caption/text regions (``text_regions``) and where the image
     has least detail; the text is shortened to fit. DataError when no such place exists."""
-    im = im.convert("RGB").copy()
+    im = im.convert("RGB")
     w, h = im.size
-    avoid = text_regions(im)
+    g = _grey(im)
+    edges = _edges(g)
+    avoid = _text_regions(g, edges)
+    # Edge counts summed over any box in O(1): the integral image, computed once.
+    detail = np.pad(edges.astype(np.int32), ((1, 0), (1, 0))).cumsum(0).cumsum(1)
     words = " ".join(text.split()) or "(no query)"
     budget = max_cover * w * h
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     for size, max_lines in [(z, 3) for z in range(max(9, min(w, h) // 20), 7, -1)] + [
         (8, 2),
         (8, 1),
@@ -553,24 +704,23 @@ def insert_text(
         lines = wrapped[:max_lines]
         if len(wrapped) > max_lines:
             lines[-1] = textwrap.shorten(lines[-1] + " …", max_chars, placeholder=" …")
-        draw = ImageDraw.Draw(im)
-        tw = max(int(draw.textlength(line, font=font)) for line in lines)
+        tw = max(int(measure.textlength(line, font=font)) for line in lines)
         bw, bh = tw + size, line_h * len(lines) + size // 2
         if bw * bh > budget or bw > w or bh > h:
             continue
-        spot = _place(im, (bw, bh), avoid, rng)
+        spot = _place(detail, (w, h), (bw, bh), avoid, rng)
         if spot is None:
             continue
         x, y = spot
         box = (x, y, x + bw, y + bh)
-        overlay = Image.new("RGBA", im.size, (0, 0, 0, 0))
+        # Only the label's box changes: it is composited there and pasted back.
+        overlay = Image.new("RGBA", (bw, bh), (250, 250, 245, 150))
         d = ImageDraw.Draw(overlay)
-        d.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=(250, 250, 245, 150))
         for i, line in enumerate(lines):
-            d.text(
-                (x + size // 2, y + size // 4 + i * line_h), line, fill=(25, 25, 25, 255), font=font
-            )
-        out = Image.alpha_composite(im.convert("RGBA"), overlay).convert("RGB")
+            d.text((size // 2, size // 4 + i * line_h), line, fill=(25, 25, 25, 255), font=font)
+        label = Image.alpha_composite(im.crop(box).convert("RGBA"), overlay).convert("RGB")
+        out = im.copy()
+        out.paste(label, box[:2])
         return Inserted(out, box, bw * bh / (w * h), " ".join(lines), avoid)
     raise DataError(
         f"texture_insertion: no place for the text off the caption within {max_cover:.0%} of "
@@ -579,29 +729,35 @@ def insert_text(
 
 
 def _place(
-    im: Image.Image, size: tuple[int, int], avoid: list[Box], rng: random.Random | None
+    detail: np.ndarray,
+    image_size: tuple[int, int],
+    size: tuple[int, int],
+    avoid: list[Box],
+    rng: random.Random | None,
 ) -> tuple[int, int] | None:
-    """The top-left corner of the least detailed box of ``size`` that overlaps no avoided box."""
+    """The top-left corner of the least detailed box of ``size`` that overlaps no avoided box
+    (``detail``: the integral image of the edge map). Candidates lie on a grid; among those
+    within 2% of the box area of the least detail, the first eight (by detail, then position)
+    are drawn from."""
     bw, bh = size
-    w, h = im.size
-    e = _edges(im).astype(np.float64)
-    c = np.pad(e, ((1, 0), (1, 0))).cumsum(0).cumsum(1)
+    w, h = image_size
     step = max(2, min(w, h) // 40)
-    best: list[tuple[float, int, int]] = []
-    for y in range(0, h - bh + 1, step):
-        for x in range(0, w - bw + 1, step):
-            box = (x, y, x + bw, y + bh)
-            if any(_overlaps(box, a) for a in avoid):
-                continue
-            detail = c[y + bh, x + bw] - c[y, x + bw] - c[y + bh, x] + c[y, x]
-            best.append((float(detail), y, x))
-    if not best:
+    grid_y, grid_x = np.meshgrid(
+        np.arange(0, h - bh + 1, step), np.arange(0, w - bw + 1, step), indexing="ij"
+    )
+    ys, xs = grid_y.ravel(), grid_x.ravel()
+    free = np.ones(ys.shape, dtype=bool)
+    for a0, a1, a2, a3 in avoid:
+        free &= ~((xs < a2) & (a0 < xs + bw) & (ys < a3) & (a1 < ys + bh))
+    ys, xs = ys[free], xs[free]
+    if not len(ys):
         return None
-    best.sort()
-    low = best[0][0]
-    ties = [b for b in best if b[0] <= low + 0.02 * bw * bh][:8]
-    _, y, x = ties[rng.randrange(len(ties))] if rng is not None else ties[0]
-    return x, y
+    d = detail[ys + bh, xs + bw] - detail[ys, xs + bw] - detail[ys + bh, xs] + detail[ys, xs]
+    order = np.lexsort((xs, ys, d))
+    ranked = d[order]
+    ties = order[: min(8, int(np.count_nonzero(ranked <= ranked[0] + 0.02 * bw * bh)))]
+    pick = int(ties[rng.randrange(len(ties))] if rng is not None else ties[0])
+    return int(xs[pick]), int(ys[pick])
 
 
 def _texture_insertion(t: Triplet, ctx: PerturbContext) -> Triplet:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memearena.config import RunConfig
 from memearena.data import Meme
@@ -57,6 +58,9 @@ from memearena.models import ModelPool
 from memearena.models.types import Message
 from memearena.prompts import ask, build_messages
 from memearena.store import RunStore, artifact_key
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 __all__ = [
     "BaseItem",
@@ -117,6 +121,24 @@ def _status(art: dict[str, Any] | None) -> tuple[float | None, str]:
     return (score if isinstance(score, int) else float(score)), "ok"
 
 
+class _Stopped:
+    """A job not run, or cut short, because the spend cap stopped the pool."""
+
+
+_STOPPED = _Stopped()
+
+
+def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
+    return {"score": v.value, "abstained": v.value is None, "feedback": v.feedback}
+
+
+ScoreRequest = tuple[list[Message], str]
+"""A pointwise request (its messages) and its step key."""
+
+_LOOKUP_CHUNK = 480
+"""Score steps looked up in the store at a time (one query)."""
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ParseError("empty reply")
@@ -149,6 +171,10 @@ class JudgeAuditPipeline:
         self.describer = self.acfg.describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        self._finished: deque[tuple[str, str]] = deque()
+        self._keep = max(64, 4 * self.acfg.window)
+        self._stopped: BudgetExceeded | None = None
+        self._started = _KeyFilter()
         if self.memes and not self.acfg.responders:
             raise ConfigError(
                 "judge_audit.responders: the data holds memes; name at least one model to "
@@ -156,16 +182,75 @@ class JudgeAuditPipeline:
             )
 
     # ---------------------------------------------------------------- steps
-    async def _step(self, kind: str, key: str, call: Any, encode: Any) -> dict[str, Any] | None:
-        """``run_step``, with identical steps in flight at the same time joined into one (the
-        unbiased triplet many bias types share is judged, and paid for, once)."""
-        fut = self._inflight.get((kind, key))
+    async def _step(
+        self, kind: str, key: str, call: Any, encode: Any, *, lookup: bool = True
+    ) -> dict[str, Any] | None:
+        """``run_step``, with identical steps joined into one: a step in flight is awaited, and
+        one that finished a moment ago is answered from memory (the unbiased triplet many bias
+        types share is judged, paid for and looked up once)."""
+        k = (kind, key)
+        fut = self._inflight.get(k)
         if fut is not None:
+            if fut.done():
+                return fut.result()
             return await asyncio.shield(fut)
-        fut = asyncio.ensure_future(run_step(self.store, kind, key, call, encode))
-        self._inflight[(kind, key)] = fut
-        fut.add_done_callback(lambda _: self._inflight.pop((kind, key), None))
-        return await asyncio.shield(fut)
+        # ``lookup=False``: the key was absent when looked up in a batch. It can have been
+        # stored since only by a step of this run started since (one writer per directory),
+        # and every step started is in ``_started``: then it is looked up after all.
+        started = f"{kind}\x1f{key}"
+        if not lookup and started in self._started:
+            lookup = True
+        self._started.add(started)
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[k] = fut
+        try:
+            art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
+        except BaseException as e:
+            # Not remembered: a re-ask after a failure goes to the store (and the model) again.
+            del self._inflight[k]
+            if isinstance(e, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(e)
+                fut.exception()  # the joined steps raise it; nothing is left unretrieved
+            raise
+        fut.set_result(art)
+        # Bounded: only the latest finished steps are remembered (the window's worth).
+        self._finished.append(k)
+        if len(self._finished) > self._keep:
+            old = self._finished.popleft()
+            done = self._inflight.get(old)
+            if done is not None and done.done():
+                del self._inflight[old]
+        return art
+
+    async def _window(
+        self, fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int
+    ) -> AsyncIterator[tuple[T, U]]:
+        """``bounded_map``, except that once the spend cap stops the pool no further job is
+        started and the jobs in flight finish (a call cancelled mid-way would stay on record as
+        sent, its result lost, and be paid again by the next run); then BudgetExceeded."""
+
+        async def guarded(item: T) -> U | _Stopped:
+            if self._stopped is not None:
+                return _STOPPED
+            try:
+                return await fn(item)
+            except BudgetExceeded as e:
+                self._stopped = self._stopped or e
+                return _STOPPED
+
+        def gated() -> Iterator[T]:
+            for item in items:
+                if self._stopped is not None:
+                    return
+                yield item
+
+        async for item, res in bounded_map(guarded, gated(), window):
+            if not isinstance(res, _Stopped):
+                yield item, res
+        if self._stopped is not None:
+            raise self._stopped
 
     async def _response(
         self,
@@ -215,12 +300,21 @@ class JudgeAuditPipeline:
 
     async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
-        allow_na = self.acfg.prompt == "abstention"
+        return await self._score(judge, self._score_request(judge, triplet))
+
+    def _score_request(self, judge: str, triplet: Triplet) -> ScoreRequest:
+        """The pointwise request of ``triplet`` to ``judge`` and its step key."""
         msgs = score_messages(triplet, self.acfg.prompt)
-        rk = self.pool.request_key(judge, msgs)
+        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
+
+    async def _score(
+        self, judge: str, request: ScoreRequest, *, lookup: bool = True
+    ) -> dict[str, Any] | None:
+        allow_na = self.acfg.prompt == "abstention"
+        msgs, key = request
         art = await self._step(
             "ja_score",
-            artifact_key(judge, rk),
+            key,
             lambda: ask(
                 self.pool,
                 judge,
@@ -229,11 +323,8 @@ class JudgeAuditPipeline:
                 lambda t: parse_pointwise(t, allow_na=allow_na),
                 max_reasks=self.acfg.max_reasks,
             ),
-            lambda v, _: {
-                "score": v.value,
-                "abstained": v.value is None,
-                "feedback": v.feedback,
-            },
+            _encode_score,
+            lookup=lookup,
         )
         self.progress.advance("judgments")
         return art
@@ -292,31 +383,20 @@ class JudgeAuditPipeline:
             return out
 
         bases: list[BaseItem] = []
-        async for _, got in bounded_map(one, self.memes, max(1, acfg.window // 4)):
+        async for _, got in self._window(one, self.memes, max(1, acfg.window // 4)):
             bases.extend(got)
         bases.sort(key=lambda b: (b.meme.uid, b.responder))
         return bases
 
     # ---------------------------------------------------------------- stage 2
-    def _donor(self, uid: str, by_uid: dict[str, BaseItem], bias_type: str) -> Triplet | None:
+    def _donor(self, uid: str, donors: _Donors, bias_type: str) -> Triplet | None:
         """Another meme's triplet, drawn by (seed, bias type, meme): never the item itself.
         For ``instruction_misalignment`` its query is that meme's own self-contained question
         (a query about other content); its image differs by content hash from this item's."""
-        mine = by_uid[uid].triplet.image if uid in by_uid else None
-        others = [
-            u
-            for u in by_uid
-            if u != uid
-            and not (
-                mine is not None
-                and by_uid[u].triplet.image is not None
-                and by_uid[u].triplet.image.sha256 == mine.sha256  # type: ignore[union-attr]
-            )
-        ]
-        if not others:
-            return None
         rng = random.Random(f"{self.cfg.seed}\x1fdonor\x1f{bias_type}\x1f{uid}")
-        other = by_uid[others[rng.randrange(len(others))]]
+        other = donors.draw(uid, rng)
+        if other is None:
+            return None
         if bias_type == "instruction_misalignment":
             return Triplet(other.text_query, other.triplet.image, other.triplet.response)
         return other.triplet
@@ -329,6 +409,7 @@ class JudgeAuditPipeline:
         by_uid: dict[str, BaseItem] = {}
         for b in bases:
             by_uid.setdefault(b.meme.uid, b)
+        donors = _Donors(by_uid)
         memo_uid: str | None = None
         memo: dict[str, tuple[Triplet, dict[str, str]] | str] = {}
         for base in bases:
@@ -358,7 +439,7 @@ class JudgeAuditPipeline:
                         store=self.images,
                         rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
                         shows=base.meme.text or base.meme.uid,
-                        donor=self._donor(base.meme.uid, by_uid, bias_type),
+                        donor=self._donor(base.meme.uid, donors, bias_type),
                         description=self._descriptions.get(base.meme.uid),
                         own_image=base.triplet.image,
                         max_cover=self.acfg.texture_max_cover,
@@ -395,20 +476,7 @@ class JudgeAuditPipeline:
         want_examples = self.acfg.examples
         candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
-        def jobs() -> Iterator[tuple[AuditPair, str]]:
-            for pair in pairs:
-                for judge in judges:
-                    yield pair, judge
-
-        async def one(
-            job: tuple[AuditPair, str],
-        ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            pair, judge = job
-            u = await self.score(judge, pair.unbiased)
-            b = await self.score(judge, pair.biased)
-            return u, b
-
-        async for (pair, judge), (u, b) in bounded_map(one, jobs(), self.acfg.window):
+        async for (pair, judge), (u, b) in self._scored(pairs):
             uv, us = _status(u)
             bv, bs = _status(b)
             out.scores.add(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
@@ -435,6 +503,94 @@ class JudgeAuditPipeline:
             for e in examples:
                 e["scores"] = dict(sorted(e["scores"].items(), key=lambda kv: order[kv[0]]))
             out.examples[bias_type] = examples
+
+    async def _scored(
+        self, pairs: Iterator[AuditPair]
+    ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
+        """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
+        as they finish. A job is one pair: its judges one after the other (each item starting
+        at another judge, so the window's calls spread over the judges), at most ``window``
+        pairs, so ``window`` calls, in flight. Each request is built once (a triplet's messages
+        once for every judge, the unbiased triplet's requests once for every bias type sharing
+        it), and the store is asked for a few hundred steps at a time, not step by step."""
+        judges = self.acfg.judges
+        Step = tuple[str, ScoreRequest, ScoreRequest, bool, bool]
+        Job = tuple[AuditPair, list[Step]]
+        per_chunk = max(1, _LOOKUP_CHUNK // (2 * len(judges)))
+
+        def chunk_jobs(chunk: list[tuple[AuditPair, int]], shared: dict[Triplet, Any]) -> list[Job]:
+            todo: list[tuple[AuditPair, list[tuple[str, ScoreRequest, ScoreRequest, bool]]]] = []
+            for pair, turn in chunk:
+                unbiased = shared.get(pair.unbiased)
+                repeat = unbiased is not None
+                if unbiased is None:
+                    if len(shared) >= 4:
+                        shared.clear()
+                    unbiased = shared[pair.unbiased] = self._requests(pair.unbiased)
+                biased = self._requests(pair.biased)
+                order = judges[turn:] + judges[:turn]
+                todo.append((pair, [(j, unbiased[j], biased[j], repeat) for j in order]))
+            keys = [r[1] for _, steps in todo for step in steps for r in step[1:3]]
+            stored = self.store.get_artifacts("ja_score", keys)
+            # Only a request's first issue, looked up here and absent, is called without a
+            # second look-up; a repeat (the unbiased triplet shared by an item's bias types)
+            # joins the step in flight, or finds it in memory or in the store: never a
+            # second call.
+            fresh = set(keys).difference(stored)
+            out: list[Job] = []
+            for pair, steps in todo:
+                marked: list[Step] = []
+                for j, u, b, repeat in steps:
+                    u_look = repeat or u[1] not in fresh
+                    fresh.discard(u[1])
+                    b_look = b[1] not in fresh
+                    fresh.discard(b[1])
+                    marked.append((j, u, b, u_look, b_look))
+                out.append((pair, marked))
+            return out
+
+        def jobs() -> Iterator[Job]:
+            # The unbiased triplets of the latest pairs (pairs come grouped by item). An item's
+            # pairs start at the same judge (their shared requests then coincide in time and
+            # are joined), successive items at the next one.
+            shared: dict[Triplet, Any] = {}
+            chunk: list[tuple[AuditPair, int]] = []
+            item, turn = None, -1
+            for pair in pairs:
+                if pair.item != item:
+                    item, turn = pair.item, (turn + 1) % len(judges)
+                chunk.append((pair, turn))
+                if len(chunk) >= per_chunk:
+                    yield from chunk_jobs(chunk, shared)
+                    chunk = []
+            if chunk:
+                yield from chunk_jobs(chunk, shared)
+
+        async def one(job: Job) -> list[tuple[str, tuple[dict[str, Any] | None, ...]]]:
+            done: list[tuple[str, tuple[dict[str, Any] | None, ...]]] = []
+            for judge, u_req, b_req, u_look, b_look in job[1]:
+                if self._stopped is not None:
+                    break
+                try:
+                    u = await self._score(judge, u_req, lookup=u_look)
+                    b = await self._score(judge, b_req, lookup=b_look)
+                except BudgetExceeded as e:
+                    # What this pair's judges finished is kept; ``_window`` ends the stage.
+                    self._stopped = self._stopped or e
+                    break
+                done.append((judge, (u, b)))
+            return done
+
+        async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
+            for judge, got in done:
+                yield (pair, judge), got
+
+    def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
+        """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
+        msgs = score_messages(triplet, self.acfg.prompt)
+        return {
+            j: (msgs, artifact_key(j, self.pool.request_key(j, msgs))) for j in self.acfg.judges
+        }
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
@@ -480,7 +636,7 @@ class JudgeAuditPipeline:
             judge, _probe, _uid, trip, first, second = job
             return await self.prefer(judge, trip, first[1], second[1])
 
-        async for (judge, probe, uid, _t, first, second), pref in bounded_map(
+        async for (judge, probe, uid, _t, first, second), pref in self._window(
             one, expand(), acfg.window
         ):
             out.verdicts.add(
@@ -507,6 +663,67 @@ class JudgeAuditPipeline:
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
+
+
+class _KeyFilter:
+    """The keys added so far, as a Bloom filter of fixed size (1 MiB, three probes): memory
+    that does not grow with the run. A key added is always found; one never added is found
+    with a small probability (about 3% after a million keys), which costs only a look-up."""
+
+    _BITS = 1 << 23
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self._BITS // 8)
+
+    def _probes(self, key: str) -> tuple[int, int, int]:
+        h = hashlib.blake2b(key.encode(), digest_size=12).digest()
+        m = self._BITS - 1
+        return (
+            int.from_bytes(h[0:4], "little") & m,
+            int.from_bytes(h[4:8], "little") & m,
+            int.from_bytes(h[8:12], "little") & m,
+        )
+
+    def add(self, key: str) -> None:
+        for b in self._probes(key):
+            self._bits[b >> 3] |= 1 << (b & 7)
+
+    def __contains__(self, key: str) -> bool:
+        return all(self._bits[b >> 3] & (1 << (b & 7)) for b in self._probes(key))
+
+
+class _Donors:
+    """The memes a donor is drawn from, in load order: for each meme, every other meme whose
+    image (if both have one) differs by content hash. A draw costs the number of memes sharing
+    the image, not a scan of all memes."""
+
+    def __init__(self, by_uid: dict[str, BaseItem]) -> None:
+        self.items = list(by_uid.values())
+        self.at = {u: i for i, u in enumerate(by_uid)}
+        self.by_image: dict[str, list[int]] = {}
+        for i, b in enumerate(self.items):
+            if b.triplet.image is not None:
+                self.by_image.setdefault(b.triplet.image.sha256, []).append(i)
+
+    def draw(self, uid: str, rng: random.Random) -> BaseItem | None:
+        """The ``rng``-drawn one among the candidates of ``uid`` (None if there are none): the
+        same meme a uniform draw from the list of candidates in load order gives."""
+        me = self.at.get(uid)
+        excluded: set[int] = set()
+        if me is not None:
+            image = self.items[me].triplet.image
+            excluded = {me, *(self.by_image[image.sha256] if image is not None else ())}
+        n = len(self.items) - len(excluded)
+        if n <= 0:
+            return None
+        k = rng.randrange(n)
+        # The k-th candidate: step over the excluded positions at or before it, in order.
+        for e in sorted(excluded):
+            if e <= k:
+                k += 1
+            else:
+                break
+        return self.items[k]
 
 
 def _example_key(pair: AuditPair) -> str:
