@@ -30,15 +30,22 @@ CREATE TABLE IF NOT EXISTS request_dicts (
     body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS requests (
-    key TEXT PRIMARY KEY,
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
     dict INTEGER NOT NULL,
     body BLOB NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS calls_request_hash ON calls(request_hash);
 """
 """Created on every open (``IF NOT EXISTS``): additive, so older readers are unaffected. The
 index on ``calls(request_hash)`` links a request (and the artifact whose key ends with it) to
-the calls that sent it."""
+the calls that sent it.
+
+Requests are appended in rowid order and only the compact key index takes the random inserts
+of hash keys: keyed by the hash itself (WITHOUT ROWID, the first layout, which older run
+databases keep), every insert landed on a random leaf holding a dozen bodies, and each commit
+wrote more pages (about 3 us a call more at ten calls a commit). Every statement here names its
+columns, so both layouts are read and written alike."""
 
 PARAM_NAMES = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "response_format")
 """The positional parameters of a payload (``models.cache.params_json``), in order."""
