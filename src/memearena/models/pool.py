@@ -99,7 +99,7 @@ MIN_SECRET_CHARS = 8
 """Key values shorter than this are not scrubbed (a short placeholder like ``EMPTY`` or ``x``
 is no secret, and replacing it everywhere would garble stored text)."""
 
-GROUP_TURNS = 2
+GROUP_TURNS = 4
 """Event-loop turns a group commit waits for more calls to join it while replies may still
 arrive (see ``ModelPool._flush_after``)."""
 
