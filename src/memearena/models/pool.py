@@ -10,9 +10,11 @@ exceed what can be in flight. Reaching the cap stops the pool: calls not yet sen
 BudgetExceeded without a record, calls in flight finish and are recorded, and ``aclose`` waits
 for them before closing any client.
 
-Writes are group-committed: the cache entries and call records of the calls that end in the
-same event-loop turn are written in one transaction each (one commit per turn rather than two
-per call), and each call waits for that commit before it returns. So, as with one commit per
+Writes are group-committed: the cache entries, requests as sent and call records of the calls
+that end (or are about to be sent) in the same event-loop turn, or in the next few while other
+calls still wait on a reply (``GROUP_TURNS``), are written in one transaction per file (one
+commit for a few dozen calls rather than two per call), and each call waits for that commit
+before it returns, or before it is sent. So, as with one commit per
 call, a call's record (and its cache entry) is durable by the time its result is returned: a
 crash (kill -9 included) can only lose the records of calls that had not returned yet, never
 one whose result the caller could have stored. Failed and over-budget calls are committed at
