@@ -318,13 +318,13 @@ def test_calls_ending_together_share_one_commit_and_are_durable_when_they_return
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     commits: list[int] = []
-    write = store.record_call_rows
+    write = store.write_call_rows  # one transaction: requests, call records, settlements
 
-    def counting(rows):
+    def counting(rows, settle, requests=()):
         commits.append(len(rows))
-        write(rows)
+        write(rows, settle, requests)
 
-    store.record_call_rows = counting  # type: ignore[method-assign]
+    store.write_call_rows = counting  # type: ignore[method-assign]
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
     seen: list[tuple[int, int]] = []  # (records, cache entries) on disk as each call returns
 
@@ -353,6 +353,43 @@ def test_calls_ending_together_share_one_commit_and_are_durable_when_they_return
     assert len(store.calls()) == 20 and len(cache) == 20
     store.close()
     cache.close()
+
+
+def test_a_commit_waiting_for_more_calls_still_puts_every_sent_row_on_disk_before_sending(
+    store,
+):
+    # Replies arriving while others are in flight join one commit a few loop turns later;
+    # whatever waits, no request goes out before its ``sent`` row is on disk.
+    cfg = sim_cfg(price=Price(input=1.0, output=1.0), max_concurrency=8)  # tracked: costs money
+    missing: list[str] = []
+
+    def sent_on_disk(n: int, msgs, role) -> str:
+        key = pool.request_key("m", msgs)
+        other = sqlite3.connect(store.path)  # what a kill -9 now would leave
+        try:
+            row = other.execute("SELECT status FROM calls WHERE request_hash=?", (key,)).fetchone()
+        finally:
+            other.close()
+        if row is None or row[0] != "sent":
+            missing.append(key)
+        return f"answer {n}"
+
+    backend = FakeBackend(sent_on_disk)
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend})
+
+    async def one(i: int) -> None:
+        for _ in range(i % 5):  # replies spread over several loop turns
+            await asyncio.sleep(0)
+        await pool.complete("m", user(f"q{i}"), role="target")
+
+    async def go() -> None:
+        await asyncio.gather(*(one(i) for i in range(40)))
+        for i in range(3):  # one call at a time: nothing else in flight, committed at once
+            await pool.complete("m", user(f"alone {i}"), role="target")
+
+    run(go())
+    assert missing == [] and backend.calls == 43
+    assert sorted({c.status for c in store.calls()}) == ["ok"] and len(store.calls()) == 43
 
 
 def test_a_cancelled_call_is_still_recorded(store):
@@ -388,10 +425,10 @@ def test_an_answer_waiting_for_its_commit_already_serves_identical_requests(stor
 def test_a_failed_commit_reaches_every_waiting_call(store, monkeypatch):
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    def broken(rows):
+    def broken(rows, settle, requests=()):
         raise StoreError("disk full")
 
-    monkeypatch.setattr(store, "record_call_rows", broken)
+    monkeypatch.setattr(store, "write_call_rows", broken)
 
     async def go():
         return await asyncio.gather(

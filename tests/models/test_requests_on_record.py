@@ -153,3 +153,68 @@ def test_a_key_value_in_a_prompt_never_reaches_the_stored_request(
     req = store.request(store.calls()[0].request_hash)
     assert req is not None
     assert secret not in json.dumps(req) and "***" in req["messages"][0]["content"][0]["text"]
+
+
+def test_a_run_database_with_the_first_requests_layout_stays_readable_and_writable(
+    tmp_path: Path,
+) -> None:
+    # Run directories written before the requests table moved to rowid order keep their table
+    # (keyed by the hash itself, WITHOUT ROWID): the same statements read and extend it.
+    path = tmp_path / "run.db"
+    with RunStore(path) as s:
+        pool = ModelPool({"m": sim_cfg()}, store=s, backends={"m": FakeBackend()})
+        run(pool.complete("m", user("before"), role="target"))
+        db = sqlite3.connect(path)
+        rows = db.execute("SELECT key, dict, body FROM requests").fetchall()
+        db.executescript(
+            "DROP TABLE requests; CREATE TABLE requests (key TEXT PRIMARY KEY,"
+            " dict INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID;"
+        )
+        db.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
+        db.commit()
+        db.close()
+    with RunStore(path) as s:
+        pool = ModelPool({"m": sim_cfg()}, store=s, backends={"m": FakeBackend()})
+        run(pool.complete("m", user("after"), role="target"))
+        run(pool.complete("m", user("before"), role="target"))  # kept once: already on record
+        texts = [s.request(c.request_hash)["messages"][0]["content"][0]["text"] for c in s.calls()]
+        assert texts == ["before", "after", "before"]
+        out = io.StringIO()
+        assert s.write_export("requests", out, "jsonl") == 2
+    db = sqlite3.connect(path)
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name='requests'").fetchone()[0]
+    db.close()
+    assert "WITHOUT ROWID" in sql
+
+
+def test_requests_packed_with_zlib_by_an_older_version_stay_readable_beside_new_ones(
+    tmp_path: Path,
+) -> None:
+    import zlib
+
+    from memearena.store.requests import unpack
+
+    path = tmp_path / "run.db"
+    with RunStore(path) as s:
+        pool = ModelPool({"m": sim_cfg()}, store=s, backends={"m": FakeBackend()})
+        run(pool.complete("m", user("old"), role="target"))
+        old_key = s.calls()[0].request_hash
+    db = sqlite3.connect(path)
+    body, zdict = db.execute(
+        "SELECT r.body, d.body FROM requests r JOIN request_dicts d ON d.id = r.dict"
+    ).fetchone()
+    assert bytes(body)[:4] == b"\x28\xb5\x2f\xfd"  # a Zstandard frame
+    co = zlib.compressobj(6, zdict=zdict)  # as versions before Zstandard packed it
+    zbody = co.compress(unpack(body, zdict).encode()) + co.flush()
+    db.execute("UPDATE requests SET body=? WHERE key=?", (zbody, old_key))
+    db.commit()
+    db.close()
+    with RunStore(path) as s:
+        pool = ModelPool({"m": sim_cfg()}, store=s, backends={"m": FakeBackend()})
+        run(pool.complete("m", user("new"), role="target"))
+        got = [s.request(c.request_hash) for c in s.calls()]
+        assert [r["messages"][0]["content"][0]["text"] for r in got] == ["old", "new"]
+        out = io.StringIO()
+        assert s.write_export("requests", out, "jsonl") == 2
+        keys = {json.loads(line)["key"] for line in out.getvalue().splitlines()}
+        assert keys == {c.request_hash for c in s.calls()}

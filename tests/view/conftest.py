@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from memearena.store.requests import unpack
+
 BEACON = "__BEACON__"
 """Replaced by the beacon server's address in the payloads (``hostile_run(beacon_url)``)."""
 
@@ -70,8 +72,7 @@ def make_hostile(src: Path, dst: Path, beacon: str) -> Path:
     ]
     for key in ctx_keys:
         d, body = db.execute("SELECT dict, body FROM requests WHERE key=?", (key,)).fetchone()
-        do = zlib.decompressobj(zdict=zdicts[d])
-        text = (do.decompress(body) + do.flush()).decode()
+        text = unpack(body, zdicts[d])
         payload = json.loads(text)
         for _role, parts in payload[2]:
             for part in parts:
@@ -80,7 +81,7 @@ def make_hostile(src: Path, dst: Path, beacon: str) -> Path:
                     _, tail = rest.split("\n</meme_text>", 1)
                     part[1] = f"{head}<meme_text>\nHOSTILE {hostile}\n</meme_text>{tail}"
         raw = json.dumps(payload, ensure_ascii=False).encode()
-        co = zlib.compressobj(6, zdict=zdicts[d])
+        co = zlib.compressobj(6, zdict=zdicts[d])  # a body as older runs packed it: still read
         db.execute("UPDATE requests SET body=? WHERE key=?", (co.compress(raw) + co.flush(), key))
     _replace_everywhere(db, "sim-aurora", model)
     db.commit()

@@ -205,6 +205,7 @@ _SETTLE_COLUMNS = (
     "error_kind",
 )
 # Only a row still ``sent`` is settled: a settlement never rewrites a finished call.
+_INSERT_REQUEST = "INSERT OR IGNORE INTO requests (key, dict, body) VALUES (?, ?, ?)"
 _SETTLE_CALL = (
     f"UPDATE calls SET {', '.join(f'{c}=?' for c in _SETTLE_COLUMNS)} "
     "WHERE call_id=? AND status='sent'"
@@ -397,20 +398,36 @@ class RunStore:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
     def write_call_rows(
-        self, rows: Sequence[tuple[Any, ...]], settle: Sequence[tuple[Any, ...]]
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        settle: Sequence[tuple[Any, ...]],
+        requests: Sequence[tuple[str, int, bytes]] = (),
     ) -> None:
-        """``record_call_rows(rows)`` and ``settle_call_rows(settle)`` in one transaction (one
-        commit for both, as the model stack's group commit writes them): all or none."""
-        if not rows or not settle:
-            self.record_call_rows(rows)
-            self.settle_call_rows(settle)
+        """``record_call_rows(rows)``, ``settle_call_rows(settle)`` and, first,
+        ``record_request_rows(requests)`` in one transaction (one commit for all, as the model
+        stack's group commit writes them): all or none."""
+        parts = [
+            (sql, batch)
+            for sql, batch in (
+                (_INSERT_REQUEST, requests),
+                (_INSERT_CALL, rows),
+                (_SETTLE_CALL, settle),
+            )
+            if batch
+        ]
+        if len(parts) < 2:
+            for sql, batch in parts:
+                try:
+                    insert_many(self._db, sql, batch)
+                except sqlite3.Error as e:
+                    raise StoreError(f"{self.path}: write failed ({e})") from None
             return
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(_INSERT_CALL, rows)
-                db.executemany(_SETTLE_CALL, settle)
+                for sql, batch in parts:
+                    db.executemany(sql, batch)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -793,9 +810,7 @@ class RunStore:
         """Keep ``(key, dict id, body)`` requests in one transaction; a key already on record
         is kept as it is (the key is the payload's hash: same key, same request)."""
         try:
-            insert_many(
-                self._db, "INSERT OR IGNORE INTO requests (key, dict, body) VALUES (?, ?, ?)", rows
-            )
+            insert_many(self._db, _INSERT_REQUEST, rows)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
 
