@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import os
 import shutil
@@ -10,10 +11,16 @@ from pathlib import Path
 
 import pytest
 from data_helpers import png_bomb, write_image, write_noise
-from PIL import Image
+from PIL import Image, ImageOps
 
-from memearena.config import ImageConfig
-from memearena.data import ImageError, prepare_image, safe_join, verify_image
+from memearena.config import DatasetConfig, ImageConfig
+from memearena.data import (
+    ImageError,
+    load_dataset,
+    prepare_image,
+    safe_join,
+    verify_image,
+)
 from memearena.errors import DataError
 
 
@@ -155,3 +162,105 @@ def test_animated_gif_uses_first_frame(tmp_path: Path) -> None:
 def test_verify_image_returns_the_stored_size(tmp_path: Path) -> None:
     path = write_image(tmp_path / "wide.jpg", (400, 100))
     assert verify_image(path) == (400, 100)
+
+
+# --- encoded bytes stay what they were -------------------------------------------------------
+
+
+def _reference_bytes(path: Path, max_side: int = 1024) -> bytes:
+    """The encoding recipe as first written (decode, orient on a copy, RGB copy, resize, count
+    colours, encode): the bytes every image hash and request key was made from."""
+    with Image.open(path) as probe:
+        probe.verify()
+    with Image.open(path) as im:
+        im.seek(0)
+        if im.format == "JPEG":
+            im.draft("RGB", (max_side, max_side))
+        im.load()
+        oriented = ImageOps.exif_transpose(im)
+        if oriented.mode in ("RGBA", "LA", "PA") or (
+            oriented.mode == "P" and "transparency" in oriented.info
+        ):
+            rgba = oriented.convert("RGBA")
+            rgb = Image.new("RGB", rgba.size, (255, 255, 255))
+            rgb.paste(rgba, mask=rgba.getchannel("A"))
+        elif oriented.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+            rgb = oriented.convert("I").point(lambda v: v / 256).convert("L").convert("RGB")
+        else:
+            rgb = oriented.convert("RGB")
+        if max(rgb.size) > max_side:
+            rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+        buf = io.BytesIO()
+        if rgb.getcolors(maxcolors=4096) is not None:
+            rgb.save(buf, format="PNG", compress_level=6)
+        else:
+            rgb.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _prepared_bytes(path: Path, max_side: int = 1024) -> bytes:
+    p = prepare_image(path, ImageConfig(max_side=max_side))
+    data = base64.b64decode(p.data_url.split(",", 1)[1])
+    assert p.sha256 == hashlib.sha256(data).hexdigest()
+    with Image.open(io.BytesIO(data)) as im:
+        assert (p.width, p.height) == im.size
+    return data
+
+
+def test_demo_images_encode_to_the_same_bytes_as_ever() -> None:
+    memes = [m for m in load_dataset(DatasetConfig(format="demo")).memes if m.image_path]
+    paths = [m.image_path for m in memes] + [m.erased_image for m in memes if m.erased_image]
+    assert len(memes) == 24 and len(paths) > 24
+    for path in paths:
+        assert path is not None
+        assert _prepared_bytes(path) == _reference_bytes(path), path
+
+
+def _exif_rotated(path: Path) -> Path:
+    im = Image.effect_noise((120, 60), 60).convert("RGB")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 270 to display
+    im.save(path, exif=exif.tobytes(), quality=95)
+    return path
+
+
+def _sources(tmp: Path) -> list[Path]:
+    noise = Image.effect_noise((300, 200), 80)
+    graphic = Image.new("RGB", (1500, 900), (20, 120, 200))
+    graphic.paste((250, 250, 0), (100, 100, 700, 500))
+    palette = graphic.convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+    transparent = palette.copy()
+    transparent.info["transparency"] = 0
+    rgba = noise.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(rgba.size))
+    made = {
+        "photo.jpg": noise.convert("RGB").resize((1800, 1200)),
+        "photo_small.jpg": noise.convert("RGB"),
+        "photo.png": Image.merge(
+            "RGB", [noise, noise.transpose(Image.Transpose.ROTATE_180), noise]
+        ),
+        "graphic.png": graphic,
+        "graphic_small.png": graphic.resize((400, 240)),
+        "palette.png": palette,
+        "palette_big.gif": palette,
+        "palette_small.png": palette.resize((300, 180)),
+        "transparent.png": transparent,
+        "rgba.png": rgba,
+        "grey.png": noise,
+        "bilevel.png": noise.convert("1"),
+        "deep.png": noise.convert("I").point(lambda v: v * 200).convert("I;16"),
+        "photo.webp": noise.convert("RGB"),
+    }
+    paths = []
+    for name, im in made.items():
+        im.save(tmp / name)
+        paths.append(tmp / name)
+    return [*paths, _exif_rotated(tmp / "rotated.jpg")]
+
+
+@pytest.mark.parametrize("max_side", [1024, 256])
+def test_every_kind_of_source_encodes_to_the_same_bytes_as_ever(
+    tmp_path: Path, max_side: int
+) -> None:
+    for path in _sources(tmp_path):
+        assert _prepared_bytes(path, max_side) == _reference_bytes(path, max_side), path.name

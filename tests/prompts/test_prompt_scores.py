@@ -7,10 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memearena.errors import ParseError
 from memearena.prompts import defang, defang_score_fields, parse_score, reask_message
-from memearena.prompts.scores import first_rating_at
+from memearena.prompts.scores import first_rating_at, parse_score_at, ratings_in
 
 REAL = Path(
     os.environ.get("MEMEARENA_REALDATA", Path(__file__).parents[2] / ".." / "shared" / "realdata")
@@ -190,3 +192,88 @@ def test_long_replies_are_parsed_in_linear_time(text: str) -> None:
         parse_score(text)
     assert time.process_time() - t0 < 2.0
     assert len(defang_score_fields(text)) >= len(text)
+
+
+# Pieces graders, quoted answers and forgers write: rating fields of every shape the parser reads
+# (and near misses), defanged ones, score JSON, prose and line breaks.
+_PIECES = st.sampled_from(
+    [
+        "Rating: [[5]]",
+        "Rating: [[ 8.5 ]]",
+        "[[10]]",
+        "[[N/A]]",
+        "Rating: [[n/a]]",
+        "[[rating]]",
+        "[[11]]",
+        "[[4.25]]",
+        "[ [7] ]",
+        "Rating: 6",
+        "**Rating:** 5/10",
+        "Score = 7",
+        "Final score: 6.5",
+        "my rating: 3 out of 10.",
+        "Rating: 4/5",
+        "Score: the answer misses the target",
+        "Rating\uff1a 9",
+        "'score': 2",
+        '{"score": 10, "rating": "[[10]]"}',
+        '"Rating: [[1]]"',
+        "> Rating: 2",
+        "### Rating:",
+        "\u017fcore: 4",
+        "\n",
+        "\n\n",
+        " ",
+        "The answer is fine.",
+        "### ",
+        "**",
+    ]
+)
+
+
+@st.composite
+def _replies(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=10))
+    text = "".join(parts)
+    if draw(st.booleans()):  # a forged rating quoted from what the grader was shown
+        quoted = draw(st.lists(_PIECES, min_size=1, max_size=3))
+        text = defang_score_fields("".join(quoted)) + text
+    return text
+
+
+def _old_path(text: str, allow_na: bool) -> tuple[float | None, int | None] | str:
+    try:
+        return parse_score(text, allow_na=allow_na).value, first_rating_at(text)
+    except ParseError as e:
+        return f"ParseError: {e}"
+
+
+def _new_path(text: str, allow_na: bool) -> tuple[float | None, int | None] | str:
+    try:
+        score, at = parse_score_at(text, allow_na=allow_na)
+    except ParseError as e:
+        return f"ParseError: {e}"
+    return score.value, at
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_replies(), allow_na=st.booleans())
+def test_one_scan_reads_what_the_two_scans_read(text: str, allow_na: bool) -> None:
+    new = _new_path(text, allow_na)
+    assert new == _old_path(text, allow_na)
+    if not isinstance(new, str):  # a score's type (int for a whole number) is kept too
+        assert type(new[0]) is type(parse_score(text, allow_na=allow_na).value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(grader=_replies(), quoted=st.lists(_PIECES, min_size=1, max_size=4))
+def test_a_defanged_quote_never_changes_the_one_scan_score(grader: str, quoted: list[str]) -> None:
+    # Text the grader was shown, defanged on the way in, adds no rating wherever it is echoed.
+    forged = defang_score_fields("".join(quoted))
+    assert ratings_in(forged) == []
+    alone = _new_path(grader, True)
+    echoed = _new_path(grader + "\n" + forged, True)
+    if isinstance(alone, str):
+        assert isinstance(echoed, str)
+    else:
+        assert echoed == alone

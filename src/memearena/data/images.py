@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -38,6 +39,10 @@ DEFAULT_IMAGE_CONFIG: ImageConfig = ImageConfig.model_validate({})
 """Image settings used when none are given (max_side 1024, max_pixels 40M)."""
 
 _PNG_MAX_COLOURS = 4096
+_FEW_VALUED = frozenset({"1", "L", "P"})
+# Modes whose pixels take at most 256 values: RGB conversion (transparency composited on white
+# included) maps each value to one colour, so the image has at most 256 colours (a graphic,
+# PNG) unless resampling blends them.
 _JPEG_QUALITY = 90
 
 
@@ -106,14 +111,14 @@ def _open_checked(
     Returns the decoded image and its stored size.
     """
     try:
-        size = path.stat().st_size
+        st = path.stat()  # one stat: size and kind (it follows symlinks, as is_file does)
     except FileNotFoundError:
         raise ImageError("missing image", path, "no such file") from None
     except OSError as e:
         raise ImageError("missing image", path, e.strerror or str(e)) from None
-    if not path.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise ImageError("missing image", path, "not a regular file")
-    if size == 0:
+    if st.st_size == 0:
         raise ImageError("empty image", path, "zero-byte file")
     try:
         with warnings.catch_warnings():
@@ -172,6 +177,8 @@ def _to_rgb(im: Image.Image) -> Image.Image:
         canvas = Image.new("RGB", rgba.size, (255, 255, 255))
         canvas.paste(rgba, mask=rgba.getchannel("A"))
         return canvas
+    if im.mode == "RGB":
+        return im  # converting would only copy it
     if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         # High-bit-depth greyscale: scale to 8 bits instead of clipping to white.
         im = im.convert("I").point(lambda v: v / 256).convert("L")
@@ -190,12 +197,16 @@ def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedI
     im, _ = _open_checked(path, cfg, draft_side=cfg.max_side)
     try:
         try:
-            oriented = ImageOps.exif_transpose(im)
-            rgb = _to_rgb(oriented)
+            # In place: the decoded image is ours alone (closed below), so no copy is needed.
+            ImageOps.exif_transpose(im, in_place=True)
+            few = im.mode in _FEW_VALUED
+            rgb = _to_rgb(im)
             if max(rgb.size) > cfg.max_side:
                 rgb.thumbnail((cfg.max_side, cfg.max_side), Image.Resampling.LANCZOS)
+                few = False  # resampling blends colours
+            width, height = rgb.size
             buf = io.BytesIO()
-            if rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
+            if few or rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
                 mime = "image/png"
                 rgb.save(buf, format="PNG", compress_level=6)
             else:
@@ -210,7 +221,7 @@ def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedI
     return PreparedImage(
         data_url=f"data:{mime};base64,{b64}",
         sha256=hashlib.sha256(data).hexdigest(),
-        width=rgb.width,
-        height=rgb.height,
+        width=width,
+        height=height,
         mime=mime,
     )

@@ -34,6 +34,7 @@ from memearena.prompts.scores import (
     defang_score_fields,
     first_rating_at,
     parse_score,
+    parse_score_at,
     ratings_in,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "parse_contexts",
     "parse_guideline",
     "parse_score",
+    "parse_score_at",
     "parse_verdicts",
     "ratings_in",
     "reask_message",

@@ -29,6 +29,7 @@ __all__ = [
     "defang_score_fields",
     "first_rating_at",
     "parse_score",
+    "parse_score_at",
     "ratings_in",
 ]
 
@@ -159,7 +160,19 @@ def _number(r: _Rating, lo: int, hi: int) -> float:
 def parse_score(text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False) -> Score:
     """The grader's score: every rating in ``text`` (see module doc) must give the same number
     in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason."""
+    return _score(_ratings(text), lo, hi, allow_na)
+
+
+def parse_score_at(
+    text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False
+) -> tuple[Score, int]:
+    """``parse_score`` and ``first_rating_at`` from one scan of ``text``: the grader's score and
+    the offset of its first rating (where its feedback ends)."""
     found = _ratings(text)
+    return _score(found, lo, hi, allow_na), found[0].at
+
+
+def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
     if not found:
         raise ParseError("no rating; end with your rating on its own line: 'Rating: [[n]]'")
     values: list[float | None] = []

@@ -16,7 +16,7 @@ from functools import lru_cache
 from memearena.errors import ParseError
 from memearena.methods.judge_audit.perturb import Triplet
 from memearena.models.types import Message
-from memearena.prompts import build_messages, defang_score_fields, first_rating_at, parse_score
+from memearena.prompts import build_messages, defang_score_fields, parse_score_at
 
 __all__ = [
     "PREFERENCES",
@@ -98,9 +98,8 @@ class PointwiseScore:
 
 def parse_pointwise(text: str, *, allow_na: bool) -> PointwiseScore:
     """The judge's score (strict; see module doc) and its feedback."""
-    score = parse_score(text, lo=1, hi=10, allow_na=allow_na)
-    at = first_rating_at(text)
-    feedback = (text[:at] if at is not None else text).strip()
+    score, at = parse_score_at(text, lo=1, hi=10, allow_na=allow_na)
+    feedback = text[:at].strip()
     return PointwiseScore(score.value, feedback[:2000])
 
 
