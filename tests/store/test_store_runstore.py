@@ -272,6 +272,32 @@ def test_records_and_settlements_written_together_are_one_transaction(store):
     assert store.calls()[1].status == "ok"
 
 
+def test_steps_waiting_for_their_commit_ride_in_the_call_rows_transaction(store):
+    import asyncio
+
+    async def go() -> None:
+        # The step is queued (its own commit is due next turn); a model-layer commit in this
+        # very turn carries it, written after the calls, all or none.
+        step = asyncio.ensure_future(store.commit_step("k", "s1", {"v": 1}))
+        await asyncio.sleep(0)  # the step is pending now
+        assert store._steps
+        store.write_call_rows([_sent_row("a")], [])
+        assert not store._steps
+        assert await step == {"v": 1}
+        assert store.get_artifact("k", "s1") == {"v": 1}
+        # A failed write fails the steps it carried and stores none of them.
+        failing = asyncio.ensure_future(store.commit_step("k", "s2", {"v": 2}))
+        await asyncio.sleep(0)
+        with pytest.raises(StoreError):
+            store.write_call_rows([_sent_row("a")], [])  # a duplicate call id
+        with pytest.raises(StoreError):
+            await failing
+        assert store.get_artifact("k", "s2") is None
+
+    asyncio.run(go())
+    assert [c.call_id for c in store.calls()] == ["a"]
+
+
 def test_the_process_has_one_page_cache_budget_for_all_its_stores(store: RunStore, tmp_path: Path):
     from memearena.store.runstore import PROCESS_HEAP_KIB
 

@@ -32,6 +32,7 @@ import random
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,10 @@ is no secret, and replacing it everywhere would garble stored text)."""
 GROUP_TURNS = 4
 """Event-loop turns a group commit waits for more calls to join it while replies may still
 arrive (see ``ModelPool._flush_after``)."""
+
+REQUEST_MEMO_SIZE = 1024
+"""Requests whose payload and key ``request_key`` keeps for the ``complete`` that follows it
+(the oldest are dropped first; a miss only costs hashing the payload again)."""
 
 _STATUS_COUNTER = {"cached": "cached", "error": "errors", "refusal": "refusals", "budget": "budget"}
 
@@ -232,6 +237,11 @@ class ModelPool:
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
         self._embedders: dict[str, EmbeddingBackend] = {}  # per model, opened on first embed
+        # What request_key computed, for the complete that sends the very same request: by
+        # model, params and the identities of the message objects, with weak references that
+        # prove those objects are still the ones keyed (an id is only unique while its object
+        # lives; a dead one's id may be reused), so nothing keeps a message's image alive.
+        self._request_memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], str, str]] = {}
 
     @property
     def spent_usd(self) -> float:
@@ -453,13 +463,45 @@ class ModelPool:
     ) -> str:
         """The content hash of the request ``complete`` would send (endpoint identity, model
         id, messages with image hashes, merged parameters): the fingerprint a step's artifact
-        key carries, so a changed model, prompt, input or parameter is recomputed, never reused."""
+        key carries, so a changed model, prompt, input or parameter is recomputed, never reused.
+
+        The payload and key are kept (a bounded memo) for a ``complete`` of the same model and
+        params with the very same message objects, which then does not build and hash them
+        again; any other request is keyed from scratch."""
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
+        payload = self._payload(m, messages, params)
+        key = payload_key(payload)
+        memo = self._request_memo
+        try:
+            refs = tuple([weakref.ref(x) for x in messages])
+        except TypeError:  # not weakly referenceable: nothing proves its identity later
+            return key
+        memo[(model, params, *map(id, messages))] = (refs, payload, key)
+        if len(memo) > REQUEST_MEMO_SIZE:
+            del memo[next(iter(memo))]
+        return key
+
+    def _payload(self, m: _Model, messages: Sequence[Message], params: GenParams | None) -> str:
         if params is None:
-            return key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
-        return key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+            return payload_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
+        return payload_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+
+    def _payload_and_key(
+        self, m: _Model, messages: Sequence[Message], params: GenParams | None
+    ) -> tuple[str, str]:
+        """The request's canonical payload and key: those ``request_key`` kept when the same
+        model, params and message objects (alive, by identity) come back, else computed."""
+        got = self._request_memo.pop((m.name, params, *map(id, messages)), None)
+        if got is not None:
+            refs, payload, key = got
+            if len(refs) == len(messages) and all(
+                r() is x for r, x in zip(refs, messages, strict=True)
+            ):
+                return payload, key
+        payload = self._payload(m, messages, params)
+        return payload, payload_key(payload)
 
     def uncache(
         self, model: str, messages: Sequence[Message], params: GenParams | None = None
@@ -492,13 +534,8 @@ class ModelPool:
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
-        if params is None:
-            p = m.params
-            payload = payload_from_parts(m.key_prefix, m.endpoint, messages, p, m.params_part)
-        else:
-            p = m.params.merged(params)
-            payload = payload_from_parts(m.key_prefix, m.endpoint, messages, p)
-        key = payload_key(payload)
+        p = m.params if params is None else m.params.merged(params)
+        payload, key = self._payload_and_key(m, messages, params)
         t0 = time.perf_counter()
         self._keep_request(key, role, payload)
 

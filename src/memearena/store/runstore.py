@@ -243,6 +243,17 @@ class _PendingStep:
     fut: asyncio.Future[dict[str, Any] | None]
 
 
+@dataclass
+class _StepBatch:
+    """Pending steps taken for one commit, as rows."""
+
+    pending: list[_PendingStep]
+    first: dict[tuple[str, str], dict[str, Any]]
+    arts: list[tuple[str, str, str, float]]
+    errs: list[tuple[str, str, str, str, float]]
+    clears: list[tuple[str, str]]
+
+
 def create_private(path: Path) -> None:
     """Create ``path``'s missing parent folders (0700) and the file itself (0600) unless it
     exists: run files hold prompts, replies and spend, readable by their owner only."""
@@ -405,7 +416,11 @@ class RunStore:
     ) -> None:
         """``record_call_rows(rows)``, ``settle_call_rows(settle)`` and, first,
         ``record_request_rows(requests)`` in one transaction (one commit for all, as the model
-        stack's group commit writes them): all or none."""
+        stack's group commit writes them): all or none.
+
+        Steps waiting for their commit (``commit_step``) ride along, written after the calls:
+        a step is queued only once the calls it came from returned, so they were committed
+        before it, or are committed with it in this transaction, never after it."""
         parts = [
             (sql, batch)
             for sql, batch in (
@@ -415,7 +430,8 @@ class RunStore:
             )
             if batch
         ]
-        if len(parts) < 2:
+        steps = self._take_steps() if self._steps and self._steps_on_this_loop() else None
+        if steps is None and len(parts) < 2:
             for sql, batch in parts:
                 try:
                     insert_many(self._db, sql, batch)
@@ -428,13 +444,26 @@ class RunStore:
             try:
                 for sql, batch in parts:
                     db.executemany(sql, batch)
+                written = 0 if steps is None else self._write_steps(db, steps)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
-            raise StoreError(f"{self.path}: write failed ({e})") from None
+            failure = StoreError(f"{self.path}: write failed ({e})")
+            if steps is not None:
+                self._steps_failed(steps, failure)
+            raise failure from None
+        if steps is not None:
+            self._steps_done(steps, written)
+
+    def _steps_on_this_loop(self) -> bool:
+        """Whether the pending steps wait on the running event loop (their futures' own)."""
+        try:
+            return self._steps_loop is asyncio.get_running_loop()
+        except RuntimeError:
+            return False
 
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""
@@ -568,11 +597,12 @@ class RunStore:
             loop.call_soon(self._flush_steps)
         return await fut
 
-    def _flush_steps(self) -> None:
+    def _take_steps(self) -> _StepBatch | None:
+        """The pending steps as rows to write (None when there are none)."""
         self._steps_loop = None
         pending, self._steps = self._steps, []
         if not pending:
-            return
+            return None
         now = time.time()
         first: dict[tuple[str, str], dict[str, Any]] = {}
         arts: list[tuple[str, str, str, float]] = []
@@ -586,42 +616,60 @@ class RunStore:
             if p.value is not None and (p.kind, p.key) not in first:
                 first[(p.kind, p.key)] = p.value
                 arts.append((p.kind, p.key, _dumps(p.value), now))
-        stored = first
+        return _StepBatch(pending, first, arts, errs, clears)
+
+    @staticmethod
+    def _write_steps(db: sqlite3.Connection, batch: _StepBatch) -> int:
+        """Write a step batch inside the caller's transaction; returns the artifacts written."""
+        written = 0
+        if batch.arts:
+            written = db.executemany(
+                "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                batch.arts,
+            ).rowcount
+        if batch.clears:
+            db.executemany("DELETE FROM errors WHERE kind=? AND key=?", batch.clears)
+        if batch.errs:
+            db.executemany(
+                "INSERT OR REPLACE INTO errors (kind, key, reason, detail, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                batch.errs,
+            )
+        return written
+
+    def _steps_done(self, batch: _StepBatch, written: int) -> None:
+        """Wake the steps of a committed batch with what is stored (the first write wins)."""
+        stored = batch.first
+        if written < len(batch.arts):  # some were stored before: the first write wins
+            stored = {k: self.get_artifact(*k) or v for k, v in batch.first.items()}
+        for p in batch.pending:
+            if not p.fut.done():  # its step was cancelled meanwhile (its rows are committed)
+                p.fut.set_result(None if p.value is None else stored[(p.kind, p.key)])
+
+    @staticmethod
+    def _steps_failed(batch: _StepBatch, failure: Exception) -> None:
+        for p in batch.pending:
+            if not p.fut.done():
+                p.fut.set_exception(failure)
+
+    def _flush_steps(self) -> None:
+        batch = self._take_steps()
+        if batch is None:
+            return
         try:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                written = 0
-                if arts:
-                    written = db.executemany(
-                        "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at)"
-                        " VALUES (?, ?, ?, ?)",
-                        arts,
-                    ).rowcount
-                if clears:
-                    db.executemany("DELETE FROM errors WHERE kind=? AND key=?", clears)
-                if errs:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO errors (kind, key, reason, detail, created_at)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        errs,
-                    )
+                written = self._write_steps(db, batch)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            if written < len(arts):  # some were stored before: the first write wins
-                stored = {k: self.get_artifact(*k) or v for k, v in first.items()}
+            self._steps_done(batch, written)
         except (sqlite3.Error, StoreError) as e:
-            failure = StoreError(f"{self.path}: write failed ({e})")
-            for p in pending:
-                if not p.fut.done():
-                    p.fut.set_exception(failure)
-            return
-        for p in pending:
-            if not p.fut.done():  # its step was cancelled meanwhile (its rows are committed)
-                p.fut.set_result(None if p.value is None else stored[(p.kind, p.key)])
+            self._steps_failed(batch, StoreError(f"{self.path}: write failed ({e})"))
 
     # members: which artifacts make up a run's current outcome ------------------------------
 
