@@ -51,6 +51,20 @@ def _assert_every_record_is_its_own(store: RunStore, cache: ResponseCache, sent:
         assert hit.text.endswith(f"to {msgs[-1].plain_text()}")
 
 
+def _send_and_check(pool: ModelPool, store: RunStore, cache: ResponseCache, sent: list) -> None:
+    """Send ``sent`` (model, messages, params) in order, then check every record's key."""
+
+    async def go() -> None:
+        for model, msgs, params in sent:
+            await pool.complete(model, msgs, role="t", params=params)
+        await pool.aclose()
+
+    run(go())
+    _assert_every_record_is_its_own(store, cache, sent)
+    store.close()
+    cache.close()
+
+
 def test_complete_after_request_key_uses_the_request_s_own_key(tmp_path: Path) -> None:
     pool, store, cache = _pool(tmp_path)
     hot = GenParams(temperature=0.9)
@@ -68,15 +82,7 @@ def test_complete_after_request_key_uses_the_request_s_own_key(tmp_path: Path) -
         ("a", [*m1, Message.text("user", "more")], None),  # a longer conversation
     ]
 
-    async def go() -> None:
-        for model, msgs, params in sent:
-            await pool.complete(model, msgs, role="t", params=params)
-        await pool.aclose()
-
-    run(go())
-    _assert_every_record_is_its_own(store, cache, sent)
-    store.close()
-    cache.close()
+    _send_and_check(pool, store, cache, sent)
 
 
 def test_a_reused_id_of_a_dead_message_never_serves_its_key(
@@ -122,12 +128,4 @@ def test_the_memo_is_bounded(tmp_path: Path) -> None:
     # The oldest were dropped: sending one still records it under its own key.
     sent = [("a", keep[0], None), ("a", keep[-1], None)]
 
-    async def go() -> None:
-        for model, msgs, params in sent:
-            await pool.complete(model, msgs, role="t", params=params)
-        await pool.aclose()
-
-    run(go())
-    _assert_every_record_is_its_own(store, cache, sent)
-    store.close()
-    cache.close()
+    _send_and_check(pool, store, cache, sent)
