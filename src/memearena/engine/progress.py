@@ -46,6 +46,8 @@ class StageProgress:
 
     def stage(self, name: str, total: int) -> None:
         """Declare (or grow) a stage with ``total`` steps."""
+        if not self._enabled:  # nothing is shown: no bookkeeping per step either
+            return
         if name in self._tasks:
             self._progress.update(self._tasks[name], total=total)
         else:
@@ -53,5 +55,5 @@ class StageProgress:
 
     def advance(self, name: str, n: int = 1) -> None:
         """Mark ``n`` steps of a stage done."""
-        if name in self._tasks:
+        if self._enabled and name in self._tasks:
             self._progress.advance(self._tasks[name], n)
