@@ -75,7 +75,8 @@ def one_run(cfg: RunConfig, memes: int) -> tuple[float, int, int, int, int]:
 
 def child_percall(n: int) -> dict[str, Any]:
     """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed."""
-    from percall import Recorder, replay, timed_method, write_memes
+    from percall import Recorder, replay, timed_method
+    from scale import write_memes
 
     from memearena.engine.pool import open_pool, sim_world
     from memearena.engine.rundir import load_memes

@@ -173,7 +173,7 @@ def generators(repeats: int) -> None:
 
 
 def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
-    from percall import write_memes
+    from scale import write_memes
 
     from memearena.config import DatasetConfig
 

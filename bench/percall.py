@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import resource
-import shutil
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from memearena.engine.steps import bounded_map
@@ -25,23 +22,6 @@ from memearena.models import ModelPool
 from memearena.models.types import Message
 
 Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
-
-
-def write_memes(folder: Path, n: int) -> Path:
-    """``n`` demo-format memes cycled from the bundled set (distinct ids and texts), as
-    ``bench/scale.py`` writes them."""
-    from memearena.data.demo import demo_dir
-
-    src = demo_dir()
-    rows = [json.loads(line) for line in (src / "memes.jsonl").read_text().splitlines() if line]
-    shutil.copytree(src / "img", folder / "img", dirs_exist_ok=True)
-    with (folder / "memes.jsonl").open("w") as f:
-        for i in range(n):
-            row = dict(rows[i % len(rows)])
-            row["id"] = f"{row['id']}-{i}"
-            row["text"] = f"{row['text']} #{i}"
-            f.write(json.dumps(row) + "\n")
-    return folder / "memes.jsonl"
 
 
 def peak_rss_mb() -> float:

@@ -244,19 +244,24 @@ class _Viewer:
             matrix=matrix,
         )
 
-    async def memes(self, request: web.Request) -> web.Response:
+    def _listing(
+        self, request: web.Request, template: str, fetch: str, filters: tuple[str, ...]
+    ) -> web.Response:
+        """A filtered page of one list: the query's ``filters``, ``offset`` and ``limit`` (50)
+        passed to the reader's ``fetch``."""
         n, r = self.reader(request)
         q = request.query
-        page = r.memes(
-            q=q.get("q", ""),
-            outcome=q.get("outcome", ""),
-            model=q.get("model", ""),
+        page = getattr(r, fetch)(
+            **{name: q.get(name, "") for name in filters},
             offset=_int(request, "offset"),
             limit=_int(request, "limit", 50) or 50,
         )
         return self.render(
-            request, "memes.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
+            request, template, n=n, label=self.label(n), page=page, f=r.filter_values()
         )
+
+    async def memes(self, request: web.Request) -> web.Response:
+        return self._listing(request, "memes.html.j2", "memes", ("q", "outcome", "model"))
 
     async def meme(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
@@ -266,20 +271,8 @@ class _Viewer:
         return self.render(request, "meme.html.j2", n=n, label=self.label(n), m=m)
 
     async def battles(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        q = request.query
-        page = r.battles(
-            meme=q.get("meme", ""),
-            model=q.get("model", ""),
-            judge=q.get("judge", ""),
-            criterion=q.get("criterion", ""),
-            outcome=q.get("outcome", ""),
-            offset=_int(request, "offset"),
-            limit=_int(request, "limit", 50) or 50,
-        )
-        return self.render(
-            request, "battles.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
-        )
+        filters = ("meme", "model", "judge", "criterion", "outcome")
+        return self._listing(request, "battles.html.j2", "battles", filters)
 
     async def battle(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
@@ -289,18 +282,7 @@ class _Viewer:
         return self.render(request, "battle.html.j2", n=n, label=self.label(n), b=b)
 
     async def calls(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        q = request.query
-        page = r.calls(
-            model=q.get("model", ""),
-            role=q.get("role", ""),
-            status=q.get("status", ""),
-            offset=_int(request, "offset"),
-            limit=_int(request, "limit", 50) or 50,
-        )
-        return self.render(
-            request, "calls.html.j2", n=n, label=self.label(n), page=page, f=r.filter_values()
-        )
+        return self._listing(request, "calls.html.j2", "calls", ("model", "role", "status"))
 
     async def call(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
