@@ -2,10 +2,12 @@
 the model layer's on the same calls replayed.
 
 ``Recorder`` wraps ``ModelPool.complete`` and ``ModelPool.embed`` for the length of a run and
-keeps every call's arguments in order (re-asks included; cache hits too, as the run made them).
-``replay`` sends those very calls through a fresh ``ModelPool`` (the simulated backend, a fresh
-run store and response cache, the same window) with no pipeline: the model layer's own CPU on
-the run's own requests. The ratio of the two is what the pipeline adds on top of its calls.
+keeps every call's arguments in order (re-asks included; cache hits too, as the run made them):
+a reference each, so the recording costs the run a tuple per call, nothing more. ``replay``
+copies those calls' messages into new objects (outside its timed region) and sends them
+through a fresh ``ModelPool`` (the simulated backend, a fresh run store and response cache, the
+same window) with no pipeline: the model layer's own CPU on the run's own requests. The ratio
+of the two is what the pipeline adds on top of its calls.
 """
 
 from __future__ import annotations
@@ -52,9 +54,7 @@ class Recorder:
             def wrapper(
                 pool: ModelPool, model: str, *a: Any, _o: Any = orig, _n: str = name, **kw: Any
             ) -> Any:
-                self.calls.append(
-                    (_n, model, tuple(map(_fresh, a)), {k: _fresh(v) for k, v in kw.items()})
-                )
+                self.calls.append((_n, model, a, kw))
                 return _o(pool, model, *a, **kw)
 
             setattr(ModelPool, name, wrapper)
@@ -83,6 +83,11 @@ def timed_method(cls: type, name: str, acc: dict[str, float]) -> None:
 def replay(make_pool: Callable[[], ModelPool], calls: Sequence[Call], window: int) -> float:
     """CPU seconds of ``calls`` sent through a fresh pool (``make_pool``), ``window`` at a
     time; a call that fails (a simulated fault past its retries) counts as made."""
+
+    calls = [
+        (kind, model, tuple(map(_fresh, a)), {k: _fresh(v) for k, v in kw.items()})
+        for kind, model, a, kw in calls
+    ]
 
     async def go() -> float:
         pool = make_pool()
