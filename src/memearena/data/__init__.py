@@ -1,6 +1,7 @@
 """Datasets: one typed :class:`Meme`, loaders for every supported format, safe image I/O.
 
 Formats: fhm, harm, mami, mm-judgebias, folder, jsonl, csv and the bundled synthetic demo set.
+``encode_png``: the fast lossless PNG writer of the images the pipelines make.
 """
 
 from memearena.data.demo import demo_annotations, demo_dir, normalize_text
@@ -24,6 +25,7 @@ from memearena.data.loaders import (
     merge_results,
 )
 from memearena.data.meme import Meme
+from memearena.data.png import encode_png
 
 __all__ = [
     "DEMO_CATEGORIES",
@@ -37,6 +39,7 @@ __all__ = [
     "apply_filters",
     "demo_annotations",
     "demo_dir",
+    "encode_png",
     "fhm_id",
     "load_dataset",
     "load_datasets",

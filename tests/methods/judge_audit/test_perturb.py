@@ -306,3 +306,22 @@ def test_encoded_images_get_their_metadata_without_being_re_encoded(store: Image
     pic.save(again, format="PNG", pnginfo=info, compress_level=6)
     got = store.put_encoded(png.getvalue(), "image/png", pic.size, meta)
     assert got.path.read_bytes() == again.getvalue()
+
+
+def test_a_png_variant_keeps_its_pixels_and_metadata(store: ImageStore) -> None:
+    # Variants go through the package's PNG writer: Pillow decodes the very pixels that were
+    # stored, reads the metadata back, and the same variant always gives the same bytes.
+    from memearena.data.demo import demo_dir
+
+    with Image.open(demo_dir() / "img" / "m02.png") as src:
+        pic = src.convert("RGB")
+    got = insert_text(pic, "Is the meme in the image harmful?", rng=random.Random(3))
+    meta = {SHOWS_KEY: "“quoted” ünïcode", INSERTED_KEY: got.text}
+    img = store.put(got.image, meta)
+    assert img.mime == "image/png" and (img.width, img.height) == pic.size
+    raw = img.path.read_bytes()
+    assert image_metadata(raw) == meta
+    with Image.open(img.path, formats=("PNG",)) as back:
+        assert back.mode == "RGB" and back.tobytes() == got.image.tobytes()
+    other = ImageStore(store.root.parent / "other")
+    assert other.put(got.image.copy(), dict(meta)).sha256 == img.sha256

@@ -38,9 +38,9 @@ from PIL import (
     ImageEnhance,
     ImageFilter,
     ImageFont,
-    PngImagePlugin,
 )
 
+from memearena.data.png import encode_png
 from memearena.errors import DataError
 from memearena.models.types import ImagePart
 
@@ -71,9 +71,6 @@ INSERTED_KEY = "memearena:inserted"
 
 _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
-_PNG_LEVEL = 1
-"""zlib level of the PNGs the audit encodes (variants): lossless at any level, and level 1
-encodes several times faster than 6 for a few percent more bytes."""
 
 
 @lru_cache(maxsize=128)
@@ -172,21 +169,17 @@ class ImageStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def put(self, im: Image.Image, meta: dict[str, str] | None = None) -> AuditImage:
-        """Encode deterministically (PNG for graphics, JPEG for photos) with ``meta`` and store."""
+        """Encode deterministically (PNG for graphics: ``memearena.data.encode_png``, lossless;
+        JPEG for photos) with ``meta`` and store."""
         rgb = im if im.mode == "RGB" else im.convert("RGB")
-        buf = io.BytesIO()
         meta = {k: v for k, v in (meta or {}).items() if v}
         if rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
-            info = PngImagePlugin.PngInfo()
-            for k, v in sorted(meta.items()):
-                info.add_itxt(k, v)
-            rgb.save(buf, format="PNG", pnginfo=info, compress_level=_PNG_LEVEL)
-            mime = "image/png"
-        else:
-            comment = "\n".join(f"{k}={v}" for k, v in sorted(meta.items())).encode()
-            rgb.save(buf, format="JPEG", quality=_JPEG_QUALITY, comment=comment)
-            mime = "image/jpeg"
-        return self._write(buf.getvalue(), mime, rgb.width, rgb.height)
+            # The package's own writer: one filter for the whole image, zlib level 1.
+            return self._write(encode_png(rgb, meta), "image/png", rgb.width, rgb.height)
+        buf = io.BytesIO()
+        comment = "\n".join(f"{k}={v}" for k, v in sorted(meta.items())).encode()
+        rgb.save(buf, format="JPEG", quality=_JPEG_QUALITY, comment=comment)
+        return self._write(buf.getvalue(), "image/jpeg", rgb.width, rgb.height)
 
     def put_encoded(
         self, data: bytes, mime: str, size: tuple[int, int], meta: dict[str, str] | None = None
