@@ -126,7 +126,7 @@ def encode_png(
         raise ValueError(f"PNG writer: unknown row filter {row_filter!r}")
     strategy = zlib.Z_RLE if up else zlib.Z_DEFAULT_STRATEGY
     comp = zlib.compressobj(_LEVEL, zlib.DEFLATED, 15, 8, strategy)
-    data = comp.compress(memoryview(_filtered(a, up))) + comp.flush()
+    data = comp.compress(_filtered(a, up).data) + comp.flush()
     ihdr = struct.pack(">IIBBBBB", w, h, 8, _COLOUR_TYPES[c], 0, 0, 0)
     view = memoryview(data)
     parts = [_SIGNATURE, _chunk(b"IHDR", ihdr)]
