@@ -355,3 +355,33 @@ def test_the_served_world_knows_which_image_shows_which_caption() -> None:
         for path, caption in ((m.image_path, m.text), (m.erased_image, "")):
             assert world.caption_shown(prepare_image(path).sha256) == caption
             assert world.caption_shown(hashlib.sha256(path.read_bytes()).hexdigest()) == caption
+
+
+def test_a_drawn_caption_is_stored_losslessly_and_deterministically() -> None:
+    # The rendered image is a PNG of exactly the pixels drawn: below the caption region every
+    # pixel is the erased image's own, and the same caption always gives the same bytes (its
+    # hash is in the requests' keys).
+    import base64
+    import io
+
+    from PIL import Image
+
+    img = prepare_image(demo_dir() / "img" / "erased" / "m06.png")
+    base = ImagePart(img.data_url, img.sha256)
+    drawn = erase.render_caption(base, "a softer caption")
+    data = base64.b64decode(drawn.data_url.split(",", 1)[1])
+    assert drawn.data_url.startswith("data:image/png;base64,")
+    assert drawn.sha256 == hashlib.sha256(data).hexdigest()
+    assert drawn == erase.render_caption(base, "a softer caption")
+    with (
+        Image.open(io.BytesIO(data), formats=("PNG",)) as out,
+        Image.open(io.BytesIO(base64.b64decode(img.data_url.split(",", 1)[1]))) as src,
+    ):
+        assert out.mode == "RGB" and out.size == src.size
+        w, h = src.size
+        below = (0, h // 2, w, h)
+        assert out.crop(below).tobytes() == src.convert("RGB").crop(below).tobytes()
+        assert (
+            out.crop((0, 0, w, h // 4)).tobytes()
+            != src.convert("RGB").crop((0, 0, w, h // 4)).tobytes()
+        )

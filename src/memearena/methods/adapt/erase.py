@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memearena.data import Meme, prepare_image
+from memearena.data import Meme, encode_png, prepare_image
 from memearena.errors import ConfigError, DataError
 from memearena.models.types import ImagePart
 
@@ -364,8 +364,6 @@ def render_caption(base: ImagePart, text: str) -> ImagePart:
             stroke_fill=(0, 0, 0),
         )
         y += size + 4
-    buf = io.BytesIO()
-    out.save(buf, format="PNG")
-    data = buf.getvalue()
+    data = encode_png(out)  # lossless, deterministic: the same rewrite gives the same hash
     sha = hashlib.sha256(data).hexdigest()
     return ImagePart("data:image/png;base64," + base64.b64encode(data).decode(), sha)
