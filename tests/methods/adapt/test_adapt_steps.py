@@ -81,6 +81,28 @@ def test_a_step_reached_again_is_answered_from_the_run_without_a_call(tmp_path: 
     ctx.store.close()
 
 
+def test_a_step_whose_caller_is_cancelled_is_called_by_the_one_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    ctx, scripted = _context(tmp_path)
+
+    async def go() -> dict[str, Any] | None:
+        try:
+            first = asyncio.ensure_future(_answer(ctx, "a meme"))
+            await asyncio.sleep(0)  # the first caller is in its call
+            second = asyncio.ensure_future(_answer(ctx, "a meme", part=1))
+            await asyncio.sleep(0)  # the second waits for it
+            first.cancel()
+            return await second
+        finally:
+            await ctx.pool.aclose()
+
+    got = asyncio.run(go())
+    assert got is not None and "answer" in got
+    assert got["for"] == "m|1"  # the waiting caller made the step itself
+    ctx.store.close()
+
+
 def test_a_failed_step_is_asked_again_when_reached_again(tmp_path: Path) -> None:
     fail = {"outage"}
     ctx, scripted = _context(tmp_path, fail)

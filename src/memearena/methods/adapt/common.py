@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from memearena.config import RunConfig
 from memearena.data import Meme, prepare_image
@@ -113,15 +113,12 @@ class AdaptContext:
     """Each meme's refine image (``erase.RefineImages``), made on first use."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
     _files: dict[tuple[object, ...], ImagePart] = field(default_factory=dict)
-    _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
-        default_factory=dict
-    )
+    _inflight: dict[tuple[str, str], list[asyncio.Future[Any]]] = field(default_factory=dict)
+    """Steps being called, each with the callers that reached it meanwhile (they wait for it)."""
     _had_kind: dict[str, bool] = field(default_factory=dict)
     _written: set[int] = field(default_factory=set)
     """Steps this run stored (their fingerprints' first 64 bits)."""
-    _memo: OrderedDict[Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]] = (
-        field(default_factory=OrderedDict)
-    )
+    _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -171,10 +168,12 @@ class AdaptContext:
             had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
         return had or int(fingerprint[:16], 16) in self._written
 
-    def _ended(self, key: tuple[str, str], fut: asyncio.Future[dict[str, Any] | None]) -> None:
-        self._inflight.pop(key, None)
-        if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
-            self._written.add(int(key[1][:16], 16))
+    async def _join(self, key: tuple[str, str]) -> Any:
+        """The outcome of the step ``key`` in flight, once its caller has it (``_ABANDONED``:
+        that caller was cancelled before the step ended)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inflight[key].append(fut)
+        return await fut
 
     async def step(
         self,
@@ -211,60 +210,84 @@ class AdaptContext:
         if memo_key is not None:
             seen = self._memo.get(memo_key)
             if seen is not None:
-                known = self._inflight.get(seen[0])
-                if known is not None:  # in flight, or its end not yet handled: join it
-                    return await asyncio.shield(known)
-                known = seen[1]
-                if not known.cancelled() and known.exception() is None:
-                    got = known.result()
-                    if got is not None:
-                        self._memo.move_to_end(memo_key)
-                        tally_step(kind, "reused")
-                        # Answered as a stored step is: a look-up that ends at the next
-                        # event-loop turn, joined by whoever reaches the step meanwhile, so
-                        # the steps still to call send their requests in the same order.
-                        done_key = seen[0]
-                        loop = asyncio.get_running_loop()
-                        looked_up = loop.create_future()
-                        loop.call_soon(looked_up.set_result, got)
-                        self._inflight[done_key] = looked_up
-                        looked_up.add_done_callback(lambda fut: self._ended(done_key, fut))
-                        return await asyncio.shield(looked_up)
-                del self._memo[memo_key]
+                if seen.outcome is not None:
+                    self._memo.move_to_end(memo_key)
+                    tally_step(kind, "reused")
+                    return seen.outcome
+                if seen.key in self._inflight:  # being called: wait for it
+                    got = await self._join(seen.key)
+                    if got is not _ABANDONED:
+                        return cast("dict[str, Any] | None", got)
+                if self._memo.get(memo_key) is seen:
+                    del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
         key = (kind, fingerprint)
         # Two chains can reach the same step at once (a loop and its control share their first
-        # rewrite): they await one call, so nothing is paid twice even with the cache off.
-        running = self._inflight.get(key)
-        if running is None:
-            running = asyncio.ensure_future(
-                run_step(
-                    self.store,
-                    kind,
-                    key[1],
-                    lambda: ask(
-                        self.pool, model, role, messages, parser, max_reasks=reasks, params=params
-                    ),
-                    lambda v, r: {
-                        "model": model,
-                        "for": artifact_key(*parts),
-                        **encode(v),
-                        "raw": r.raw[-1][:_MAX_FIELD],
-                    },
-                    lookup=self._may_be_stored(kind, fingerprint),
-                    required=required,
-                )
-            )
-            self._inflight[key] = running
-            running.add_done_callback(lambda fut: self._ended(key, fut))
+        # rewrite): the later one waits for the first one's call, so nothing is paid twice
+        # even with the cache off; if that caller is cancelled, the step is called afresh.
+        while key in self._inflight:
+            got = await self._join(key)
+            if got is not _ABANDONED:
+                return cast("dict[str, Any] | None", got)
+        waiting: list[asyncio.Future[Any]] = []
+        self._inflight[key] = waiting
+        memo: _Memo | None = None
         if memo_key is not None:
-            self._memo[memo_key] = (key, running)
+            memo = self._memo[memo_key] = _Memo(key)
             if len(self._memo) > STEP_MEMO_SIZE:
                 self._memo.popitem(last=False)
-        return await asyncio.shield(running)
+        try:
+            got = await run_step(
+                self.store,
+                kind,
+                fingerprint,
+                lambda: ask(
+                    self.pool, model, role, messages, parser, max_reasks=reasks, params=params
+                ),
+                lambda v, r: {
+                    "model": model,
+                    "for": artifact_key(*parts),
+                    **encode(v),
+                    "raw": r.raw[-1][:_MAX_FIELD],
+                },
+                lookup=self._may_be_stored(kind, fingerprint),
+                required=required,
+            )
+        except BaseException as e:
+            del self._inflight[key]
+            for w in waiting:
+                if not w.done():
+                    if isinstance(e, asyncio.CancelledError):
+                        w.set_result(_ABANDONED)
+                    else:
+                        w.set_exception(e)
+            raise
+        del self._inflight[key]
+        if got is not None:
+            self._written.add(int(fingerprint[:16], 16))
+            if memo is not None:
+                memo.outcome = got
+        for w in waiting:
+            if not w.done():  # a caller cancelled while it waited is not woken
+                w.set_result(got)
+        return got
+
+
+_ABANDONED = object()
+"""What a step's waiters get when its caller was cancelled before it ended."""
+
+
+class _Memo:
+    """A step reached by its inputs: its key, and its stored outcome once it has one."""
+
+    __slots__ = ("key", "outcome")
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key = key
+        self.outcome: dict[str, Any] | None = None
 
 
 # ---- parsers ------------------------------------------------------------------------------
