@@ -41,6 +41,7 @@ __all__ = [
     "Retriever",
     "Sample",
     "choose_seeds",
+    "load_retrieval",
     "misbelief_vectors",
     "refine_chain",
     "refine_chains",
@@ -66,6 +67,14 @@ class Sample:
     category: Category
     misbelief: str
     score: float
+
+
+def load_retrieval(acfg: AdaptConfig) -> None:
+    """Import the retrieval library the config ranks by (``bm25s``, with SciPy's sparse
+    matrices: a tenth of a second) before the run starts, so a broken install stops the run
+    before any call is paid for, and the refinement stage starts without that pause."""
+    if acfg.retrieval == "bm25":
+        import bm25s  # noqa: F401
 
 
 class Retriever:

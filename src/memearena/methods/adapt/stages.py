@@ -29,6 +29,7 @@ from memearena.methods.adapt.refine import (
     Retriever,
     Sample,
     choose_seeds,
+    load_retrieval,
     misbelief_vectors,
     refine_chains,
     seed_count,
@@ -98,6 +99,7 @@ class AdaptPipeline:
             cfg, pool, store, progress or StageProgress(enabled=False), on_image, dry_run=dry_run
         )
         self.memes = list(memes)
+        load_retrieval(cfg.adapt)
 
     async def run(self) -> AdaptOutcome:
         """The whole method; a budget stop returns what was done with ``stopped`` set."""
