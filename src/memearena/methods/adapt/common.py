@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -35,6 +35,7 @@ __all__ = [
     "AdaptContext",
     "Category",
     "Vote",
+    "gather_steps",
     "name_filter",
     "parse_check",
     "parse_fits",
@@ -175,7 +176,7 @@ class AdaptContext:
         self._inflight[key].append(fut)
         return await fut
 
-    async def step(
+    def step(
         self,
         kind: str,
         parts: Sequence[object],
@@ -190,11 +191,12 @@ class AdaptContext:
         max_reasks: int | None = None,
         required: bool = False,
         **vars: Any,
-    ) -> dict[str, Any] | None:
+    ) -> Awaitable[dict[str, Any] | None]:
         """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
         artifact also records the model and ``parts`` (what the step was for), so lineage names
         who wrote what. ``required``: an output that stays unparseable is asked again on a
-        re-run, never stored as final."""
+        re-run, never stored as final. Await it (or pass several to ``gather_steps``): a step
+        this run already answered is ready at once and never suspends its caller."""
         acfg = self.acfg
         if acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
@@ -209,8 +211,35 @@ class AdaptContext:
         )
         if memo_key is not None:
             seen = self._memo.get(memo_key)
+            if seen is not None and seen.outcome is not None:
+                self._memo.move_to_end(memo_key)
+                tally_step(kind, "reused")
+                return _Ready(seen.outcome)
+        return self._step(
+            memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
+            required, vars,
+        )  # fmt: skip
+
+    async def _step(
+        self,
+        memo_key: Hashable | None,
+        kind: str,
+        parts: Sequence[object],
+        model: str,
+        role: str,
+        template: str,
+        parser: Callable[[str], T],
+        encode: Callable[[T], dict[str, Any]],
+        image: ImagePart | None,
+        params: GenParams | None,
+        reasks: int,
+        required: bool,
+        vars: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        if memo_key is not None:
+            seen = self._memo.get(memo_key)
             if seen is not None:
-                if seen.outcome is not None:
+                if seen.outcome is not None:  # answered since this step was asked for
                     self._memo.move_to_end(memo_key)
                     tally_step(kind, "reused")
                     return seen.outcome
@@ -274,6 +303,60 @@ class AdaptContext:
             if not w.done():  # a caller cancelled while it waited is not woken
                 w.set_result(got)
         return got
+
+
+class _Ready:
+    """A step's outcome known when it was asked for: awaiting it returns at once."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: dict[str, Any] | None) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, dict[str, Any] | None]:
+        return self.value
+        yield  # a generator that never suspends
+
+
+async def gather_steps(
+    steps: Sequence[Awaitable[dict[str, Any] | None]],
+) -> list[dict[str, Any] | None]:
+    """The outcomes of ``steps`` (from ``AdaptContext.step``), in order, the ones still to call
+    running concurrently (as ``asyncio.gather``: one of them in this task, the others in tasks
+    of their own). An exception is raised once every step has ended (nothing in flight is
+    orphaned, nothing paid is lost); cancelling the caller cancels the steps."""
+    out: list[dict[str, Any] | None] = [None] * len(steps)
+    todo: list[tuple[int, Awaitable[dict[str, Any] | None]]] = []
+    for i, s in enumerate(steps):
+        if type(s) is _Ready:
+            out[i] = s.value
+        else:
+            todo.append((i, s))
+    if not todo:
+        return out
+    (first, own), rest = todo[-1], todo[:-1]
+    tasks = [(i, asyncio.ensure_future(s)) for i, s in rest]
+    error: Exception | None = None
+    try:
+        out[first] = await own
+    except asyncio.CancelledError:
+        for _, t in tasks:
+            t.cancel()
+        raise
+    except Exception as e:
+        error = e
+    for n, (i, t) in enumerate(tasks):
+        try:
+            out[i] = await t
+        except asyncio.CancelledError:
+            for _, later in tasks[n + 1 :]:
+                later.cancel()
+            raise
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return out
 
 
 _ABANDONED = object()
