@@ -19,7 +19,7 @@ from memearena.engine.rundir import load_memes
 from memearena.engine.steps import counting_steps
 from memearena.errors import TransientModelError
 from memearena.methods.adapt import common
-from memearena.methods.adapt.common import AdaptContext, Category, parse_text
+from memearena.methods.adapt.common import AdaptContext, Category, gather_steps, parse_text
 from memearena.methods.adapt.refine import Retriever, Sample
 from memearena.models import ModelPool
 from memearena.models.types import GenParams, Message
@@ -79,6 +79,54 @@ def test_a_step_reached_again_is_answered_from_the_run_without_a_call(tmp_path: 
     assert (tally["adapt.answer"].new, tally["adapt.answer"].reused) == (2, 1)
     assert got[1] is not None and got[1]["for"] == got[0]["for"]  # the first writer's lineage
     ctx.store.close()
+
+
+def test_a_step_whose_caller_is_cancelled_is_called_by_the_one_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    ctx, _ = _context(tmp_path)
+
+    async def go() -> dict[str, Any] | None:
+        try:
+            first = asyncio.ensure_future(_answer(ctx, "a meme"))
+            await asyncio.sleep(0)  # the first caller is in its call
+            second = asyncio.ensure_future(_answer(ctx, "a meme", part=1))
+            await asyncio.sleep(0)  # the second waits for it
+            first.cancel()
+            return await second
+        finally:
+            await ctx.pool.aclose()
+
+    got = asyncio.run(go())
+    assert got is not None and "answer" in got
+    assert got["for"] == "m|1"  # the waiting caller made the step itself
+    ctx.store.close()
+
+
+def test_steps_gathered_keep_their_order_and_a_failure_waits_for_the_rest() -> None:
+    ended: list[str] = []
+
+    async def step(name: str, turns: int, fail: bool = False) -> dict[str, Any] | None:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        ended.append(name)
+        if fail:
+            raise RuntimeError(name)
+        return {"name": name}
+
+    async def go() -> None:
+        got = await gather_steps([step("a", 3), step("b", 0), step("c", 1)])
+        assert [g["name"] for g in got if g] == ["a", "b", "c"]
+        ended.clear()
+        try:
+            await gather_steps([step("slow", 5), step("fails", 0, fail=True)])
+        except RuntimeError as e:
+            assert str(e) == "fails"
+        else:
+            raise AssertionError("the failure was not raised")
+        assert sorted(ended) == ["fails", "slow"]  # nothing left running when it is raised
+
+    asyncio.run(go())
 
 
 def test_a_failed_step_is_asked_again_when_reached_again(tmp_path: Path) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from memearena.config import RunConfig
 from memearena.data import Meme, prepare_image
@@ -35,6 +35,7 @@ __all__ = [
     "AdaptContext",
     "Category",
     "Vote",
+    "gather_steps",
     "name_filter",
     "parse_check",
     "parse_fits",
@@ -113,15 +114,12 @@ class AdaptContext:
     """Each meme's refine image (``erase.RefineImages``), made on first use."""
     _images: dict[str, ImagePart | None] = field(default_factory=dict)
     _files: dict[tuple[object, ...], ImagePart] = field(default_factory=dict)
-    _inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(
-        default_factory=dict
-    )
+    _inflight: dict[tuple[str, str], list[asyncio.Future[Any]]] = field(default_factory=dict)
+    """Steps being called, each with the callers that reached it meanwhile (they wait for it)."""
     _had_kind: dict[str, bool] = field(default_factory=dict)
     _written: set[int] = field(default_factory=set)
     """Steps this run stored (their fingerprints' first 64 bits)."""
-    _memo: OrderedDict[Hashable, tuple[tuple[str, str], asyncio.Future[dict[str, Any] | None]]] = (
-        field(default_factory=OrderedDict)
-    )
+    _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -171,12 +169,14 @@ class AdaptContext:
             had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
         return had or int(fingerprint[:16], 16) in self._written
 
-    def _ended(self, key: tuple[str, str], fut: asyncio.Future[dict[str, Any] | None]) -> None:
-        self._inflight.pop(key, None)
-        if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
-            self._written.add(int(key[1][:16], 16))
+    async def _join(self, key: tuple[str, str]) -> Any:
+        """The outcome of the step ``key`` in flight, once its caller has it (``_ABANDONED``:
+        that caller was cancelled before the step ended)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inflight[key].append(fut)
+        return await fut
 
-    async def step(
+    def step(
         self,
         kind: str,
         parts: Sequence[object],
@@ -191,11 +191,12 @@ class AdaptContext:
         max_reasks: int | None = None,
         required: bool = False,
         **vars: Any,
-    ) -> dict[str, Any] | None:
+    ) -> Awaitable[dict[str, Any] | None]:
         """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
         artifact also records the model and ``parts`` (what the step was for), so lineage names
         who wrote what. ``required``: an output that stays unparseable is asked again on a
-        re-run, never stored as final."""
+        re-run, never stored as final. Await it (or pass several to ``gather_steps``): a step
+        this run already answered is ready at once and never suspends its caller."""
         acfg = self.acfg
         if acfg.sim.null_world:
             # The null world replies differently to the same request: keep its steps apart.
@@ -210,61 +211,166 @@ class AdaptContext:
         )
         if memo_key is not None:
             seen = self._memo.get(memo_key)
+            if seen is not None and seen.outcome is not None:
+                self._memo.move_to_end(memo_key)
+                tally_step(kind, "reused")
+                return _Ready(seen.outcome)
+        return self._step(
+            memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
+            required, vars,
+        )  # fmt: skip
+
+    async def _step(
+        self,
+        memo_key: Hashable | None,
+        kind: str,
+        parts: Sequence[object],
+        model: str,
+        role: str,
+        template: str,
+        parser: Callable[[str], T],
+        encode: Callable[[T], dict[str, Any]],
+        image: ImagePart | None,
+        params: GenParams | None,
+        reasks: int,
+        required: bool,
+        vars: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        if memo_key is not None:
+            seen = self._memo.get(memo_key)
             if seen is not None:
-                known = self._inflight.get(seen[0])
-                if known is not None:  # in flight, or its end not yet handled: join it
-                    return await asyncio.shield(known)
-                known = seen[1]
-                if not known.cancelled() and known.exception() is None:
-                    got = known.result()
-                    if got is not None:
-                        self._memo.move_to_end(memo_key)
-                        tally_step(kind, "reused")
-                        # Answered as a stored step is: a look-up that ends at the next
-                        # event-loop turn, joined by whoever reaches the step meanwhile, so
-                        # the steps still to call send their requests in the same order.
-                        done_key = seen[0]
-                        loop = asyncio.get_running_loop()
-                        looked_up = loop.create_future()
-                        loop.call_soon(looked_up.set_result, got)
-                        self._inflight[done_key] = looked_up
-                        looked_up.add_done_callback(lambda fut: self._ended(done_key, fut))
-                        return await asyncio.shield(looked_up)
-                del self._memo[memo_key]
+                if seen.outcome is not None:  # answered since this step was asked for
+                    self._memo.move_to_end(memo_key)
+                    tally_step(kind, "reused")
+                    return seen.outcome
+                if seen.key in self._inflight:  # being called: wait for it
+                    got = await self._join(seen.key)
+                    if got is not _ABANDONED:
+                        return cast("dict[str, Any] | None", got)
+                if self._memo.get(memo_key) is seen:
+                    del self._memo[memo_key]
         messages = build_messages(template, image=image, **vars)
         fingerprint = self.pool.request_key(model, messages, params)
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
         key = (kind, fingerprint)
         # Two chains can reach the same step at once (a loop and its control share their first
-        # rewrite): they await one call, so nothing is paid twice even with the cache off.
-        running = self._inflight.get(key)
-        if running is None:
-            running = asyncio.ensure_future(
-                run_step(
-                    self.store,
-                    kind,
-                    key[1],
-                    lambda: ask(
-                        self.pool, model, role, messages, parser, max_reasks=reasks, params=params
-                    ),
-                    lambda v, r: {
-                        "model": model,
-                        "for": artifact_key(*parts),
-                        **encode(v),
-                        "raw": r.raw[-1][:_MAX_FIELD],
-                    },
-                    lookup=self._may_be_stored(kind, fingerprint),
-                    required=required,
-                )
-            )
-            self._inflight[key] = running
-            running.add_done_callback(lambda fut: self._ended(key, fut))
+        # rewrite): the later one waits for the first one's call, so nothing is paid twice
+        # even with the cache off; if that caller is cancelled, the step is called afresh.
+        while key in self._inflight:
+            got = await self._join(key)
+            if got is not _ABANDONED:
+                return cast("dict[str, Any] | None", got)
+        waiting: list[asyncio.Future[Any]] = []
+        self._inflight[key] = waiting
+        memo: _Memo | None = None
         if memo_key is not None:
-            self._memo[memo_key] = (key, running)
+            memo = self._memo[memo_key] = _Memo(key)
             if len(self._memo) > STEP_MEMO_SIZE:
                 self._memo.popitem(last=False)
-        return await asyncio.shield(running)
+        try:
+            got = await run_step(
+                self.store,
+                kind,
+                fingerprint,
+                lambda: ask(
+                    self.pool, model, role, messages, parser, max_reasks=reasks, params=params
+                ),
+                lambda v, r: {
+                    "model": model,
+                    "for": artifact_key(*parts),
+                    **encode(v),
+                    "raw": r.raw[-1][:_MAX_FIELD],
+                },
+                lookup=self._may_be_stored(kind, fingerprint),
+                required=required,
+            )
+        except BaseException as e:
+            del self._inflight[key]
+            for w in waiting:
+                if not w.done():
+                    if isinstance(e, asyncio.CancelledError):
+                        w.set_result(_ABANDONED)
+                    else:
+                        w.set_exception(e)
+            raise
+        del self._inflight[key]
+        if got is not None:
+            self._written.add(int(fingerprint[:16], 16))
+            if memo is not None:
+                memo.outcome = got
+        for w in waiting:
+            if not w.done():  # a caller cancelled while it waited is not woken
+                w.set_result(got)
+        return got
+
+
+class _Ready:
+    """A step's outcome known when it was asked for: awaiting it returns at once."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: dict[str, Any] | None) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, dict[str, Any] | None]:
+        return self.value
+        yield  # a generator that never suspends
+
+
+async def gather_steps(
+    steps: Sequence[Awaitable[dict[str, Any] | None]],
+) -> list[dict[str, Any] | None]:
+    """The outcomes of ``steps`` (from ``AdaptContext.step``), in order, the ones still to call
+    running concurrently (as ``asyncio.gather``: one of them in this task, the others in tasks
+    of their own). An exception is raised once every step has ended (nothing in flight is
+    orphaned, nothing paid is lost); cancelling the caller cancels the steps."""
+    out: list[dict[str, Any] | None] = [None] * len(steps)
+    todo: list[tuple[int, Awaitable[dict[str, Any] | None]]] = []
+    for i, s in enumerate(steps):
+        if type(s) is _Ready:
+            out[i] = s.value
+        else:
+            todo.append((i, s))
+    if not todo:
+        return out
+    (first, own), rest = todo[-1], todo[:-1]
+    tasks = [(i, asyncio.ensure_future(s)) for i, s in rest]
+    error: Exception | None = None
+    try:
+        out[first] = await own
+    except asyncio.CancelledError:
+        for _, t in tasks:
+            t.cancel()
+        raise
+    except Exception as e:
+        error = e
+    for n, (i, t) in enumerate(tasks):
+        try:
+            out[i] = await t
+        except asyncio.CancelledError:
+            for _, later in tasks[n + 1 :]:
+                later.cancel()
+            raise
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return out
+
+
+_ABANDONED = object()
+"""What a step's waiters get when its caller was cancelled before it ended."""
+
+
+class _Memo:
+    """A step reached by its inputs: its key, and its stored outcome once it has one."""
+
+    __slots__ = ("key", "outcome")
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key = key
+        self.outcome: dict[str, Any] | None = None
 
 
 # ---- parsers ------------------------------------------------------------------------------

@@ -9,12 +9,12 @@ retrieval, the refiner and the checker."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from memearena.methods.adapt.common import (
     AdaptContext,
     Category,
+    gather_steps,
     parse_reference_choice,
     parse_text,
 )
@@ -41,8 +41,8 @@ async def reference(
         "instruction": category.instruction,
         "misbelief": misbelief if acfg.reference_sees_misbelief else None,
     }
-    arts = await asyncio.gather(
-        *(
+    arts = await gather_steps(
+        [
             ctx.step(
                 "adapt.reference_candidate",
                 (meme_uid, category.name, i),
@@ -56,7 +56,7 @@ async def reference(
                 **common,
             )
             for i in range(acfg.reference_candidates)
-        )
+        ]
     )
     if any(a is None for a in arts):
         return None

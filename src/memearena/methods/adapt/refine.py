@@ -16,6 +16,7 @@ step is kept as lineage.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections import OrderedDict
@@ -40,8 +41,10 @@ __all__ = [
     "Retriever",
     "Sample",
     "choose_seeds",
+    "load_retrieval",
     "misbelief_vectors",
     "refine_chain",
+    "refine_chains",
     "seed_count",
 ]
 
@@ -64,6 +67,14 @@ class Sample:
     category: Category
     misbelief: str
     score: float
+
+
+def load_retrieval(acfg: AdaptConfig) -> None:
+    """Import the retrieval library the config ranks by (``bm25s``, with SciPy's sparse
+    matrices: a tenth of a second) before the run starts, so a broken install stops the run
+    before any call is paid for, and the refinement stage starts without that pause."""
+    if acfg.retrieval == "bm25":
+        import bm25s  # noqa: F401
 
 
 class Retriever:
@@ -344,17 +355,52 @@ async def refine_chain(
 ) -> dict[str, Any] | None:
     """One refinement chain from ``seed``; its lineage record, or None when a model failure
     leaves it for a re-run (every finished call is stored, so the re-run repeats none)."""
+    return (await refine_chains(ctx, target, repeat, (mode,), seed, retriever))[0]
+
+
+async def refine_chains(
+    ctx: AdaptContext,
+    target: str,
+    repeat: int,
+    modes: Sequence[str],
+    seed: Sample,
+    retriever: Retriever,
+) -> list[dict[str, Any] | None]:
+    """The refinement chain of each of ``modes`` from ``seed`` (as ``refine_chain``), walked
+    together: the loop and its control make the same steps until the loop stops (``s' >= s``),
+    so one walk serves both and each step is asked once; the control then walks on alone."""
     acfg = ctx.acfg
     visited = {seed.meme.uid}
     current = seed
     steps: list[dict[str, Any]] = []
     stop = f"{acfg.steps} steps"
     seed_value = ctx.cfg.seed * 1000 + repeat
+    walking = list(dict.fromkeys(modes))
+    done: dict[str, dict[str, Any]] = {}
+
+    def record(mode: str, stopped: str) -> dict[str, Any]:
+        ctx.progress.advance("refinement")
+        return {
+            "target": target,
+            "category": seed.category.name,
+            "repeat": repeat,
+            "mode": mode,
+            "seed": seed.meme.uid,
+            "seed_score": seed.score,
+            # A chain that stopped while another walks on keeps its own copy of the steps.
+            "steps": copy.deepcopy(steps) if len(walking) > 1 else steps,
+            "stop": stopped,
+        }
+
+    def finished() -> list[dict[str, Any] | None]:
+        # A chain still walking when a model failure struck is left for a re-run.
+        return [done.get(m) for m in modes]
+
     for k in range(1, acfg.steps + 1):
         examples = retriever.ranked(current, limit=acfg.examples)
         got = await _rewrite(ctx, current, examples, seed_value)
         if got is None:
-            return None
+            return finished()
         text, explanation, attempts = got
         step: dict[str, Any] = {
             "step": k,
@@ -373,7 +419,7 @@ async def refine_chain(
         # still carries the original text); the refiner and the checker saw the original.
         shown = await refine_image(ctx, current.meme)
         if shown is None:  # the erasure failed (on record): a re-run retries the chain
-            return None
+            return finished()
         image = shown.part
         step["image"] = {**shown.record(), "rendered": False}
         if acfg.render_text and image is not None:
@@ -389,7 +435,7 @@ async def refine_chain(
             ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
         )
         if scored is None:
-            return None
+            return finished()
         steps.append(
             {
                 **step,
@@ -403,9 +449,11 @@ async def refine_chain(
         if scored.outcome != "scored" or scored.score is None:
             stop = f"rewrite {scored.outcome}"
             break
-        if mode == "conditional" and not scored.score < current.score:
-            stop = "score held (s' >= s)"
-            break
+        if "conditional" in walking and not scored.score < current.score:
+            done["conditional"] = record("conditional", "score held (s' >= s)")
+            walking.remove("conditional")
+            if not walking:
+                return finished()
         if k == acfg.steps:
             break
         nxt = retriever.ranked(current, visited, limit=1)
@@ -414,14 +462,8 @@ async def refine_chain(
             break
         current = nxt[0]
         visited.add(current.meme.uid)
-    ctx.progress.advance("refinement")
-    return {
-        "target": target,
-        "category": seed.category.name,
-        "repeat": repeat,
-        "mode": mode,
-        "seed": seed.meme.uid,
-        "seed_score": seed.score,
-        "steps": steps,
-        "stop": stop,
-    }
+    while walking:
+        mode = walking[-1]
+        done[mode] = record(mode, stop)
+        walking.pop()
+    return finished()

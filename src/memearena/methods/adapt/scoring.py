@@ -8,11 +8,10 @@ A refusal or an unparsed rating is an outcome, never a number."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from memearena.methods.adapt.common import AdaptContext, Category, parse_text
+from memearena.methods.adapt.common import AdaptContext, Category, gather_steps, parse_text
 from memearena.models.types import ImagePart
 from memearena.prompts import parse_score
 
@@ -97,8 +96,8 @@ async def answer_and_score(
         "reference": reference["reference"],
         "answer": answer,
     }
-    arts = await asyncio.gather(
-        *(
+    arts = await gather_steps(
+        [
             ctx.step(
                 "adapt.score",
                 (meme_uid, tag, category.name, target, repeat, scorer),
@@ -113,7 +112,7 @@ async def answer_and_score(
                 **shown,
             )
             for scorer in acfg.scorers
-        )
+        ]
     )
     if any(a is None for a in arts):
         return None

@@ -29,8 +29,9 @@ from memearena.methods.adapt.refine import (
     Retriever,
     Sample,
     choose_seeds,
+    load_retrieval,
     misbelief_vectors,
-    refine_chain,
+    refine_chains,
     seed_count,
 )
 from memearena.methods.adapt.scoring import answer_and_score
@@ -98,6 +99,7 @@ class AdaptPipeline:
             cfg, pool, store, progress or StageProgress(enabled=False), on_image, dry_run=dry_run
         )
         self.memes = list(memes)
+        load_retrieval(cfg.adapt)
 
     async def run(self) -> AdaptOutcome:
         """The whole method; a budget stop returns what was done with ``stopped`` set."""
@@ -186,7 +188,7 @@ class AdaptPipeline:
             texts = [s.misbelief for group in samples.values() for s in group]
             vectors, _ = await misbelief_vectors(ctx, texts)
             self._mark(out, "embeddings")
-        chain_jobs: list[tuple[str, int, str, Sample, Retriever]] = []
+        chain_jobs: list[tuple[str, int, Sample, Retriever]] = []
         for (t, cname, r), arrived in sorted(samples.items()):
             # Completion order is the endpoint's (latency, concurrency): retrieval ties and the
             # seed draw must not depend on it, or a run is not reproducible from its config.
@@ -200,17 +202,21 @@ class AdaptPipeline:
                 out.pending += seed_count(acfg, len(pool)) * len(modes)
                 continue
             for seed in choose_seeds(ctx, t, cname, r, pool):
-                chain_jobs.extend((t, r, mode, seed, retriever) for mode in modes)
-        ctx.progress.stage("refinement", len(chain_jobs))
+                chain_jobs.append((t, r, seed, retriever))
+        ctx.progress.stage("refinement", len(chain_jobs) * len(modes))
 
-        async def chain_one(job: tuple[str, int, str, Sample, Retriever]) -> dict[str, Any] | None:
-            return await refine_chain(ctx, *job)
+        async def chains_of(job: tuple[str, int, Sample, Retriever]) -> list[dict[str, Any] | None]:
+            t, r, seed, retriever = job
+            return await refine_chains(ctx, t, r, modes, seed, retriever)
 
-        async for _, ch in bounded_map(chain_one, chain_jobs, acfg.window):
-            if ch is None:
-                out.pending += 1
-            else:
-                out.chains.append(ch)
+        # A job walks a loop and its control: as many chains in flight as the window says.
+        pairs = max(1, acfg.window // len(modes))
+        async for _, chs in bounded_map(chains_of, chain_jobs, pairs):
+            for ch in chs:
+                if ch is None:
+                    out.pending += 1
+                else:
+                    out.chains.append(ch)
         out.chains.sort(
             key=lambda c: (c["target"], c["category"], c["repeat"], c["mode"], c["seed"])
         )
