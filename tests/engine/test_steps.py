@@ -38,3 +38,43 @@ def test_bounded_map_propagates_a_failure() -> None:
 
     with pytest.raises(RuntimeError, match="boom"):
         asyncio.run(go())
+
+
+def test_a_step_whose_lookup_was_skipped_returns_what_is_stored_first(tmp_path) -> None:
+    # A stage looked its keys up in a batch, then called with lookup=False; meanwhile another
+    # step stored (or queued) the same key: the first write wins and both get that value.
+    from memearena.engine.steps import run_step
+    from memearena.prompts import AskResult
+    from memearena.store import RunStore
+
+    store = RunStore(tmp_path / "run.db")
+
+    def encode(value: str, res: AskResult[str]) -> dict[str, str]:
+        return {"v": value}
+
+    def answer(text: str):
+        async def call() -> AskResult[str]:
+            return AskResult(value=text, raw=[text])
+
+        return call
+
+    async def go() -> list[dict[str, str] | None]:
+        assert store.get_artifacts("k", ["a", "b"]) == {}  # the batched look-up: nothing
+        store.put_artifact("k", "a", {"v": "committed first"})
+        first = await run_step(store, "k", "b", answer("queued first"), encode, lookup=False)
+        return [
+            await run_step(store, "k", "a", answer("late"), encode, lookup=False),
+            first,
+            await run_step(store, "k", "b", answer("late"), encode, lookup=False),
+        ]
+
+    got = asyncio.run(go())
+    assert got == [{"v": "committed first"}, {"v": "queued first"}, {"v": "queued first"}]
+    assert store.get_artifacts("k", ["a", "b"]) == {
+        "a": {"v": "committed first"},
+        "b": {"v": "queued first"},
+    }
+    store.close()
+    other = RunStore(tmp_path / "run.db")  # committed at close: what a re-run reads
+    assert other.get_artifact("k", "b") == {"v": "queued first"}
+    other.close()

@@ -13,6 +13,7 @@ from models_helpers import FakeBackend, ScriptedResponder, openai_cfg, run, sim_
 from memearena.config import Price
 from memearena.errors import BudgetExceeded, ModelError, StoreError, TransientModelError
 from memearena.models import GenParams, ModelPool, RawReply, ResponseCache, Usage
+from memearena.models.pool import GROUP_TURNS
 from memearena.store import RunStore
 
 
@@ -314,7 +315,16 @@ def test_missing_api_key_env_var_names_the_variable(monkeypatch):
         run(pool.complete("m", user("q"), role="t"))
 
 
-def test_calls_ending_together_share_one_commit_and_are_durable_when_they_return(tmp_path):
+def _on_disk(path: Path, sql: str, *args: object) -> int:
+    """What another connection reads now: what a kill -9 would leave."""
+    other = sqlite3.connect(path)
+    try:
+        return int(other.execute(sql, args).fetchone()[0])
+    finally:
+        other.close()
+
+
+def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_return(tmp_path):
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     commits: list[int] = []
@@ -326,33 +336,113 @@ def test_calls_ending_together_share_one_commit_and_are_durable_when_they_return
 
     store.write_call_rows = counting  # type: ignore[method-assign]
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
-    seen: list[tuple[int, int]] = []  # (records, cache entries) on disk as each call returns
+    calls, responses = "SELECT COUNT(*) FROM calls", "SELECT COUNT(*) FROM responses"
 
-    def on_disk(path: Path, sql: str) -> int:
-        other = sqlite3.connect(path)  # another connection: what survives a kill -9 now
-        try:
-            return int(other.execute(sql).fetchone()[0])
-        finally:
-            other.close()
+    async def go() -> tuple[int, int]:
+        await asyncio.gather(*(pool.complete("m", user(f"q{i}"), role="t") for i in range(20)))
+        # Returned once queued; the commit stays scheduled: nobody needs to wait for it.
+        for _ in range(GROUP_TURNS + 2):
+            await asyncio.sleep(0)
+        return _on_disk(store.path, calls), _on_disk(cache.path, responses)
 
-    async def one(i: int) -> None:
-        await pool.complete("m", user(f"q{i}"), role="target")
-        seen.append(
-            (
-                on_disk(store.path, "SELECT COUNT(*) FROM calls"),
-                on_disk(cache.path, "SELECT COUNT(*) FROM responses"),
-            )
-        )
-
-    async def go():
-        await asyncio.gather(*(one(i) for i in range(20)))
-
-    run(go())
-    assert all(n_calls >= k and n_cached >= k for k, (n_calls, n_cached) in enumerate(seen, 1))
+    assert run(go()) == (20, 20)
     assert sum(commits) == 20 and len(commits) < 20  # grouped
-    assert len(store.calls()) == 20 and len(cache) == 20
     store.close()
     cache.close()
+
+
+def test_a_dependent_request_is_sent_only_once_every_result_it_could_use_is_on_disk(tmp_path):
+    # call -> step outcome -> next call: when the next request leaves, the previous call's
+    # settled row, its cache entry and the step's artifact are committed (kill-safe).
+    store = RunStore(tmp_path / "run.db")
+    cache = ResponseCache(tmp_path / "cache.db")
+    cfg = sim_cfg(price=Price(input=1.0, output=1.0))  # tracked: a sent row before sending
+    depends: dict[str, tuple[str, str]] = {}  # request text -> (previous key, previous step)
+    missing: list[tuple[str, int, int, int]] = []
+
+    def at_send(n: int, msgs, role) -> str:
+        text = msgs[-1].plain_text()
+        if text in depends:
+            key, step = depends[text]
+            got = (
+                _on_disk(
+                    store.path,
+                    "SELECT COUNT(*) FROM calls WHERE request_hash=? AND status='ok'",
+                    key,
+                ),
+                _on_disk(cache.path, "SELECT COUNT(*) FROM responses WHERE key=?", key),
+                _on_disk(store.path, "SELECT COUNT(*) FROM artifacts WHERE key=?", step),
+            )
+            if got != (1, 1, 1):
+                missing.append((text, *got))
+        return f"answer {n}"
+
+    pool = ModelPool({"m": cfg}, store=store, cache=cache, backends={"m": FakeBackend(at_send)})
+
+    async def chain(i: int) -> None:
+        text = f"start {i}"
+        for link in range(3):
+            key = pool.request_key("m", user(text))
+            done = await pool.complete("m", user(text), role="t")
+            step = f"{i}-{link}"
+            await store.commit_step("step", step, {"text": done.text})
+            text = f"{done.text} then {i}"
+            depends[text] = (key, step)
+
+    async def go() -> None:
+        await asyncio.gather(*(chain(i) for i in range(4)))
+        await pool.aclose()
+
+    run(go())
+    assert len(depends) == 12 and missing == []
+    assert _on_disk(store.path, "SELECT COUNT(*) FROM artifacts") == 12
+    store.close()
+    cache.close()
+
+
+def test_nothing_queued_survives_aclose_uncommitted(tmp_path):
+    store = RunStore(tmp_path / "run.db")
+    cache = ResponseCache(tmp_path / "cache.db")
+    pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
+
+    async def go() -> tuple[int, int, int]:
+        done = await pool.complete("m", user("q"), role="t")
+        await store.commit_step("step", "s", {"text": done.text})
+        await pool.aclose()  # in the same turn: no scheduled commit has run yet
+        return (
+            _on_disk(store.path, "SELECT COUNT(*) FROM calls"),
+            _on_disk(cache.path, "SELECT COUNT(*) FROM responses"),
+            _on_disk(store.path, "SELECT COUNT(*) FROM artifacts"),
+        )
+
+    assert run(go()) == (1, 1, 1)
+    store.close()
+    cache.close()
+
+
+def test_a_failed_call_is_committed_with_everything_queued_before_its_error_is_raised(tmp_path):
+    store = RunStore(tmp_path / "run.db")
+
+    def script(n: int, msgs, role) -> str:
+        if n == 1:
+            raise ModelError("bad request", kind="bad_request")
+        return "fine"
+
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend(script)})
+
+    async def go() -> tuple[int, int, int]:
+        done = await pool.complete("m", user("first"), role="t")
+        await store.commit_step("step", "s", {"text": done.text})
+        with pytest.raises(ModelError, match="bad request"):
+            await pool.complete("m", user("second"), role="t")
+        return (
+            _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='ok'"),
+            _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='error'"),
+            _on_disk(store.path, "SELECT COUNT(*) FROM artifacts"),
+        )
+
+    assert run(go()) == (1, 1, 1)
+    store.close()
 
 
 def test_a_commit_waiting_for_more_calls_still_puts_every_sent_row_on_disk_before_sending(
@@ -392,17 +482,24 @@ def test_a_commit_waiting_for_more_calls_still_puts_every_sent_row_on_disk_befor
     assert sorted({c.status for c in store.calls()}) == ["ok"] and len(store.calls()) == 43
 
 
-def test_a_cancelled_call_is_still_recorded(store):
+def test_a_call_whose_caller_is_cancelled_once_it_returned_is_still_committed(store):
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    async def go():
-        task = asyncio.create_task(pool.complete("m", user("hi"), role="target"))
-        await asyncio.sleep(0)  # the call got its reply and now waits for the commit
+    async def caller() -> None:
+        await pool.complete("m", user("hi"), role="target")
+        await asyncio.sleep(10)
+
+    async def go() -> int:
+        task = asyncio.create_task(caller())
+        await asyncio.sleep(0)  # the call returned, its record queued
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        for _ in range(GROUP_TURNS + 2):
+            await asyncio.sleep(0)
+        return _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='ok'")
 
-    run(go())
+    assert run(go()) == 1
     assert [c.status for c in store.calls()] == ["ok"]
 
 
@@ -422,7 +519,9 @@ def test_an_answer_waiting_for_its_commit_already_serves_identical_requests(stor
     assert sorted(c.status for c in store.calls()) == ["cached", "ok"]
 
 
-def test_a_failed_commit_reaches_every_waiting_call(store, monkeypatch):
+def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, monkeypatch):
+    # Returned calls do not wait for their commit: its failure reaches the next call (or
+    # aclose), never nobody; the records it carried are lost, and the pool is usable again.
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
     def broken(rows, settle, requests=()):
@@ -431,13 +530,16 @@ def test_a_failed_commit_reaches_every_waiting_call(store, monkeypatch):
     monkeypatch.setattr(store, "write_call_rows", broken)
 
     async def go():
-        return await asyncio.gather(
-            *(pool.complete("m", user(f"q{i}"), role="target") for i in range(3)),
-            return_exceptions=True,
+        got = await asyncio.gather(
+            *(pool.complete("m", user(f"q{i}"), role="target") for i in range(3))
         )
+        for _ in range(GROUP_TURNS + 2):  # the scheduled commit runs, and fails
+            await asyncio.sleep(0)
+        return got
 
-    results = run(go())
-    assert all(isinstance(r, StoreError) for r in results)
+    assert [c.text for c in run(go())] == [f"answer {i} to q{i}" for i in range(3)]
+    with pytest.raises(StoreError, match="disk full"):
+        run(pool.complete("m", user("next"), role="target"))
     monkeypatch.undo()
     run(pool.complete("m", user("again"), role="target"))
     assert len(store.calls()) == 1

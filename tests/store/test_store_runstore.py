@@ -272,29 +272,39 @@ def test_records_and_settlements_written_together_are_one_transaction(store):
     assert store.calls()[1].status == "ok"
 
 
-def test_steps_waiting_for_their_commit_ride_in_the_call_rows_transaction(store):
+def _on_disk(path, sql: str) -> int:
+    """What another connection reads now: what a kill -9 would leave."""
+    other = sqlite3.connect(path)
+    try:
+        return int(other.execute(sql).fetchone()[0])
+    finally:
+        other.close()
+
+
+def test_queued_steps_ride_in_the_call_rows_transaction_after_the_calls(store):
     import asyncio
 
+    arts = "SELECT COUNT(*) FROM artifacts"
+
     async def go() -> None:
-        # The step is queued (its own commit is due next turn); a model-layer commit in this
-        # very turn carries it, written after the calls, all or none.
-        step = asyncio.ensure_future(store.commit_step("k", "s1", {"v": 1}))
-        await asyncio.sleep(0)  # the step is pending now
-        assert store._steps
-        store.write_call_rows([_sent_row("a")], [])
-        assert not store._steps
-        assert await step == {"v": 1}
+        # A step returns once queued: seen by this store's look-ups, not yet on disk; the
+        # model layer's next commit carries it, written after the calls, all or none.
+        assert await store.commit_step("k", "s1", {"v": 1}) == {"v": 1}
+        assert store.pending_steps and _on_disk(store.path, arts) == 0
         assert store.get_artifact("k", "s1") == {"v": 1}
-        # A failed write fails the steps it carried and stores none of them.
-        failing = asyncio.ensure_future(store.commit_step("k", "s2", {"v": 2}))
-        await asyncio.sleep(0)
+        store.write_call_rows([_sent_row("a")], [])
+        assert not store.pending_steps and _on_disk(store.path, arts) == 1
+        # A failed write stores none of the steps it carried, and the next step is told.
+        await store.commit_step("k", "s2", {"v": 2})
         with pytest.raises(StoreError):
             store.write_call_rows([_sent_row("a")], [])  # a duplicate call id
-        with pytest.raises(StoreError):
-            await failing
         assert store.get_artifact("k", "s2") is None
+        with pytest.raises(StoreError, match="write failed"):
+            await store.commit_step("k", "s3", {"v": 3})
+        assert await store.commit_step("k", "s3", {"v": 3}) == {"v": 3}  # told once
 
     asyncio.run(go())
+    assert store.get_artifact("k", "s3") == {"v": 3}
     assert [c.call_id for c in store.calls()] == ["a"]
 
 

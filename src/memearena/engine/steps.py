@@ -147,9 +147,10 @@ async def run_step(
     ``lookup=False`` skips the read when the caller has just looked the key up in a batch;
     ``required``: an output that stays unparseable is retried on a re-run (`step_outcome`).
 
-    The outcome is group-committed with the other steps that end in the same event-loop turn
-    (``RunStore.commit_step``) and is durable when this returns. Returns None when the call
-    failed for a reason worth retrying on a re-run."""
+    The outcome is queued for the store's next group commit (``RunStore.commit_step``), which
+    writes it after the calls it came from and before any request sent later, so a step whose
+    result another request used is never lost to a kill; this returns without waiting for it.
+    Returns None when the call failed for a reason worth retrying on a re-run."""
     if lookup:
         got = store.get_artifact(kind, key)
         if got is not None:

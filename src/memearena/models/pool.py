@@ -10,15 +10,19 @@ exceed what can be in flight. Reaching the cap stops the pool: calls not yet sen
 BudgetExceeded without a record, calls in flight finish and are recorded, and ``aclose`` waits
 for them before closing any client.
 
-Writes are group-committed: the cache entries, requests as sent and call records of the calls
-that end (or are about to be sent) in the same event-loop turn, or in the next few while other
-calls still wait on a reply (``GROUP_TURNS``), are written in one transaction per file (one
-commit for a few dozen calls rather than two per call), and each call waits for that commit
-before it returns, or before it is sent. So, as with one commit per
-call, a call's record (and its cache entry) is durable by the time its result is returned: a
-crash (kill -9 included) can only lose the records of calls that had not returned yet, never
-one whose result the caller could have stored. Failed and over-budget calls are committed at
-once, before their error is raised."""
+Writes are group-committed, write-ahead: the cache entries, requests as sent and call records
+of the calls that end (or are about to be sent) in the same event-loop turn, or in the next few
+while other calls still wait on a reply (``GROUP_TURNS``), are written in one transaction per
+file (one commit for a few dozen calls rather than two per call), with the step outcomes the
+store has queued since (``RunStore.commit_step``) written after them in the same transaction.
+A call returns once its rows are queued, not committed; what it returned is committed before
+any request that could depend on it leaves: a call's ``sent`` commit carries every row and
+cache entry queued before it, the commit stays scheduled (a few turns at most), the store
+commits the queue before any write or read of its own, and ``aclose`` commits the rest. So a
+crash (kill -9 included) can lose only results no request sent since depends on (a re-run asks
+for them again, from the cache file where it holds them), never the ``sent`` row of a request
+that left, and never a step's outcome without the calls it came from. Failed and over-budget
+calls are committed at once, before their error is raised."""
 
 from __future__ import annotations
 
@@ -242,6 +246,10 @@ class ModelPool:
         # prove those objects are still the ones keyed (an id is only unique while its object
         # lives; a dead one's id may be reused), so nothing keeps a message's image alive.
         self._request_memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], str, str]] = {}
+        # A commit that failed with no call waiting on it: raised by the next call or aclose.
+        self._write_error: Exception | None = None
+        if store is not None:
+            store.attach_writer(self)  # its group commits carry the store's queued steps
 
     @property
     def spent_usd(self) -> float:
@@ -392,15 +400,20 @@ class ModelPool:
             )
         return call_id
 
-    async def _committed(self) -> None:
-        """Wait until every cache entry and call record pending now is committed: the first
-        waiter of an event-loop turn schedules one commit for all of them at the next turn."""
-        if not (
+    def _pending(self) -> bool:
+        return bool(
             self._pending_calls
             or self._pending_cache
             or self._pending_settle
             or self._pending_requests
-        ):
+            or (self._store is not None and self._store.pending_steps)
+        )
+
+    async def _committed(self) -> None:
+        """Wait until every cache entry, call record and queued step pending now is committed
+        (before a request is sent): the first waiter of an event-loop turn schedules one commit
+        for all of them."""
+        if not self._pending():
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -409,6 +422,26 @@ class ModelPool:
             self._flush_loop = loop
             loop.call_soon(self._flush_after, GROUP_TURNS)
         await fut
+
+    def schedule_flush(self) -> None:
+        """Have everything pending committed within a few event-loop turns, nobody waiting for
+        it (``RunStore.GroupWriter``; a returning call's own rows)."""
+        loop = asyncio.get_running_loop()
+        if self._flush_loop is not loop:
+            self._flush_loop = loop
+            loop.call_soon(self._flush_after, GROUP_TURNS)
+
+    def flush_pending(self) -> None:
+        """Commit everything pending now (``RunStore.GroupWriter``: before the store's own
+        writes and reads); raises a write error."""
+        if self._pending():
+            self._commit_now()
+
+    def _raise_write_error(self) -> None:
+        """Raise a commit's failure that no waiting call has been told of yet."""
+        error, self._write_error = self._write_error, None
+        if error is not None:
+            raise error
 
     def _flush_after(self, turns: int) -> None:
         """Commit now, or (while replies may still arrive: calls are waiting on a backend) let
@@ -435,11 +468,13 @@ class ModelPool:
                 self._cache.put_many(entries.items())
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
-        if (calls or settle or requests) and self._store is not None:
-            try:  # one transaction: requests as sent, calls about to be sent and calls ended
-                self._store.write_call_rows(calls, settle, requests)
+        store = self._store
+        if store is not None and (calls or settle or requests or store.pending_steps):
+            try:  # one transaction: requests as sent, calls about to be sent and ended, steps
+                store.write_call_rows(calls, settle, requests)
             except Exception as e:
                 error = error or e
+        told = False
         for w in waiters:
             if w.done():  # its call was cancelled meanwhile (its record is committed all the same)
                 continue
@@ -448,14 +483,18 @@ class ModelPool:
                     w.set_result(None)
                 else:
                     w.set_exception(error)
+                    told = True
             except RuntimeError:  # its event loop is closed: nobody is waiting any more
                 pass
+        if error is not None and not told:
+            self._write_error = error
         return error
 
     def _commit_now(self) -> None:
         """Commit everything pending before returning (failure paths); raises a write error."""
         error = self._flush()
         if error is not None:
+            self._write_error = None  # raised here
             raise error
 
     def request_key(
@@ -528,9 +567,13 @@ class ModelPool:
         params: GenParams | None = None,
     ) -> Completion:
         """One model call through the whole stack. Returns once the call's record (and cache
-        entry) is committed. Raises ModelError once retries are spent (the failure is recorded
-        first), EndpointError when the model's endpoint cannot serve it at all, and
-        BudgetExceeded (nothing recorded, nothing sent) once the spend cap is reached."""
+        entry) is queued for the next group commit, which comes before any request sent after
+        (see the module docstring). Raises ModelError once retries are spent (the failure is
+        committed first), EndpointError when the model's endpoint cannot serve it at all,
+        BudgetExceeded (nothing recorded, nothing sent) once the spend cap is reached, and
+        StoreError when an earlier group commit failed."""
+        if self._write_error is not None:
+            self._raise_write_error()
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
@@ -545,7 +588,7 @@ class ModelPool:
             if hit is not None:
                 latency = time.perf_counter() - t0
                 self._record(m, key, role, "cached", latency=latency, response=hit.text)
-                await self._committed()
+                self.schedule_flush()
                 return Completion(
                     hit.text,
                     model,
@@ -726,7 +769,7 @@ class ModelPool:
             response=text,
             call_id=call_id,
         )
-        await self._committed()
+        self.schedule_flush()
         return completion
 
     def _embedder(self, m: _Model) -> EmbeddingBackend:
@@ -769,6 +812,8 @@ class ModelPool:
         texts = list(texts)
         if not texts:
             return []
+        if self._write_error is not None:
+            self._raise_write_error()
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
@@ -783,7 +828,7 @@ class ModelPool:
             if hit is not None and vectors is not None:
                 latency = time.perf_counter() - t0
                 self._record(m, key, role, "cached", latency=latency, response=hit.text)
-                await self._committed()
+                self.schedule_flush()
                 return vectors
         self._check_open(m)
         embedder = self._embedder(m)
@@ -860,6 +905,7 @@ class ModelPool:
         await self.drain(longest + 1.0)
         try:
             self._commit_now()
+            self._raise_write_error()
         finally:
             for m in self._models.values():
                 close = getattr(m.backend, "aclose", None)

@@ -9,10 +9,11 @@ import json
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 import msgspec
 
@@ -26,6 +27,7 @@ __all__ = [
     "USAGE_FIELDS",
     "CallRecord",
     "ErrorRecord",
+    "GroupWriter",
     "RunStore",
     "artifact_key",
     "create_private",
@@ -233,25 +235,30 @@ def _call_row(r: CallRecord) -> tuple[Any, ...]:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _PendingStep:
-    kind: str
-    key: str
-    value: dict[str, Any] | None
-    error: tuple[str, str] | None
-    clear_error: bool
-    fut: asyncio.Future[dict[str, Any] | None]
+_PendingStep = tuple[str, str, dict[str, Any] | None, tuple[str, str] | None, bool]
+"""A queued step outcome: ``(kind, key, value, error, clear_error)``."""
 
 
 @dataclass
 class _StepBatch:
     """Pending steps taken for one commit, as rows."""
 
-    pending: list[_PendingStep]
-    first: dict[tuple[str, str], dict[str, Any]]
     arts: list[tuple[str, str, str, float]]
     errs: list[tuple[str, str, str, str, float]]
     clears: list[tuple[str, str]]
+
+
+class GroupWriter(Protocol):
+    """What writes call rows to a store in groups (the model pool): the store has it commit
+    what it holds before any write or read of its own, so a step's rows are never committed
+    before the call rows they came from, and it schedules the store's queued steps into its
+    next group commit."""
+
+    def flush_pending(self) -> None:
+        """Commit everything queued now (call rows, cache entries and the store's steps)."""
+
+    def schedule_flush(self) -> None:
+        """Have everything queued committed within a few event-loop turns."""
 
 
 def create_private(path: Path) -> None:
@@ -288,14 +295,27 @@ class RunStore:
     """The run database. Each write is its own transaction (``record_calls`` /
     ``record_call_rows``: one for the whole batch), committed when the method returns: a kill at
     any moment leaves a usable database, and artifacts are first-write-wins so a re-run never
-    duplicates them. ``commit_step`` group-commits the steps that end in the same event-loop
-    turn (one transaction for all), each returning only after that commit."""
+    duplicates them.
+
+    ``commit_step`` queues a step's outcome and returns at once; the queue is committed in
+    order, write-ahead: with the call rows of the attached ``GroupWriter`` (the model pool) in
+    its next group commit (at the latest a few event-loop turns later, or before the next call
+    it sends, whichever comes first), or by the store itself at the next turn when no writer is
+    attached, and always before any other write or any read that could see it (so nothing
+    written later, a member view or an item's completion record, is ever committed before the
+    steps it names). Point look-ups (``get_artifact``, ``get_artifacts``, ``has_artifact``)
+    see the queue without committing it."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        # Group commit of step outcomes: queued rows, and the loop a flush is scheduled on.
+        # Queued step outcomes, the artifact each key will hold once they are committed (first
+        # write wins), and the loop a commit of the store's own is scheduled on.
         self._steps: list[_PendingStep] = []
+        self._step_first: dict[tuple[str, str], dict[str, Any]] = {}
         self._steps_loop: asyncio.AbstractEventLoop | None = None
+        self._writer: weakref.ref[GroupWriter] | None = None
+        # A commit of queued steps that failed with nobody waiting: raised by the next step.
+        self._failed: StoreError | None = None
         self._closed = False
         self._packer: RequestPacker | None = None
         try:
@@ -313,6 +333,30 @@ class RunStore:
         except StoreError:
             self._db.close()
             raise
+
+    def attach_writer(self, writer: GroupWriter) -> None:
+        """Make ``writer`` (a model pool writing this store's call rows) the one whose group
+        commits carry the queued steps, after committing what an earlier one still holds. The
+        store keeps only a weak reference: a writer that is gone has nothing left to commit."""
+        self._sync()
+        self._writer = weakref.ref(writer)
+
+    @property
+    def pending_steps(self) -> bool:
+        """Whether step outcomes are queued, not yet committed."""
+        return bool(self._steps)
+
+    def _sync(self) -> None:
+        """Commit everything queued, the writer's call rows first: before any other write (the
+        write-ahead order) and before a read that must see it. Raises a failed write."""
+        writer = self._writer() if self._writer is not None else None
+        if writer is not None:
+            writer.flush_pending()  # its commit carries the queued steps, after its rows
+        if self._steps:
+            self._commit_steps()
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
 
     def _init_schema(self) -> None:
         db = self._db
@@ -352,9 +396,14 @@ class RunStore:
         db.executescript(REQUESTS_SCHEMA)
 
     def close(self) -> None:
-        """Close the database (idempotent)."""
-        self._db.close()
-        self._closed = True
+        """Commit what is queued and close the database (idempotent)."""
+        if self._closed:
+            return
+        try:
+            self._sync()
+        finally:
+            self._db.close()
+            self._closed = True
 
     @property
     def closed(self) -> bool:
@@ -383,6 +432,7 @@ class RunStore:
 
     def record_call(self, rec: CallRecord) -> None:
         """Append one call record (committed when this returns)."""
+        self._sync()
         self._write(_INSERT_CALL, _call_row(rec))
 
     def record_calls(self, records: Iterable[CallRecord]) -> None:
@@ -394,6 +444,7 @@ class RunStore:
         """``record_calls`` for rows already laid out as ``CallRecord`` fields, in field order
         with ``created_at`` set: one transaction, one commit for all (what keeps the model
         stack's per-call cost low: ``ModelPool`` commits the calls that end together at once)."""
+        self._sync()
         try:
             insert_many(self._db, _INSERT_CALL, rows)
         except sqlite3.Error as e:
@@ -403,6 +454,7 @@ class RunStore:
         """Settle ``sent`` calls in place, in one transaction: each row is the final
         ``status, input_tokens, output_tokens, cost_usd, latency_s, attempts, error, response,
         created_at, error_kind`` followed by the ``call_id`` of the sent row."""
+        self._sync()
         try:
             insert_many(self._db, _SETTLE_CALL, rows)
         except sqlite3.Error as e:
@@ -418,9 +470,9 @@ class RunStore:
         ``record_request_rows(requests)`` in one transaction (one commit for all, as the model
         stack's group commit writes them): all or none.
 
-        Steps waiting for their commit (``commit_step``) ride along, written after the calls:
-        a step is queued only once the calls it came from returned, so they were committed
-        before it, or are committed with it in this transaction, never after it."""
+        The queued steps (``commit_step``) ride along, written after the calls: a step is
+        queued only once the calls it came from returned, and their rows were queued before,
+        so they are committed before it or with it in this transaction, never after it."""
         parts = [
             (sql, batch)
             for sql, batch in (
@@ -430,7 +482,7 @@ class RunStore:
             )
             if batch
         ]
-        steps = self._take_steps() if self._steps and self._steps_on_this_loop() else None
+        steps = self._take_steps()
         if steps is None and len(parts) < 2:
             for sql, batch in parts:
                 try:
@@ -444,7 +496,8 @@ class RunStore:
             try:
                 for sql, batch in parts:
                     db.executemany(sql, batch)
-                written = 0 if steps is None else self._write_steps(db, steps)
+                if steps is not None:
+                    self._write_steps(db, steps)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -452,36 +505,31 @@ class RunStore:
                 raise
         except sqlite3.Error as e:
             failure = StoreError(f"{self.path}: write failed ({e})")
-            if steps is not None:
-                self._steps_failed(steps, failure)
+            if steps is not None:  # the steps are lost too: their next commit_step says so
+                self._failed = failure
             raise failure from None
-        if steps is not None:
-            self._steps_done(steps, written)
-
-    def _steps_on_this_loop(self) -> bool:
-        """Whether the pending steps wait on the running event loop (their futures' own)."""
-        try:
-            return self._steps_loop is asyncio.get_running_loop()
-        except RuntimeError:
-            return False
 
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""
+        self._sync()
         return [CallRecord(*row) for row in self._read(_SELECT_CALLS)]
 
     def iter_calls(self, after_id: int = 0) -> Iterator[CallRecord]:
         """Call records with row id above ``after_id``, oldest first, streamed in chunks (memory
         follows the chunk, not the table)."""
+        self._sync()
         sql = _SELECT_CALLS.replace("ORDER BY id", "WHERE id > ? ORDER BY id")
         for row in self._stream(sql, (after_id,)):
             yield CallRecord(*row)
 
     def last_call_id(self) -> int:
         """Row id of the latest call record (0 when none): a mark for ``count_new_calls``."""
+        self._sync()
         return int(self._read("SELECT COALESCE(MAX(id), 0) FROM calls")[0][0])
 
     def count_new_calls(self, after_id: int = 0) -> int:
         """Calls recorded after ``after_id`` that reached a model (not cached, not over budget)."""
+        self._sync()
         sql = "SELECT COUNT(*) FROM calls WHERE id > ? AND status NOT IN ('cached', 'budget')"
         return int(self._read(sql, (after_id,))[0][0])
 
@@ -489,6 +537,7 @@ class RunStore:
         """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency, and
         calls sent but never settled (``unsettled``) with the most they can have cost; only the
         calls whose role starts with ``role_prefix`` (one method's: ``"adapt."``)."""
+        self._sync()
         rows = self._read(
             "SELECT model, COUNT(*),"
             " SUM(status='cached'), SUM(status='error'), SUM(status='refusal'),"
@@ -502,11 +551,13 @@ class RunStore:
 
     def total_cost(self) -> float:
         """Summed cost of every settled call, in USD."""
+        self._sync()
         return float(self._read("SELECT COALESCE(SUM(cost_usd), 0) FROM calls")[0][0])
 
     def spend(self) -> tuple[float, float]:
         """``(spent, upper_bound)`` in USD over every invocation of this run: the settled cost,
         and that plus the most that calls sent but never settled (a kill mid-call) can cost."""
+        self._sync()
         spent, unsettled = self._read(
             "SELECT COALESCE(SUM(cost_usd), 0),"
             " COALESCE(SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END), 0)"
@@ -516,6 +567,7 @@ class RunStore:
 
     def call_errors(self, since: float = 0.0) -> dict[str, dict[str, int]]:
         """Per model, failed calls by reason (``error_kind``), recorded at or after ``since``."""
+        self._sync()
         rows = self._read(
             "SELECT model, COALESCE(error_kind, 'error'), COUNT(*) FROM calls"
             " WHERE status='error' AND created_at>=? GROUP BY 1, 2 ORDER BY 1, 2",
@@ -530,6 +582,7 @@ class RunStore:
 
     def put_artifact(self, kind: str, key: str, value: dict[str, Any]) -> bool:
         """Store one step's output; the first write wins. True if this call wrote it."""
+        self._sync()
         cur = self._write(
             "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at) VALUES (?, ?, ?, ?)",
             (kind, key, _dumps(value), time.time()),
@@ -537,7 +590,10 @@ class RunStore:
         return cur.rowcount == 1
 
     def get_artifact(self, kind: str, key: str) -> dict[str, Any] | None:
-        """The stored value, or None."""
+        """The stored value (or the one queued to be), or None."""
+        queued = self._step_first.get((kind, key))
+        if queued is not None:
+            return queued
         rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", (kind, key))
         return _loads(rows[0][0]) if rows else None
 
@@ -555,19 +611,28 @@ class RunStore:
             )
             for k, v in rows:
                 out[k] = _loads(v)
+        if self._step_first:  # queued, not yet committed
+            for k in wanted:
+                queued = self._step_first.get((kind, k))
+                if queued is not None:
+                    out[k] = queued
         return out
 
     def has_artifact(self, kind: str, key: str) -> bool:
-        """Whether an artifact is stored under (kind, key)."""
+        """Whether an artifact is stored (or queued) under (kind, key)."""
+        if (kind, key) in self._step_first:
+            return True
         return bool(self._read("SELECT 1 FROM artifacts WHERE kind=? AND key=?", (kind, key)))
 
     def artifacts(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
         """Every (key, value) of one kind, ordered by key."""
+        self._sync()
         rows = self._read("SELECT key, value FROM artifacts WHERE kind=? ORDER BY key", (kind,))
         return [(k, _loads(v)) for k, v in rows]
 
     def count_artifacts(self, kind: str | None = None) -> int:
         """Number of artifacts, of one kind or of all."""
+        self._sync()
         if kind is None:
             return int(self._read("SELECT COUNT(*) FROM artifacts")[0][0])
         return int(self._read("SELECT COUNT(*) FROM artifacts WHERE kind=?", (kind,))[0][0])
@@ -583,51 +648,67 @@ class RunStore:
         error: tuple[str, str] | None = None,
         clear_error: bool = False,
     ) -> dict[str, Any] | None:
-        """Write one step's outcome: its artifact (unless ``value`` is None), its error record
-        ``(reason, detail)`` or the removal of an earlier one; returns the stored artifact
-        (first write wins: an existing one is returned instead of ``value``).
+        """Queue one step's outcome: its artifact (unless ``value`` is None), its error record
+        ``(reason, detail)`` or the removal of an earlier one; returns the artifact the key
+        holds once committed (first write wins: one already stored, or queued by an earlier
+        step, is returned instead of ``value``; the key is looked up here, so a caller that
+        skipped its own look-up still gets what is stored).
 
-        The steps that end in the same event-loop turn share one transaction, and each returns
-        only after it is committed: as durable as a commit per step, at a fraction of the cost."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[dict[str, Any] | None] = loop.create_future()
-        self._steps.append(_PendingStep(kind, key, value, error, clear_error, fut))
-        if self._steps_loop is not loop:
-            self._steps_loop = loop
-            loop.call_soon(self._flush_steps)
-        return await fut
+        Returns without waiting for the commit (see the class docstring for when it comes):
+        a kill before it loses only steps whose results no request sent since depends on,
+        and a re-run computes them again (from the cache where it holds their replies).
+        Raises the error of an earlier commit of queued steps that failed."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+        stored = value
+        if value is not None:
+            k = (kind, key)
+            stored = self._step_first.get(k)
+            if stored is None:
+                rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", k)
+                stored = self._step_first[k] = _loads(rows[0][0]) if rows else value
+        self._steps.append((kind, key, value, error, clear_error))
+        writer = self._writer() if self._writer is not None else None
+        if writer is not None:
+            writer.schedule_flush()
+        else:
+            loop = asyncio.get_running_loop()
+            if self._steps_loop is not loop:
+                self._steps_loop = loop
+                loop.call_soon(self._flush_steps)
+        return stored
 
     def _take_steps(self) -> _StepBatch | None:
-        """The pending steps as rows to write (None when there are none)."""
-        self._steps_loop = None
-        pending, self._steps = self._steps, []
-        if not pending:
+        """The queued steps as rows to write (None when there are none)."""
+        if not self._steps:
             return None
+        pending, self._steps = self._steps, []
+        self._step_first = {}
         now = time.time()
-        first: dict[tuple[str, str], dict[str, Any]] = {}
         arts: list[tuple[str, str, str, float]] = []
-        errs: list[tuple[str, str, str, str, float]] = []
-        clears: list[tuple[str, str]] = []
-        for p in pending:
-            if p.error is not None:
-                errs.append((p.kind, p.key, p.error[0], p.error[1], now))
-            elif p.clear_error:
-                clears.append((p.kind, p.key))
-            if p.value is not None and (p.kind, p.key) not in first:
-                first[(p.kind, p.key)] = p.value
-                arts.append((p.kind, p.key, _dumps(p.value), now))
-        return _StepBatch(pending, first, arts, errs, clears)
+        # The last error or clearing queued per key wins, as it would written one by one.
+        last: dict[tuple[str, str], tuple[str, str] | None] = {}
+        for kind, key, value, error, clear_error in pending:
+            if error is not None:
+                last[(kind, key)] = error
+            elif clear_error:
+                last[(kind, key)] = None
+            if value is not None:
+                arts.append((kind, key, _dumps(value), now))
+        errs = [(*k, e[0], e[1], now) for k, e in last.items() if e is not None]
+        clears = [k for k, e in last.items() if e is None]
+        return _StepBatch(arts, errs, clears)
 
     @staticmethod
-    def _write_steps(db: sqlite3.Connection, batch: _StepBatch) -> int:
-        """Write a step batch inside the caller's transaction; returns the artifacts written."""
-        written = 0
+    def _write_steps(db: sqlite3.Connection, batch: _StepBatch) -> None:
+        """Write a step batch inside the caller's transaction (first write wins)."""
         if batch.arts:
-            written = db.executemany(
+            db.executemany(
                 "INSERT OR IGNORE INTO artifacts (kind, key, value, created_at)"
                 " VALUES (?, ?, ?, ?)",
                 batch.arts,
-            ).rowcount
+            )
         if batch.clears:
             db.executemany("DELETE FROM errors WHERE kind=? AND key=?", batch.clears)
         if batch.errs:
@@ -636,24 +717,9 @@ class RunStore:
                 " VALUES (?, ?, ?, ?, ?)",
                 batch.errs,
             )
-        return written
 
-    def _steps_done(self, batch: _StepBatch, written: int) -> None:
-        """Wake the steps of a committed batch with what is stored (the first write wins)."""
-        stored = batch.first
-        if written < len(batch.arts):  # some were stored before: the first write wins
-            stored = {k: self.get_artifact(*k) or v for k, v in batch.first.items()}
-        for p in batch.pending:
-            if not p.fut.done():  # its step was cancelled meanwhile (its rows are committed)
-                p.fut.set_result(None if p.value is None else stored[(p.kind, p.key)])
-
-    @staticmethod
-    def _steps_failed(batch: _StepBatch, failure: Exception) -> None:
-        for p in batch.pending:
-            if not p.fut.done():
-                p.fut.set_exception(failure)
-
-    def _flush_steps(self) -> None:
+    def _commit_steps(self) -> None:
+        """Commit the queued steps in one transaction of their own; raises a failed write."""
         batch = self._take_steps()
         if batch is None:
             return
@@ -661,20 +727,33 @@ class RunStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                written = self._write_steps(db, batch)
+                self._write_steps(db, batch)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            self._steps_done(batch, written)
-        except (sqlite3.Error, StoreError) as e:
-            self._steps_failed(batch, StoreError(f"{self.path}: write failed ({e})"))
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def _flush_steps(self) -> None:
+        """The store's own scheduled commit (no writer attached when the steps were queued):
+        through the writer if one was attached since. A failure is kept for the next step."""
+        self._steps_loop = None
+        if self._closed:
+            return
+        try:
+            self._sync()
+        except StoreError as e:
+            self._failed = e
+        except Exception as e:  # the writer's own failure (it reports it to its callers too)
+            self._failed = StoreError(f"{self.path}: write failed ({e})")
 
     # members: which artifacts make up a run's current outcome ------------------------------
 
     def clear_view(self, view: str) -> None:
         """Forget a view's members."""
+        self._sync()
         self._write("DELETE FROM members WHERE view=?", (view,))
 
     def add_members(
@@ -686,6 +765,7 @@ class RunStore:
         """Add one item's ``(coord, seq, ref1, ref2, ref3)`` rows to a view in one transaction
         (a row with the same coord is replaced). Refs are artifact keys; ``seq`` orders the
         view."""
+        self._sync()
         try:
             insert_many(
                 self._db,
@@ -699,6 +779,7 @@ class RunStore:
     def drop_item(self, item: str) -> None:
         """Forget an item's members in every view and its completion record (it is about to
         be listed again)."""
+        self._sync()
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -723,6 +804,7 @@ class RunStore:
     def mark_item_done(self, item: str, digest: str, idx: int, counts: dict[str, Any]) -> None:
         """Record that every step of an item, as ``digest`` describes them, ended final and its
         members are listed: a re-run with the same digest need not look at its steps again."""
+        self._sync()
         self._write(
             "INSERT OR REPLACE INTO items_done (item, digest, idx, counts) VALUES (?, ?, ?, ?)",
             (item, digest, idx, _dumps(counts)),
@@ -731,6 +813,7 @@ class RunStore:
     def move_item(self, item: str, old_idx: int, idx: int, shift: int) -> None:
         """Give an item's members the order of its new position ``idx`` (``seq`` holds the
         item's index above ``shift`` bits)."""
+        self._sync()
         mask = (1 << shift) - 1
         try:
             self._db.execute("BEGIN IMMEDIATE")
@@ -751,6 +834,7 @@ class RunStore:
     def retain_items(self, items: Iterable[str]) -> None:
         """Forget the members and completion records of every item not in ``items`` (those a
         changed selection left out)."""
+        self._sync()
         try:
             db = self._db
             db.execute("CREATE TEMP TABLE IF NOT EXISTS keep_items (item TEXT PRIMARY KEY)")
@@ -774,6 +858,7 @@ class RunStore:
     def view_digest(self, view: str) -> str:
         """sha256 of a view's members (coords, order and artifact refs): equal digests, equal
         views."""
+        self._sync()
         h = hashlib.sha256()
         for row in self._stream(
             "SELECT coord, seq, ref1, ref2, ref3 FROM members WHERE view=? ORDER BY seq", (view,)
@@ -784,6 +869,7 @@ class RunStore:
 
     def errors_digest(self) -> str:
         """sha256 of the error records' (kind, key, reason): what a report shows of them."""
+        self._sync()
         h = hashlib.sha256()
         for row in self._stream("SELECT kind, key, reason FROM errors ORDER BY kind, key"):
             h.update(_dumps(row).encode("utf-8"))
@@ -792,6 +878,7 @@ class RunStore:
 
     def count_members(self, view: str) -> int:
         """Number of members of a view."""
+        self._sync()
         return int(self._read("SELECT COUNT(*) FROM members WHERE view=?", (view,))[0][0])
 
     def _member_sql(self, kinds: tuple[str | None, str | None, str | None]) -> str:
@@ -820,6 +907,7 @@ class RunStore:
         ``values[i]`` is the artifact of kind ``kinds[i]`` under ``refs[i]`` (None if absent or
         not asked for); streamed, so memory follows the chunk, not the view. ``coord_prefix``
         narrows the view to the coords that start with it."""
+        self._sync()
         params: list[Any] = [k for k in kinds if k is not None]
         sql = self._member_sql(kinds) + " WHERE m.view=?"
         params.append(view)
@@ -857,6 +945,7 @@ class RunStore:
     def record_request_rows(self, rows: Sequence[tuple[str, int, bytes]]) -> None:
         """Keep ``(key, dict id, body)`` requests in one transaction; a key already on record
         is kept as it is (the key is the payload's hash: same key, same request)."""
+        self._sync()
         try:
             insert_many(self._db, _INSERT_REQUEST, rows)
         except sqlite3.Error as e:
@@ -865,6 +954,7 @@ class RunStore:
     def request(self, key: str) -> dict[str, Any] | None:
         """The request on record under ``key`` (``store.requests.decode_payload``'s fields plus
         ``key``), or None (a call recorded before requests were kept)."""
+        self._sync()
         rows = self._read(
             "SELECT r.body, d.body FROM requests r LEFT JOIN request_dicts d ON d.id = r.dict"
             " WHERE r.key=?",
@@ -885,6 +975,7 @@ class RunStore:
     def image_sha(self, path: str, size: int, mtime_ns: int, recipe: str) -> str | None:
         """The content hash recorded for an image file as it was (size, mtime) prepared by
         ``recipe``, or None: a resumed step needs the hash for its key, not the image."""
+        self._sync()
         rows = self._read(
             "SELECT sha256 FROM image_hashes WHERE path=? AND size=? AND mtime_ns=? AND recipe=?",
             (path, size, mtime_ns, recipe),
@@ -913,6 +1004,7 @@ class RunStore:
     def record_error(self, kind: str, key: str, reason: str, detail: str = "") -> None:
         """Record why a step failed for one item; one row per (kind, key), the latest wins, so a
         resumed run that fails again does not duplicate it."""
+        self._sync()
         self._write(
             "INSERT OR REPLACE INTO errors (kind, key, reason, detail, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -921,6 +1013,7 @@ class RunStore:
 
     def errors(self, kind: str | None = None) -> list[ErrorRecord]:
         """Recorded failures (of one kind or all), ordered by kind and key."""
+        self._sync()
         cols = "kind, key, reason, detail, created_at"
         if kind is None:
             rows = self._read(f"SELECT {cols} FROM errors ORDER BY kind, key")
@@ -930,6 +1023,7 @@ class RunStore:
 
     def clear_errors(self, kind: str, key: str) -> None:
         """Forget the failure of one item (a resumed step succeeded)."""
+        self._sync()
         self._write("DELETE FROM errors WHERE kind=? AND key=?", (kind, key))
 
     # config snapshots ----------------------------------------------------------------------
@@ -1005,6 +1099,7 @@ class RunStore:
     ) -> int:
         """Write one table to an open text stream (e.g. stdout); returns rows written. CSV cells
         that a spreadsheet would read as a formula are neutralised (``report.safe.csv_safe``)."""
+        self._sync()
         if fmt not in ("jsonl", "csv"):
             raise StoreError(f"unknown export format {fmt!r}; choose jsonl or csv")
         cols, rows = self._rows(table)
