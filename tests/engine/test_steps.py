@@ -78,3 +78,59 @@ def test_a_step_whose_lookup_was_skipped_returns_what_is_stored_first(tmp_path) 
     other = RunStore(tmp_path / "run.db")  # committed at close: what a re-run reads
     assert other.get_artifact("k", "b") == {"v": "queued first"}
     other.close()
+
+
+def test_a_step_found_absent_is_looked_up_again_only_if_this_store_wrote_its_key(
+    tmp_path,
+) -> None:
+    # ``run_step`` tells the store the key was absent before the call: a key this store never
+    # queued or wrote is not looked up again, one it did (committed since) still is.
+    from memearena.engine.steps import run_step
+    from memearena.prompts import AskResult
+    from memearena.store import RunStore
+
+    store = RunStore(tmp_path / "run.db")
+    selects: list[str] = []
+    store._db.set_trace_callback(
+        lambda sql: selects.append(sql) if sql.startswith("SELECT value FROM artifacts") else None
+    )
+
+    def encode(value: str, res: AskResult[str]) -> dict[str, str]:
+        return {"v": value}
+
+    def answer(text: str):
+        async def call() -> AskResult[str]:
+            return AskResult(value=text, raw=[text])
+
+        return call
+
+    async def go() -> list[dict[str, str] | None]:
+        fresh = [
+            await run_step(store, "k", f"n{i}", answer(f"v{i}"), encode, lookup=False)
+            for i in range(50)
+        ]
+        assert selects == []  # fresh keys: no look-up at all
+        store.put_artifact("k", "p", {"v": "put first"})
+        for _ in range(8):  # let the queued steps be committed (the queue is empty again)
+            await asyncio.sleep(0)
+        assert not store.pending_steps
+        again = await run_step(store, "k", "n3", answer("late"), encode, lookup=False)
+        put = await run_step(store, "k", "p", answer("late"), encode, lookup=False)
+        return [fresh[3], again, put]
+
+    got = asyncio.run(go())
+    assert got == [{"v": "v3"}, {"v": "v3"}, {"v": "put first"}]
+    assert len(selects) == 2  # n3 and p: keys this store wrote before
+    store.close()
+
+
+def test_the_key_filter_finds_every_key_added_and_few_others() -> None:
+    from memearena.store.keyfilter import KeyFilter
+
+    f = KeyFilter()
+    added = [("k", f"key{i}") for i in range(20_000)]
+    # Nearly none reported there before it was added (about 1e-6 of them at this load).
+    assert sum(f.add(k) for k in added) <= 2
+    assert all(k in f and f.add(k) for k in added)
+    others = sum(("other", f"key{i}") in f for i in range(20_000))
+    assert others < 20  # about 3e-5 of them at this load

@@ -159,7 +159,10 @@ async def run_step(
     res = await call()
     value, error = step_outcome(res, encode, required=required)
     tally_step(kind, "new" if value is not None else "failed")
-    return await store.commit_step(kind, key, value, error=error, clear_error=error is None)
+    # The key was found absent before the call (here, or by the caller's batched look-up).
+    return await store.commit_step(
+        kind, key, value, error=error, clear_error=error is None, absent=True
+    )
 
 
 async def bounded_map(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
-from memearena.store.runstore import PAGE_CACHE_KIB, create_private
+from memearena.store.runstore import PAGE_CACHE_KIB, WAL_CHECKPOINT_PAGES, create_private
 from memearena.store.sqlite_util import insert_many
 
 if TYPE_CHECKING:
@@ -271,6 +271,7 @@ class ResponseCache:
             # safe either way). A corrupt cache would fail later runs or serve damaged entries:
             # not worth the ~8 us a call that OFF saves here.
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")  # see there
             self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")  # random keys, see there
             # A cache written before this layout keeps its WITHOUT ROWID table: the statements
             # below read and write both layouts alike.
