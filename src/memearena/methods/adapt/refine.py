@@ -220,7 +220,8 @@ async def misbelief_vectors(
                 "adapt.embedding", keys[text], None, error=(f"embedding failed ({e.kind})", str(e))
             )
             return None
-        # Durable before it is used: a kill after this never pays for it again.
+        # Committed write-ahead: before any request sent after this (one built from the vector
+        # included), so a kill never loses a vector a later request depends on.
         await ctx.store.commit_step(
             "adapt.embedding",
             keys[text],
