@@ -14,7 +14,15 @@ import asyncio
 import hashlib
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -132,6 +140,10 @@ def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
     return {"score": v.value, "abstained": v.value is None, "feedback": v.feedback}
 
 
+def _encode_preference(v: Any, _res: Any) -> dict[str, Any]:
+    return {"preference": v}
+
+
 ScoreRequest = tuple[list[Message], str]
 """A pointwise request (its messages) and its step key."""
 
@@ -170,7 +182,10 @@ class JudgeAuditPipeline:
         self.progress = progress or StageProgress(enabled=False)
         self.describer = self.acfg.describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
-        self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        # A step in flight → the futures of the identical steps that joined it (most have none).
+        self._joins: dict[tuple[str, str], list[asyncio.Future[dict[str, Any] | None]]] = {}
+        # The latest finished steps' artifacts, oldest first (bounded by ``_keep``).
+        self._recent: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._finished: deque[tuple[str, str]] = deque()
         self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
@@ -189,39 +204,47 @@ class JudgeAuditPipeline:
         one that finished a moment ago is answered from memory (the unbiased triplet many bias
         types share is judged, paid for and looked up once)."""
         k = (kind, key)
-        fut = self._inflight.get(k)
-        if fut is not None:
-            if fut.done():
-                return fut.result()
-            return await asyncio.shield(fut)
+        recent = self._recent
+        if k in recent:
+            return recent[k]
+        joins = self._joins
+        waiting = joins.get(k)
+        if waiting is not None:
+            # A future of its own: a joiner cancelled never cancels the step it joined.
+            fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+            waiting.append(fut)
+            return await fut
         # ``lookup=False``: the key was absent when looked up in a batch. It can have been
         # stored since only by a step of this run started since (one writer per directory),
         # and every step started is in ``_started``: then it is looked up after all.
-        started = f"{kind}\x1f{key}"
-        if not lookup and started in self._started:
+        started = self._started
+        if not lookup and k in started:
             lookup = True
-        self._started.add(started)
-        fut = asyncio.get_running_loop().create_future()
-        self._inflight[k] = fut
+        started.add(k)
+        waiting = joins[k] = []
         try:
             art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
         except BaseException as e:
             # Not remembered: a re-ask after a failure goes to the store (and the model) again.
-            del self._inflight[k]
-            if isinstance(e, asyncio.CancelledError):
-                fut.cancel()
-            else:
-                fut.set_exception(e)
-                fut.exception()  # the joined steps raise it; nothing is left unretrieved
+            del joins[k]
+            cancelled = isinstance(e, asyncio.CancelledError)
+            for w in waiting:
+                if not w.done():
+                    if cancelled:
+                        w.cancel()
+                    else:
+                        w.set_exception(e)
             raise
-        fut.set_result(art)
+        del joins[k]
+        for w in waiting:
+            if not w.done():
+                w.set_result(art)
         # Bounded: only the latest finished steps are remembered (the window's worth).
-        self._finished.append(k)
-        if len(self._finished) > self._keep:
-            old = self._finished.popleft()
-            done = self._inflight.get(old)
-            if done is not None and done.done():
-                del self._inflight[old]
+        recent[k] = art
+        finished = self._finished
+        finished.append(k)
+        if len(finished) > self._keep:
+            recent.pop(finished.popleft(), None)
         return art
 
     async def _window(
@@ -331,11 +354,20 @@ class JudgeAuditPipeline:
 
     async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
         """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
+        return await self._prefer(judge, self._pairwise_request(judge, triplet, a, b))
+
+    def _pairwise_request(self, judge: str, triplet: Triplet, a: str, b: str) -> ScoreRequest:
+        """The pairwise request of ``a`` against ``b`` on ``triplet`` to ``judge`` and its key."""
         msgs: list[Message] = pairwise_messages(triplet, a, b)
-        rk = self.pool.request_key(judge, msgs)
+        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
+
+    async def _prefer(
+        self, judge: str, request: ScoreRequest, *, lookup: bool = True
+    ) -> str | None:
+        msgs, key = request
         art = await self._step(
             "ja_pairwise",
-            artifact_key(judge, rk),
+            key,
             lambda: ask(
                 self.pool,
                 judge,
@@ -344,7 +376,8 @@ class JudgeAuditPipeline:
                 parse_preference,
                 max_reasks=self.acfg.max_reasks,
             ),
-            lambda v, _: {"preference": v},
+            _encode_preference,
+            lookup=lookup,
         )
         self.progress.advance("pairwise")
         return art.get("preference") if art else None
@@ -624,19 +657,39 @@ class JudgeAuditPipeline:
         total = 2 * len(jobs) * len(acfg.judges)
         self.progress.stage("pairwise", total)
 
-        def expand() -> Iterator[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]]:
+        Job = tuple[str, str, str, tuple[str, str], tuple[str, str], ScoreRequest, bool]
+
+        def chunk_jobs(
+            chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]],
+        ) -> list[Job]:
+            reqs = [self._pairwise_request(j, t, x[1], y[1]) for j, _p, _u, t, x, y in chunk]
+            keys = [r[1] for r in reqs]
+            # As for scores: only a request's first issue in the chunk, looked up here and
+            # absent, skips the step's own look-up (identical answers make identical requests).
+            fresh = set(keys).difference(self.store.get_artifacts("ja_pairwise", keys))
+            out: list[Job] = []
+            for (j, probe, uid, _t, x, y), req in zip(chunk, reqs, strict=True):
+                look = req[1] not in fresh
+                fresh.discard(req[1])
+                out.append((j, probe, uid, x, y, req, look))
+            return out
+
+        def expand() -> Iterator[Job]:
+            chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]] = []
             for probe, uid, trip, x, y in jobs:
                 for judge in acfg.judges:
-                    yield judge, probe, uid, trip, x, y
-                    yield judge, probe, uid, trip, y, x
+                    chunk.append((judge, probe, uid, trip, x, y))
+                    chunk.append((judge, probe, uid, trip, y, x))
+                if len(chunk) >= _LOOKUP_CHUNK:
+                    yield from chunk_jobs(chunk)
+                    chunk = []
+            if chunk:
+                yield from chunk_jobs(chunk)
 
-        async def one(
-            job: tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]],
-        ) -> str | None:
-            judge, _probe, _uid, trip, first, second = job
-            return await self.prefer(judge, trip, first[1], second[1])
+        async def one(job: Job) -> str | None:
+            return await self._prefer(job[0], job[5], lookup=job[6])
 
-        async for (judge, probe, uid, _t, first, second), pref in self._window(
+        async for (judge, probe, uid, first, second, _r, _l), pref in self._window(
             one, expand(), acfg.window
         ):
             out.verdicts.add(
@@ -668,28 +721,38 @@ class JudgeAuditPipeline:
 class _KeyFilter:
     """The keys added so far, as a Bloom filter of fixed size (1 MiB, three probes): memory
     that does not grow with the run. A key added is always found; one never added is found
-    with a small probability (about 3% after a million keys), which costs only a look-up."""
+    with a small probability (about 3% after a million keys), which costs only a look-up.
+
+    The probes come from the key's own hash (double hashing of its 64 bits), which a string
+    caches once computed: the dict look-ups of a step compute it anyway. The hash is salted
+    per process, so the filter is only ever this process's memory, never stored."""
 
     _BITS = 1 << 23
+    _MASK = _BITS - 1
 
     def __init__(self) -> None:
         self._bits = bytearray(self._BITS // 8)
 
-    def _probes(self, key: str) -> tuple[int, int, int]:
-        h = hashlib.blake2b(key.encode(), digest_size=12).digest()
-        m = self._BITS - 1
-        return (
-            int.from_bytes(h[0:4], "little") & m,
-            int.from_bytes(h[4:8], "little") & m,
-            int.from_bytes(h[8:12], "little") & m,
+    def add(self, key: Hashable) -> None:
+        h = hash(key)
+        m = self._MASK
+        a, b = h & m, ((h >> 32) | 1) & m
+        bits = self._bits
+        for p in (a, (a + b) & m, (a + 2 * b) & m):
+            bits[p >> 3] |= 1 << (p & 7)
+
+    def __contains__(self, key: Hashable) -> bool:
+        h = hash(key)
+        m = self._MASK
+        a, b = h & m, ((h >> 32) | 1) & m
+        bits = self._bits
+        c = (a + b) & m
+        d = (a + 2 * b) & m
+        return bool(
+            bits[a >> 3] & (1 << (a & 7))
+            and bits[c >> 3] & (1 << (c & 7))
+            and bits[d >> 3] & (1 << (d & 7))
         )
-
-    def add(self, key: str) -> None:
-        for b in self._probes(key):
-            self._bits[b >> 3] |= 1 << (b & 7)
-
-    def __contains__(self, key: str) -> bool:
-        return all(self._bits[b >> 3] & (1 << (b & 7)) for b in self._probes(key))
 
 
 class _Donors:
