@@ -509,27 +509,34 @@ class JudgeAuditPipeline:
         want_examples = self.acfg.examples
         candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
-        async for (pair, judge), (u, b) in self._scored(pairs):
-            uv, us = _status(u)
-            bv, bs = _status(b)
-            out.scores.add(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
+        scores, covered = out.scores, out.covered
+        async for pair, done in self._scored(pairs):
+            if not done:
+                continue
+            item, bias_type, responder = pair.item, pair.bias_type, pair.responder
             if "covered_share" in pair.meta:
-                out.covered[pair.item] = float(pair.meta["covered_share"])
+                covered[item] = float(pair.meta["covered_share"])
             # Examples are the pairs with the smallest keys, not the first to finish: the
             # section must not change with completion order (a resume, a no-op re-run). The
             # largest kept key only falls, so a pair left out at its first score never
             # qualifies later, and a kept one collects every judge's scores.
-            chosen = candidates.setdefault(pair.bias_type, {})
+            chosen = candidates.setdefault(bias_type, {})
             rank = _example_key(pair)
             match = chosen.get(rank)
-            if match is None and want_examples > 0:
-                if len(chosen) >= want_examples and rank > max(chosen):
-                    continue
+            if (
+                match is None
+                and want_examples > 0
+                and (len(chosen) < want_examples or rank < max(chosen))
+            ):
                 if len(chosen) >= want_examples:
                     del chosen[max(chosen)]
                 match = chosen[rank] = _example(pair)
-            if match is not None:
-                match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
+            for judge, (u, b) in done:
+                uv, us = _status(u)
+                bv, bs = _status(b)
+                scores.add(judge, item, bias_type, uv, bv, us, bs, responder)
+                if match is not None:
+                    match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
         order = {j: k for k, j in enumerate(judges)}
         for bias_type in sorted(candidates):
             examples = [candidates[bias_type][k] for k in sorted(candidates[bias_type])]
@@ -539,11 +546,12 @@ class JudgeAuditPipeline:
 
     async def _scored(
         self, pairs: Iterator[AuditPair]
-    ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
-        """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
-        as they finish. A job is one pair: its judges one after the other (each item starting
-        at another judge, so the window's calls spread over the judges), at most ``window``
-        pairs, so ``window`` calls, in flight. Each request is built once (a triplet's messages
+    ) -> AsyncIterator[tuple[AuditPair, list[tuple[str, tuple[dict[str, Any] | None, ...]]]]]:
+        """``(pair, [(judge, (unbiased artifact, biased artifact)), ...])`` for every pair, as
+        they finish (the judges it got to: all of them unless the spend cap stopped it). A job
+        is one pair: its judges one after the other (each item starting at another judge, so
+        the window's calls spread over the judges), at most ``window`` pairs, so ``window``
+        calls, in flight. Each request is built once (a triplet's messages
         once for every judge, the unbiased triplet's requests once for every bias type sharing
         it), and the store is asked for a few hundred steps at a time, not step by step."""
         judges = self.acfg.judges
@@ -615,8 +623,7 @@ class JudgeAuditPipeline:
             return done
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
-            for judge, got in done:
-                yield (pair, judge), got
+            yield pair, done
 
     def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
