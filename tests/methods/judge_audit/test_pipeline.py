@@ -291,3 +291,17 @@ def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: 
         db.close()
     assert calls > 500 and calls == distinct and not cached
     assert res.stages["ja_score"].new + res.stages["ja_pairwise"].new > 0.9 * calls
+
+
+def test_a_started_step_is_always_found_by_the_key_filter() -> None:
+    # The filter is what lets a step skip its own look-up: a key started must never be
+    # missed (that step's twin would be called again); a false hit only costs a look-up.
+    from memearena.methods.judge_audit.stages import _KeyFilter
+
+    f = _KeyFilter()
+    keys = [("ja_score", f"sim-judge-{k % 9}|{k:064x}") for k in range(50_000)]
+    first = [f.add(k) for k in keys]
+    assert sum(first) < 50  # a fresh key is (almost always) new to the filter
+    assert all(f.add(k) for k in keys) and all(k in f for k in keys)
+    others = [("ja_pairwise", f"sim-judge-{k % 9}|{k:064x}") for k in range(10_000)]
+    assert sum(k in f for k in others) < 100

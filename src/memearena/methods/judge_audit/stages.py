@@ -217,10 +217,8 @@ class JudgeAuditPipeline:
         # ``lookup=False``: the key was absent when looked up in a batch. It can have been
         # stored since only by a step of this run started since (one writer per directory),
         # and every step started is in ``_started``: then it is looked up after all.
-        started = self._started
-        if not lookup and k in started:
+        if self._started.add(k) and not lookup:
             lookup = True
-        started.add(k)
         waiting = joins[k] = []
         try:
             art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
@@ -531,11 +529,10 @@ class JudgeAuditPipeline:
                 if len(chosen) >= want_examples:
                     del chosen[max(chosen)]
                 match = chosen[rank] = _example(pair)
-            for judge, (u, b) in done:
-                uv, us = _status(u)
-                bv, bs = _status(b)
-                scores.add(judge, item, bias_type, uv, bv, us, bs, responder)
-                if match is not None:
+            judged = [(judge, *_status(u), *_status(b)) for judge, (u, b) in done]
+            scores.add_pair(item, bias_type, responder, judged)
+            if match is not None:
+                for judge, uv, us, bv, bs in judged:
                     match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
         order = {j: k for k, j in enumerate(judges)}
         for bias_type in sorted(candidates):
@@ -740,26 +737,26 @@ class _KeyFilter:
     def __init__(self) -> None:
         self._bits = bytearray(self._BITS // 8)
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable) -> bool:
+        """Add ``key``; whether it was (probably) there already."""
         h = hash(key)
         m = self._MASK
         a, b = h & m, ((h >> 32) | 1) & m
         bits = self._bits
+        seen = True
         for p in (a, (a + b) & m, (a + 2 * b) & m):
-            bits[p >> 3] |= 1 << (p & 7)
+            bit = 1 << (p & 7)
+            if not bits[p >> 3] & bit:
+                seen = False
+                bits[p >> 3] |= bit
+        return seen
 
     def __contains__(self, key: Hashable) -> bool:
         h = hash(key)
         m = self._MASK
         a, b = h & m, ((h >> 32) | 1) & m
         bits = self._bits
-        c = (a + b) & m
-        d = (a + 2 * b) & m
-        return bool(
-            bits[a >> 3] & (1 << (a & 7))
-            and bits[c >> 3] & (1 << (c & 7))
-            and bits[d >> 3] & (1 << (d & 7))
-        )
+        return all(bits[p >> 3] & (1 << (p & 7)) for p in (a, (a + b) & m, (a + 2 * b) & m))
 
 
 class _Donors:
