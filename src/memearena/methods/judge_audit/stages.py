@@ -190,6 +190,9 @@ class JudgeAuditPipeline:
         self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
         self._started = _KeyFilter()
+        # Step kinds of which the store held no artifact before this run's first step (set by
+        # ``run``): a key of such a kind that no step of this run started is not stored.
+        self._unstored: frozenset[str] = frozenset()
         if self.memes and not self.acfg.responders:
             raise ConfigError(
                 "judge_audit.responders: the data holds memes; name at least one model to "
@@ -216,9 +219,14 @@ class JudgeAuditPipeline:
             return await fut
         # ``lookup=False``: the key was absent when looked up in a batch. It can have been
         # stored since only by a step of this run started since (one writer per directory),
-        # and every step started is in ``_started``: then it is looked up after all.
-        if self._started.add(k) and not lookup:
+        # and every step started is in ``_started``: then it is looked up after all. (A key
+        # the filter wrongly finds costs a look-up, never a second call.)
+        # Before a step of this kind was ever stored, a key never started is not stored
+        # either: no read is needed to know it.
+        if self._started.add(k):
             lookup = True
+        elif kind in self._unstored:
+            lookup = False
         waiting = joins[k] = []
         try:
             art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
@@ -244,6 +252,13 @@ class JudgeAuditPipeline:
         if len(finished) > self._keep:
             recent.pop(finished.popleft(), None)
         return art
+
+    def _stored(self, kind: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored artifacts of ``keys`` (one query per few hundred), none when no step of
+        ``kind`` was stored before this run (``_step`` then knows without a look-up)."""
+        if kind in self._unstored:
+            return {}
+        return self.store.get_artifacts(kind, keys)
 
     async def _window(
         self, fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int
@@ -569,7 +584,7 @@ class JudgeAuditPipeline:
                 order = judges[turn:] + judges[:turn]
                 todo.append((pair, [(j, unbiased[j], biased[j], repeat) for j in order]))
             keys = [r[1] for _, steps in todo for step in steps for r in step[1:3]]
-            stored = self.store.get_artifacts("ja_score", keys)
+            stored = self._stored("ja_score", keys)
             # Only a request's first issue, looked up here and absent, is called without a
             # second look-up; a repeat (the unbiased triplet shared by an item's bias types)
             # joins the step in flight, or finds it in memory or in the store: never a
@@ -670,7 +685,7 @@ class JudgeAuditPipeline:
             keys = [r[1] for r in reqs]
             # As for scores: only a request's first issue in the chunk, looked up here and
             # absent, skips the step's own look-up (identical answers make identical requests).
-            fresh = set(keys).difference(self.store.get_artifacts("ja_pairwise", keys))
+            fresh = set(keys).difference(self._stored("ja_pairwise", keys))
             out: list[Job] = []
             for (j, probe, uid, _t, x, y), req in zip(chunk, reqs, strict=True):
                 look = req[1] not in fresh
@@ -706,6 +721,7 @@ class JudgeAuditPipeline:
         out = JudgeAuditOutcome(
             families={n: (m.family or n) for n, m in self.cfg.models.items()},
         )
+        self._unstored = _unstored_kinds(self.store)
         try:
             bases = await self.prepare()
             n_meme_pairs = len(bases) * len(self.acfg.bias_types)
@@ -720,6 +736,23 @@ class JudgeAuditPipeline:
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
+
+
+_STEP_KINDS = ("ja_response", "ja_description", "ja_score", "ja_pairwise")
+_BEGUN = "judge_audit.steps_begun"
+"""Meta recorded before an audit's first step in a run directory."""
+
+
+def _unstored_kinds(store: RunStore) -> frozenset[str]:
+    """The step kinds of which ``store`` holds no artifact, when no audit has begun in it
+    (none otherwise: a resumed audit looks its steps up). The mark is written before any step
+    of this run, so a later run (after a kill too) never takes a stored step for a new one."""
+    if store.get_meta(_BEGUN) is not None:
+        return frozenset()
+    # A directory written before the mark existed may hold steps: it is counted, once.
+    empty = frozenset(k for k in _STEP_KINDS if store.count_artifacts(k) == 0)
+    store.set_meta(_BEGUN, "1")
+    return empty
 
 
 class _KeyFilter:
