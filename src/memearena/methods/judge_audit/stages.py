@@ -144,8 +144,18 @@ def _encode_preference(v: Any, _res: Any) -> dict[str, Any]:
     return {"preference": v}
 
 
-ScoreRequest = tuple[list[Message], str]
-"""A pointwise request (its messages) and its step key."""
+class _Request:
+    """A step's request to one judge: its messages, and its step key once computed. Keyed
+    just before it is sent, its payload is still in the pool's memo (not built and hashed a
+    second time); shared by identical steps, it is keyed once for all of them."""
+
+    __slots__ = ("judge", "key", "msgs")
+
+    def __init__(self, judge: str, msgs: list[Message]) -> None:
+        self.judge = judge
+        self.msgs = msgs
+        self.key: str | None = None
+
 
 _LOOKUP_CHUNK = 480
 """Score steps looked up in the store at a time (one query)."""
@@ -253,13 +263,6 @@ class JudgeAuditPipeline:
             recent.pop(finished.popleft(), None)
         return art
 
-    def _stored(self, kind: str, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """The stored artifacts of ``keys`` (one query per few hundred), none when no step of
-        ``kind`` was stored before this run (``_step`` then knows without a look-up)."""
-        if kind in self._unstored:
-            return {}
-        return self.store.get_artifacts(kind, keys)
-
     async def _window(
         self, fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int
     ) -> AsyncIterator[tuple[T, U]]:
@@ -336,21 +339,24 @@ class JudgeAuditPipeline:
 
     async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
-        return await self._score(judge, self._score_request(judge, triplet))
+        return await self._score(judge, _Request(judge, score_messages(triplet, self.acfg.prompt)))
 
-    def _score_request(self, judge: str, triplet: Triplet) -> ScoreRequest:
-        """The pointwise request of ``triplet`` to ``judge`` and its step key."""
-        msgs = score_messages(triplet, self.acfg.prompt)
-        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
+    def _key(self, request: _Request) -> str:
+        """The step key of ``request`` (the judge and the request's fingerprint)."""
+        key = request.key
+        if key is None:
+            judge = request.judge
+            key = request.key = artifact_key(judge, self.pool.request_key(judge, request.msgs))
+        return key
 
     async def _score(
-        self, judge: str, request: ScoreRequest, *, lookup: bool = True
+        self, judge: str, request: _Request, *, lookup: bool = True
     ) -> dict[str, Any] | None:
         allow_na = self.acfg.prompt == "abstention"
-        msgs, key = request
+        msgs = request.msgs
         art = await self._step(
             "ja_score",
-            key,
+            self._key(request),
             lambda: ask(
                 self.pool,
                 judge,
@@ -367,20 +373,13 @@ class JudgeAuditPipeline:
 
     async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
         """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
-        return await self._prefer(judge, self._pairwise_request(judge, triplet, a, b))
+        return await self._prefer(judge, _Request(judge, pairwise_messages(triplet, a, b)))
 
-    def _pairwise_request(self, judge: str, triplet: Triplet, a: str, b: str) -> ScoreRequest:
-        """The pairwise request of ``a`` against ``b`` on ``triplet`` to ``judge`` and its key."""
-        msgs: list[Message] = pairwise_messages(triplet, a, b)
-        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
-
-    async def _prefer(
-        self, judge: str, request: ScoreRequest, *, lookup: bool = True
-    ) -> str | None:
-        msgs, key = request
+    async def _prefer(self, judge: str, request: _Request, *, lookup: bool = True) -> str | None:
+        msgs = request.msgs
         art = await self._step(
             "ja_pairwise",
-            key,
+            self._key(request),
             lambda: ask(
                 self.pool,
                 judge,
@@ -567,12 +566,12 @@ class JudgeAuditPipeline:
         once for every judge, the unbiased triplet's requests once for every bias type sharing
         it), and the store is asked for a few hundred steps at a time, not step by step."""
         judges = self.acfg.judges
-        Step = tuple[str, ScoreRequest, ScoreRequest, bool, bool]
+        Step = tuple[str, _Request, _Request, bool, bool]
         Job = tuple[AuditPair, list[Step]]
         per_chunk = max(1, _LOOKUP_CHUNK // (2 * len(judges)))
 
         def chunk_jobs(chunk: list[tuple[AuditPair, int]], shared: dict[Triplet, Any]) -> list[Job]:
-            todo: list[tuple[AuditPair, list[tuple[str, ScoreRequest, ScoreRequest, bool]]]] = []
+            todo: list[tuple[AuditPair, list[tuple[str, _Request, _Request, bool]]]] = []
             for pair, turn in chunk:
                 unbiased = shared.get(pair.unbiased)
                 repeat = unbiased is not None
@@ -583,8 +582,12 @@ class JudgeAuditPipeline:
                 biased = self._requests(pair.biased)
                 order = judges[turn:] + judges[:turn]
                 todo.append((pair, [(j, unbiased[j], biased[j], repeat) for j in order]))
-            keys = [r[1] for _, steps in todo for step in steps for r in step[1:3]]
-            stored = self._stored("ja_score", keys)
+            if "ja_score" in self._unstored:
+                # Nothing to look up in a batch (``_step`` knows what is stored): each request
+                # is keyed when it is sent.
+                return [(p, [(j, u, b, True, True) for j, u, b, _r in steps]) for p, steps in todo]
+            keys = [self._key(r) for _, steps in todo for step in steps for r in step[1:3]]
+            stored = self.store.get_artifacts("ja_score", keys)
             # Only a request's first issue, looked up here and absent, is called without a
             # second look-up; a repeat (the unbiased triplet shared by an item's bias types)
             # joins the step in flight, or finds it in memory or in the store: never a
@@ -594,10 +597,11 @@ class JudgeAuditPipeline:
             for pair, steps in todo:
                 marked: list[Step] = []
                 for j, u, b, repeat in steps:
-                    u_look = repeat or u[1] not in fresh
-                    fresh.discard(u[1])
-                    b_look = b[1] not in fresh
-                    fresh.discard(b[1])
+                    uk, bk = self._key(u), self._key(b)
+                    u_look = repeat or uk not in fresh
+                    fresh.discard(uk)
+                    b_look = bk not in fresh
+                    fresh.discard(bk)
                     marked.append((j, u, b, u_look, b_look))
                 out.append((pair, marked))
             return out
@@ -637,12 +641,10 @@ class JudgeAuditPipeline:
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
             yield pair, done
 
-    def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
+    def _requests(self, triplet: Triplet) -> dict[str, _Request]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
         msgs = score_messages(triplet, self.acfg.prompt)
-        return {
-            j: (msgs, artifact_key(j, self.pool.request_key(j, msgs))) for j in self.acfg.judges
-        }
+        return {j: _Request(j, msgs) for j in self.acfg.judges}
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
@@ -676,20 +678,25 @@ class JudgeAuditPipeline:
         total = 2 * len(jobs) * len(acfg.judges)
         self.progress.stage("pairwise", total)
 
-        Job = tuple[str, str, str, tuple[str, str], tuple[str, str], ScoreRequest, bool]
+        Job = tuple[str, str, str, tuple[str, str], tuple[str, str], _Request, bool]
 
         def chunk_jobs(
             chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]],
         ) -> list[Job]:
-            reqs = [self._pairwise_request(j, t, x[1], y[1]) for j, _p, _u, t, x, y in chunk]
-            keys = [r[1] for r in reqs]
+            reqs = [_Request(j, pairwise_messages(t, x[1], y[1])) for j, _p, _u, t, x, y in chunk]
+            if "ja_pairwise" in self._unstored:  # as for scores: keyed when sent
+                return [
+                    (j, probe, uid, x, y, req, True)
+                    for (j, probe, uid, _t, x, y), req in zip(chunk, reqs, strict=True)
+                ]
+            keys = [self._key(r) for r in reqs]
             # As for scores: only a request's first issue in the chunk, looked up here and
             # absent, skips the step's own look-up (identical answers make identical requests).
-            fresh = set(keys).difference(self._stored("ja_pairwise", keys))
+            fresh = set(keys).difference(self.store.get_artifacts("ja_pairwise", keys))
             out: list[Job] = []
-            for (j, probe, uid, _t, x, y), req in zip(chunk, reqs, strict=True):
-                look = req[1] not in fresh
-                fresh.discard(req[1])
+            for (j, probe, uid, _t, x, y), req, key in zip(chunk, reqs, keys, strict=True):
+                look = key not in fresh
+                fresh.discard(key)
                 out.append((j, probe, uid, x, y, req, look))
             return out
 
