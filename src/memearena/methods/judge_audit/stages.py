@@ -227,12 +227,11 @@ class JudgeAuditPipeline:
             fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             waiting.append(fut)
             return await fut
-        # ``lookup=False``: the key was absent when looked up in a batch. It can have been
-        # stored since only by a step of this run started since (one writer per directory),
-        # and every step started is in ``_started``: then it is looked up after all. (A key
-        # the filter wrongly finds costs a look-up, never a second call.)
-        # Before a step of this kind was ever stored, a key never started is not stored
-        # either: no read is needed to know it.
+        # A step skips its own look-up when its key was absent from a batch look-up
+        # (``lookup=False``) or when no step of its kind was stored before this run. Either
+        # way the key can have been stored since only by a step of this run (one writer per
+        # directory), and every step started is in ``_started``: then it is looked up after
+        # all (a key the filter wrongly finds costs a look-up, never a second call).
         if self._started.add(k):
             lookup = True
         elif kind in self._unstored:
@@ -564,7 +563,8 @@ class JudgeAuditPipeline:
         the window's calls spread over the judges), at most ``window`` pairs, so ``window``
         calls, in flight. Each request is built once (a triplet's messages
         once for every judge, the unbiased triplet's requests once for every bias type sharing
-        it), and the store is asked for a few hundred steps at a time, not step by step."""
+        it), and the store is asked for a few hundred steps at a time, not step by step (not
+        at all in a fresh audit: ``_step`` knows what this run stored)."""
         judges = self.acfg.judges
         Step = tuple[str, _Request, _Request, bool, bool]
         Job = tuple[AuditPair, list[Step]]
