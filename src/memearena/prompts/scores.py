@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from memearena.errors import ParseError
 
@@ -76,8 +77,7 @@ class Score:
         return self.value is None
 
 
-@dataclass(frozen=True)
-class _Rating:
+class _Rating(NamedTuple):
     at: int
     raw: str
     num: str
@@ -92,18 +92,26 @@ def ratings_in(text: str) -> list[tuple[int, str]]:
 
 def _ratings(text: str) -> list[_Rating]:
     found: list[_Rating] = []
+    # One byte per character (non-ASCII ones become "?"), so offsets are the text's; the
+    # labels are ASCII, and str.find is far cheaper than a case-insensitive regex scan.
+    low = text.encode("ascii", "replace").lower()
     if "[[" in text:
         for m in _BRACKET_FIELD.finditer(text):
             v = _VALUE_ONLY.fullmatch(m.group("inner"))
             if v is not None:  # "[[rating]]" (a copied placeholder) is no rating
                 # A label stands just before the brackets ("Rating: [[5]]"): a bounded look-back
                 # keeps a long line of brackets linear.
-                line = text.rfind("\n", max(0, m.start() - _LOOK_BACK), m.start()) + 1
-                line = max(line, m.start() - _LOOK_BACK)
-                label = _LABEL_BEFORE.search(text, line, m.start())
-                at = label.start() if label is not None else m.start()
+                start = m.start()
+                line = text.rfind("\n", max(0, start - _LOOK_BACK), start) + 1
+                line = max(line, start - _LOOK_BACK)
+                at = start
+                # The label regex can match only where its word stands (a cheap find first).
+                if low.find(b"rating", line, start) != -1 or low.find(b"score", line, start) != -1:
+                    label = _LABEL_BEFORE.search(text, line, start)
+                    if label is not None:
+                        at = label.start()
                 found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
-    for line in _label_lines(text):  # only a line holding a label can be a rating line
+    for line in _label_lines(text, low):  # only a line holding a label can be a rating line
         lm = _LINE_FIELD.match(text, line)
         if lm is None:
             continue
@@ -113,24 +121,31 @@ def _ratings(text: str) -> list[_Rating]:
         v = _VALUE_ONLY.fullmatch(rest)
         if v is not None:  # "Score: the answer misses ..." is prose, not a rating
             found.append(_Rating(lm.start(), rest.strip(), v.group("num"), v.group("den")))
-    found.sort(key=lambda r: r.at)
+    if len(found) > 1:
+        found.sort(key=_at)
     return found
 
 
-def _label_lines(text: str) -> list[int]:
+def _at(r: _Rating) -> int:
+    return r.at
+
+
+def _label_lines(text: str, low: bytes) -> list[int]:
     """Start offsets of the lines holding "rating" or "score" (any ASCII case), in order, in
-    one pass. One character per character (non-ASCII ones become "?"), so offsets are the
-    text's; str.find is far cheaper than a case-insensitive regex scan."""
-    low = text.encode("ascii", "replace").lower()
+    one pass over ``low`` (``text`` ASCII-encoded with replacements, lowered)."""
     hits: list[int] = []
     for word in (b"rating", b"score"):
         i = low.find(word)
         while i != -1:
             hits.append(i)
             i = low.find(word, i + len(word))
+    if not hits:
+        return hits
+    if len(hits) > 1:
+        hits.sort()
     starts: list[int] = []
     prev = 0
-    for i in sorted(hits):
+    for i in hits:
         nl = text.rfind("\n", prev, i)  # only the text since the previous hit: linear
         start = nl + 1 if nl != -1 else (starts[-1] if starts else 0)
         if not starts or start != starts[-1]:
@@ -175,6 +190,13 @@ def parse_score_at(
 def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
     if not found:
         raise ParseError("no rating; end with your rating on its own line: 'Rating: [[n]]'")
+    if len(found) == 1:  # the usual reply: one rating, nothing to compare it with
+        r = found[0]
+        if r.num.upper() == ABSTAIN:
+            if not allow_na:
+                raise ParseError(f"N/A is not allowed; give a number from {lo} to {hi}")
+            return Score(None)
+        return Score(_number(r, lo, hi))
     values: list[float | None] = []
     for r in found:
         if r.num.upper() == ABSTAIN:

@@ -115,6 +115,45 @@ def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
     assert _row(again.section, "clean")["overall"] == _row(first.section, "clean")["overall"]
 
 
+def test_steps_stored_before_the_begun_mark_are_looked_up_not_called(tmp_path: Path) -> None:
+    # A fresh audit skips its look-ups (nothing of its kinds was stored before it began); a
+    # directory holding steps but no mark (written by an earlier version) must be read.
+    import sqlite3
+
+    cfg = parse_config(_raw())
+    first = run_method("judge_audit", cfg, tmp_path / "ja", show_progress=False)
+    db = sqlite3.connect(tmp_path / "ja" / "run.db")
+    try:
+        with db:
+            gone = db.execute("DELETE FROM meta WHERE name = 'judge_audit.steps_begun'")
+            assert gone.rowcount == 1
+    finally:
+        db.close()
+    again = run_method("judge_audit", cfg, tmp_path / "ja", show_progress=False)
+    assert again.new_calls == 0
+    assert again.stages["ja_score"].new == 0
+    assert again.stages["ja_score"].reused == first.stages["ja_score"].new
+    assert again.stages["ja_pairwise"].reused == first.stages["ja_pairwise"].new
+
+
+def test_a_fresh_audit_reads_no_step_batch(tmp_path: Path, monkeypatch) -> None:
+    from memearena.store import RunStore
+
+    batches: list[str] = []
+    orig = RunStore.get_artifacts
+
+    def counted(self: RunStore, kind: str, keys: Any) -> Any:
+        batches.append(kind)
+        return orig(self, kind, keys)
+
+    monkeypatch.setattr(RunStore, "get_artifacts", counted)
+    res = run_method("judge_audit", parse_config(_raw()), tmp_path / "ja", show_progress=False)
+    assert res.stages["ja_score"].new > 0 and res.stages["ja_pairwise"].new > 0
+    assert not [k for k in batches if k.startswith("ja_")]
+    again = run_method("judge_audit", parse_config(_raw()), tmp_path / "ja", show_progress=False)
+    assert again.new_calls == 0 and "ja_score" in batches  # a resumed one looks up
+
+
 def test_scores_file_reanalyses_with_metrics(audit_run: tuple[Path, Any]) -> None:
     run_dir, result = audit_run
     path = run_dir / SCORES_FILE
@@ -291,3 +330,17 @@ def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: 
         db.close()
     assert calls > 500 and calls == distinct and not cached
     assert res.stages["ja_score"].new + res.stages["ja_pairwise"].new > 0.9 * calls
+
+
+def test_a_started_step_is_always_found_by_the_key_filter() -> None:
+    # The filter is what lets a step skip its own look-up: a key started must never be
+    # missed (that step's twin would be called again); a false hit only costs a look-up.
+    from memearena.methods.judge_audit.stages import _KeyFilter
+
+    f = _KeyFilter()
+    keys = [("ja_score", f"sim-judge-{k % 9}|{k:064x}") for k in range(50_000)]
+    first = [f.add(k) for k in keys]
+    assert sum(first) < 50  # a fresh key is (almost always) new to the filter
+    assert all(f.add(k) for k in keys) and all(k in f for k in keys)
+    others = [("ja_pairwise", f"sim-judge-{k % 9}|{k:064x}") for k in range(10_000)]
+    assert sum(k in f for k in others) < 100

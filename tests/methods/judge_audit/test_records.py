@@ -78,3 +78,20 @@ def test_a_log_holds_a_bounded_buffer_however_many_records(monkeypatch) -> None:
     assert len(log) == 5000 and list(log)[4999] == _scores(5000)[4999]
     # Names are kept once: the log knows 37 items, not 5000.
     assert len(log.items) == 37 and len(log.judges) == 4
+
+
+def test_a_pair_logged_at_once_reads_back_as_its_judges_logged_one_by_one() -> None:
+    judged = [("j2", 7, "ok", None, "refusal"), ("j0", 6.5, "ok", 3.0, "ok")]
+    whole, single = ScoreLog(), ScoreLog()
+    whole.add_pair("m1", "text_dominance", "r1", judged)
+    for j, u, us, b, bs in judged:
+        single.add(j, "m1", "text_dominance", u, b, us, bs, "r1")
+    assert (
+        list(whole)
+        == list(single)
+        == [
+            ScoreRecord("j2", "m1", "text_dominance", 7, None, "ok", "refusal", "r1"),
+            ScoreRecord("j0", "m1", "text_dominance", 6.5, 3.0, "ok", "ok", "r1"),
+        ]
+    )
+    assert bytes(whole._buf) == bytes(single._buf)  # the same codes, the same rows

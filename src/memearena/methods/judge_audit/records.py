@@ -220,6 +220,26 @@ class ScoreLog(_Spool):
             )
         )
 
+    def add_pair(
+        self,
+        item: str,
+        bias_type: str,
+        responder: str | None,
+        judged: Iterable[tuple[str, float | None, str, float | None, str]],
+    ) -> None:
+        """Log one pair's outcome for each judge: ``(judge, unbiased, unbiased_status, biased,
+        biased_status)`` (what ``add`` logs, the pair's names coded once)."""
+        ic, tc, rc = (
+            self.items.code(item),
+            self.bias_types.code(bias_type),
+            self.responders.code(responder),
+        )
+        jcode, st, pack, put = self.judges.code, self.statuses.code, self.PACK.pack, self._put
+        for judge, unbiased, us, biased, bs in judged:
+            u, uk = _value(unbiased)
+            b, bk = _value(biased)
+            put(pack(jcode(judge), ic, tc, rc, u, b, uk, bk, st(us), st(bs)))
+
     def append(self, r: ScoreRecord) -> None:
         self.add(
             r.judge,

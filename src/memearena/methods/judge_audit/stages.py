@@ -14,7 +14,15 @@ import asyncio
 import hashlib
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -132,8 +140,22 @@ def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
     return {"score": v.value, "abstained": v.value is None, "feedback": v.feedback}
 
 
-ScoreRequest = tuple[list[Message], str]
-"""A pointwise request (its messages) and its step key."""
+def _encode_preference(v: Any, _res: Any) -> dict[str, Any]:
+    return {"preference": v}
+
+
+class _Request:
+    """A step's request to one judge: its messages, and its step key once computed. Keyed
+    just before it is sent, its payload is still in the pool's memo (not built and hashed a
+    second time); shared by identical steps, it is keyed once for all of them."""
+
+    __slots__ = ("judge", "key", "msgs")
+
+    def __init__(self, judge: str, msgs: list[Message]) -> None:
+        self.judge = judge
+        self.msgs = msgs
+        self.key: str | None = None
+
 
 _LOOKUP_CHUNK = 480
 """Score steps looked up in the store at a time (one query)."""
@@ -170,11 +192,17 @@ class JudgeAuditPipeline:
         self.progress = progress or StageProgress(enabled=False)
         self.describer = self.acfg.describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
-        self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        # A step in flight → the futures of the identical steps that joined it (most have none).
+        self._joins: dict[tuple[str, str], list[asyncio.Future[dict[str, Any] | None]]] = {}
+        # The latest finished steps' artifacts, oldest first (bounded by ``_keep``).
+        self._recent: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._finished: deque[tuple[str, str]] = deque()
         self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
         self._started = _KeyFilter()
+        # Step kinds of which the store held no artifact before this run's first step (set by
+        # ``run``): a key of such a kind that no step of this run started is not stored.
+        self._unstored: frozenset[str] = frozenset()
         if self.memes and not self.acfg.responders:
             raise ConfigError(
                 "judge_audit.responders: the data holds memes; name at least one model to "
@@ -189,39 +217,49 @@ class JudgeAuditPipeline:
         one that finished a moment ago is answered from memory (the unbiased triplet many bias
         types share is judged, paid for and looked up once)."""
         k = (kind, key)
-        fut = self._inflight.get(k)
-        if fut is not None:
-            if fut.done():
-                return fut.result()
-            return await asyncio.shield(fut)
-        # ``lookup=False``: the key was absent when looked up in a batch. It can have been
-        # stored since only by a step of this run started since (one writer per directory),
-        # and every step started is in ``_started``: then it is looked up after all.
-        started = f"{kind}\x1f{key}"
-        if not lookup and started in self._started:
+        recent = self._recent
+        if k in recent:
+            return recent[k]
+        joins = self._joins
+        waiting = joins.get(k)
+        if waiting is not None:
+            # A future of its own: a joiner cancelled never cancels the step it joined.
+            fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+            waiting.append(fut)
+            return await fut
+        # A step skips its own look-up when its key was absent from a batch look-up
+        # (``lookup=False``) or when no step of its kind was stored before this run. Either
+        # way the key can have been stored since only by a step of this run (one writer per
+        # directory), and every step started is in ``_started``: then it is looked up after
+        # all (a key the filter wrongly finds costs a look-up, never a second call).
+        if self._started.add(k):
             lookup = True
-        self._started.add(started)
-        fut = asyncio.get_running_loop().create_future()
-        self._inflight[k] = fut
+        elif kind in self._unstored:
+            lookup = False
+        waiting = joins[k] = []
         try:
             art = await run_step(self.store, kind, key, call, encode, lookup=lookup)
         except BaseException as e:
             # Not remembered: a re-ask after a failure goes to the store (and the model) again.
-            del self._inflight[k]
-            if isinstance(e, asyncio.CancelledError):
-                fut.cancel()
-            else:
-                fut.set_exception(e)
-                fut.exception()  # the joined steps raise it; nothing is left unretrieved
+            del joins[k]
+            cancelled = isinstance(e, asyncio.CancelledError)
+            for w in waiting:
+                if not w.done():
+                    if cancelled:
+                        w.cancel()
+                    else:
+                        w.set_exception(e)
             raise
-        fut.set_result(art)
+        del joins[k]
+        for w in waiting:
+            if not w.done():
+                w.set_result(art)
         # Bounded: only the latest finished steps are remembered (the window's worth).
-        self._finished.append(k)
-        if len(self._finished) > self._keep:
-            old = self._finished.popleft()
-            done = self._inflight.get(old)
-            if done is not None and done.done():
-                del self._inflight[old]
+        recent[k] = art
+        finished = self._finished
+        finished.append(k)
+        if len(finished) > self._keep:
+            recent.pop(finished.popleft(), None)
         return art
 
     async def _window(
@@ -300,21 +338,24 @@ class JudgeAuditPipeline:
 
     async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
-        return await self._score(judge, self._score_request(judge, triplet))
+        return await self._score(judge, _Request(judge, score_messages(triplet, self.acfg.prompt)))
 
-    def _score_request(self, judge: str, triplet: Triplet) -> ScoreRequest:
-        """The pointwise request of ``triplet`` to ``judge`` and its step key."""
-        msgs = score_messages(triplet, self.acfg.prompt)
-        return msgs, artifact_key(judge, self.pool.request_key(judge, msgs))
+    def _key(self, request: _Request) -> str:
+        """The step key of ``request`` (the judge and the request's fingerprint)."""
+        key = request.key
+        if key is None:
+            judge = request.judge
+            key = request.key = artifact_key(judge, self.pool.request_key(judge, request.msgs))
+        return key
 
     async def _score(
-        self, judge: str, request: ScoreRequest, *, lookup: bool = True
+        self, judge: str, request: _Request, *, lookup: bool = True
     ) -> dict[str, Any] | None:
         allow_na = self.acfg.prompt == "abstention"
-        msgs, key = request
+        msgs = request.msgs
         art = await self._step(
             "ja_score",
-            key,
+            self._key(request),
             lambda: ask(
                 self.pool,
                 judge,
@@ -331,11 +372,13 @@ class JudgeAuditPipeline:
 
     async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
         """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
-        msgs: list[Message] = pairwise_messages(triplet, a, b)
-        rk = self.pool.request_key(judge, msgs)
+        return await self._prefer(judge, _Request(judge, pairwise_messages(triplet, a, b)))
+
+    async def _prefer(self, judge: str, request: _Request, *, lookup: bool = True) -> str | None:
+        msgs = request.msgs
         art = await self._step(
             "ja_pairwise",
-            artifact_key(judge, rk),
+            self._key(request),
             lambda: ask(
                 self.pool,
                 judge,
@@ -344,7 +387,8 @@ class JudgeAuditPipeline:
                 parse_preference,
                 max_reasks=self.acfg.max_reasks,
             ),
-            lambda v, _: {"preference": v},
+            _encode_preference,
+            lookup=lookup,
         )
         self.progress.advance("pairwise")
         return art.get("preference") if art else None
@@ -476,27 +520,33 @@ class JudgeAuditPipeline:
         want_examples = self.acfg.examples
         candidates: dict[str, dict[str, dict[str, Any]]] = {}  # bias type → key → example
 
-        async for (pair, judge), (u, b) in self._scored(pairs):
-            uv, us = _status(u)
-            bv, bs = _status(b)
-            out.scores.add(judge, pair.item, pair.bias_type, uv, bv, us, bs, pair.responder)
+        scores, covered = out.scores, out.covered
+        async for pair, done in self._scored(pairs):
+            if not done:
+                continue
+            item, bias_type, responder = pair.item, pair.bias_type, pair.responder
             if "covered_share" in pair.meta:
-                out.covered[pair.item] = float(pair.meta["covered_share"])
+                covered[item] = float(pair.meta["covered_share"])
             # Examples are the pairs with the smallest keys, not the first to finish: the
             # section must not change with completion order (a resume, a no-op re-run). The
             # largest kept key only falls, so a pair left out at its first score never
             # qualifies later, and a kept one collects every judge's scores.
-            chosen = candidates.setdefault(pair.bias_type, {})
+            chosen = candidates.setdefault(bias_type, {})
             rank = _example_key(pair)
             match = chosen.get(rank)
-            if match is None and want_examples > 0:
-                if len(chosen) >= want_examples and rank > max(chosen):
-                    continue
+            if (
+                match is None
+                and want_examples > 0
+                and (len(chosen) < want_examples or rank < max(chosen))
+            ):
                 if len(chosen) >= want_examples:
                     del chosen[max(chosen)]
                 match = chosen[rank] = _example(pair)
+            judged = [(judge, *_status(u), *_status(b)) for judge, (u, b) in done]
+            scores.add_pair(item, bias_type, responder, judged)
             if match is not None:
-                match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
+                for judge, uv, us, bv, bs in judged:
+                    match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
         order = {j: k for k, j in enumerate(judges)}
         for bias_type in sorted(candidates):
             examples = [candidates[bias_type][k] for k in sorted(candidates[bias_type])]
@@ -506,20 +556,22 @@ class JudgeAuditPipeline:
 
     async def _scored(
         self, pairs: Iterator[AuditPair]
-    ) -> AsyncIterator[tuple[tuple[AuditPair, str], tuple[dict[str, Any] | None, ...]]]:
-        """``((pair, judge), (unbiased artifact, biased artifact))`` for every pair and judge,
-        as they finish. A job is one pair: its judges one after the other (each item starting
-        at another judge, so the window's calls spread over the judges), at most ``window``
-        pairs, so ``window`` calls, in flight. Each request is built once (a triplet's messages
+    ) -> AsyncIterator[tuple[AuditPair, list[tuple[str, tuple[dict[str, Any] | None, ...]]]]]:
+        """``(pair, [(judge, (unbiased artifact, biased artifact)), ...])`` for every pair, as
+        they finish (the judges it got to: all of them unless the spend cap stopped it). A job
+        is one pair: its judges one after the other (each item starting at another judge, so
+        the window's calls spread over the judges), at most ``window`` pairs, so ``window``
+        calls, in flight. Each request is built once (a triplet's messages
         once for every judge, the unbiased triplet's requests once for every bias type sharing
-        it), and the store is asked for a few hundred steps at a time, not step by step."""
+        it), and the store is asked for a few hundred steps at a time, not step by step (not
+        at all in a fresh audit: ``_step`` knows what this run stored)."""
         judges = self.acfg.judges
-        Step = tuple[str, ScoreRequest, ScoreRequest, bool, bool]
+        Step = tuple[str, _Request, _Request, bool, bool]
         Job = tuple[AuditPair, list[Step]]
         per_chunk = max(1, _LOOKUP_CHUNK // (2 * len(judges)))
 
         def chunk_jobs(chunk: list[tuple[AuditPair, int]], shared: dict[Triplet, Any]) -> list[Job]:
-            todo: list[tuple[AuditPair, list[tuple[str, ScoreRequest, ScoreRequest, bool]]]] = []
+            todo: list[tuple[AuditPair, list[tuple[str, _Request, _Request, bool]]]] = []
             for pair, turn in chunk:
                 unbiased = shared.get(pair.unbiased)
                 repeat = unbiased is not None
@@ -530,7 +582,11 @@ class JudgeAuditPipeline:
                 biased = self._requests(pair.biased)
                 order = judges[turn:] + judges[:turn]
                 todo.append((pair, [(j, unbiased[j], biased[j], repeat) for j in order]))
-            keys = [r[1] for _, steps in todo for step in steps for r in step[1:3]]
+            if "ja_score" in self._unstored:
+                # Nothing to look up in a batch (``_step`` knows what is stored): each request
+                # is keyed when it is sent.
+                return [(p, [(j, u, b, True, True) for j, u, b, _r in steps]) for p, steps in todo]
+            keys = [self._key(r) for _, steps in todo for step in steps for r in step[1:3]]
             stored = self.store.get_artifacts("ja_score", keys)
             # Only a request's first issue, looked up here and absent, is called without a
             # second look-up; a repeat (the unbiased triplet shared by an item's bias types)
@@ -541,10 +597,11 @@ class JudgeAuditPipeline:
             for pair, steps in todo:
                 marked: list[Step] = []
                 for j, u, b, repeat in steps:
-                    u_look = repeat or u[1] not in fresh
-                    fresh.discard(u[1])
-                    b_look = b[1] not in fresh
-                    fresh.discard(b[1])
+                    uk, bk = self._key(u), self._key(b)
+                    u_look = repeat or uk not in fresh
+                    fresh.discard(uk)
+                    b_look = bk not in fresh
+                    fresh.discard(bk)
                     marked.append((j, u, b, u_look, b_look))
                 out.append((pair, marked))
             return out
@@ -582,15 +639,12 @@ class JudgeAuditPipeline:
             return done
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
-            for judge, got in done:
-                yield (pair, judge), got
+            yield pair, done
 
-    def _requests(self, triplet: Triplet) -> dict[str, ScoreRequest]:
+    def _requests(self, triplet: Triplet) -> dict[str, _Request]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
         msgs = score_messages(triplet, self.acfg.prompt)
-        return {
-            j: (msgs, artifact_key(j, self.pool.request_key(j, msgs))) for j in self.acfg.judges
-        }
+        return {j: _Request(j, msgs) for j in self.acfg.judges}
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
@@ -624,19 +678,44 @@ class JudgeAuditPipeline:
         total = 2 * len(jobs) * len(acfg.judges)
         self.progress.stage("pairwise", total)
 
-        def expand() -> Iterator[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]]:
+        Job = tuple[str, str, str, tuple[str, str], tuple[str, str], _Request, bool]
+
+        def chunk_jobs(
+            chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]],
+        ) -> list[Job]:
+            reqs = [_Request(j, pairwise_messages(t, x[1], y[1])) for j, _p, _u, t, x, y in chunk]
+            if "ja_pairwise" in self._unstored:  # as for scores: keyed when sent
+                return [
+                    (j, probe, uid, x, y, req, True)
+                    for (j, probe, uid, _t, x, y), req in zip(chunk, reqs, strict=True)
+                ]
+            keys = [self._key(r) for r in reqs]
+            # As for scores: only a request's first issue in the chunk, looked up here and
+            # absent, skips the step's own look-up (identical answers make identical requests).
+            fresh = set(keys).difference(self.store.get_artifacts("ja_pairwise", keys))
+            out: list[Job] = []
+            for (j, probe, uid, _t, x, y), req, key in zip(chunk, reqs, keys, strict=True):
+                look = key not in fresh
+                fresh.discard(key)
+                out.append((j, probe, uid, x, y, req, look))
+            return out
+
+        def expand() -> Iterator[Job]:
+            chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]] = []
             for probe, uid, trip, x, y in jobs:
                 for judge in acfg.judges:
-                    yield judge, probe, uid, trip, x, y
-                    yield judge, probe, uid, trip, y, x
+                    chunk.append((judge, probe, uid, trip, x, y))
+                    chunk.append((judge, probe, uid, trip, y, x))
+                if len(chunk) >= _LOOKUP_CHUNK:
+                    yield from chunk_jobs(chunk)
+                    chunk = []
+            if chunk:
+                yield from chunk_jobs(chunk)
 
-        async def one(
-            job: tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]],
-        ) -> str | None:
-            judge, _probe, _uid, trip, first, second = job
-            return await self.prefer(judge, trip, first[1], second[1])
+        async def one(job: Job) -> str | None:
+            return await self._prefer(job[0], job[5], lookup=job[6])
 
-        async for (judge, probe, uid, _t, first, second), pref in self._window(
+        async for (judge, probe, uid, first, second, _r, _l), pref in self._window(
             one, expand(), acfg.window
         ):
             out.verdicts.add(
@@ -649,6 +728,7 @@ class JudgeAuditPipeline:
         out = JudgeAuditOutcome(
             families={n: (m.family or n) for n, m in self.cfg.models.items()},
         )
+        self._unstored = _unstored_kinds(self.store)
         try:
             bases = await self.prepare()
             n_meme_pairs = len(bases) * len(self.acfg.bias_types)
@@ -665,31 +745,58 @@ class JudgeAuditPipeline:
         return out
 
 
+_STEP_KINDS = ("ja_response", "ja_description", "ja_score", "ja_pairwise")
+_BEGUN = "judge_audit.steps_begun"
+"""Meta recorded before an audit's first step in a run directory."""
+
+
+def _unstored_kinds(store: RunStore) -> frozenset[str]:
+    """The step kinds of which ``store`` holds no artifact, when no audit has begun in it
+    (none otherwise: a resumed audit looks its steps up). The mark is written before any step
+    of this run, so a later run (after a kill too) never takes a stored step for a new one."""
+    if store.get_meta(_BEGUN) is not None:
+        return frozenset()
+    # A directory written before the mark existed may hold steps: it is counted, once.
+    empty = frozenset(k for k in _STEP_KINDS if store.count_artifacts(k) == 0)
+    store.set_meta(_BEGUN, "1")
+    return empty
+
+
 class _KeyFilter:
     """The keys added so far, as a Bloom filter of fixed size (1 MiB, three probes): memory
     that does not grow with the run. A key added is always found; one never added is found
-    with a small probability (about 3% after a million keys), which costs only a look-up."""
+    with a small probability (about 3% after a million keys), which costs only a look-up.
+
+    The probes come from the key's own hash (double hashing of its 64 bits), which a string
+    caches once computed: the dict look-ups of a step compute it anyway. The hash is salted
+    per process, so the filter is only ever this process's memory, never stored."""
 
     _BITS = 1 << 23
+    _MASK = _BITS - 1
 
     def __init__(self) -> None:
         self._bits = bytearray(self._BITS // 8)
 
-    def _probes(self, key: str) -> tuple[int, int, int]:
-        h = hashlib.blake2b(key.encode(), digest_size=12).digest()
-        m = self._BITS - 1
-        return (
-            int.from_bytes(h[0:4], "little") & m,
-            int.from_bytes(h[4:8], "little") & m,
-            int.from_bytes(h[8:12], "little") & m,
-        )
+    def add(self, key: Hashable) -> bool:
+        """Add ``key``; whether it was (probably) there already."""
+        h = hash(key)
+        m = self._MASK
+        a, b = h & m, ((h >> 32) | 1) & m
+        bits = self._bits
+        seen = True
+        for p in (a, (a + b) & m, (a + 2 * b) & m):
+            bit = 1 << (p & 7)
+            if not bits[p >> 3] & bit:
+                seen = False
+                bits[p >> 3] |= bit
+        return seen
 
-    def add(self, key: str) -> None:
-        for b in self._probes(key):
-            self._bits[b >> 3] |= 1 << (b & 7)
-
-    def __contains__(self, key: str) -> bool:
-        return all(self._bits[b >> 3] & (1 << (b & 7)) for b in self._probes(key))
+    def __contains__(self, key: Hashable) -> bool:
+        h = hash(key)
+        m = self._MASK
+        a, b = h & m, ((h >> 32) | 1) & m
+        bits = self._bits
+        return all(bits[p >> 3] & (1 << (p & 7)) for p in (a, (a + b) & m, (a + 2 * b) & m))
 
 
 class _Donors:
