@@ -134,3 +134,34 @@ def test_the_key_filter_finds_every_key_added_and_few_others() -> None:
     assert all(k in f and f.add(k) for k in added)
     others = sum(("other", f"key{i}") in f for i in range(20_000))
     assert others < 20  # about 3e-5 of them at this load
+
+
+def test_capped_map_lets_the_jobs_in_flight_finish_once_the_cap_stops_the_run() -> None:
+    # A job that hits the spend cap starts no further job, but the jobs in flight run to their
+    # end (cancelling one mid-call would lose a reply already paid); then the cap is raised.
+    from memearena.engine.steps import capped_map
+    from memearena.errors import BudgetExceeded
+
+    started: list[int] = []
+    finished: list[int] = []
+
+    async def job(i: int) -> int:
+        started.append(i)
+        if i == 2:
+            await asyncio.sleep(0)
+            raise BudgetExceeded("spend cap reached")
+        for _ in range(5):  # still in flight when job 2 stops the run
+            await asyncio.sleep(0)
+        finished.append(i)
+        return i
+
+    async def go() -> list[int]:
+        got: list[int] = []
+        with pytest.raises(BudgetExceeded, match="spend cap"):
+            async for _, r in capped_map(job, range(100), window=4):
+                got.append(r)
+        return got
+
+    got = asyncio.run(go())
+    assert sorted(started) == [0, 1, 2, 3]  # nothing started after the stop
+    assert sorted(finished) == [0, 1, 3] == sorted(got)  # none cancelled, all yielded

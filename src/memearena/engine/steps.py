@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from memearena.errors import BudgetExceeded
 from memearena.prompts import AskResult
 from memearena.store import RunStore
 
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "StageCount",
     "bounded_map",
+    "capped_map",
     "counting_steps",
     "outcome_value",
     "run_step",
@@ -197,3 +199,42 @@ async def bounded_map(
             t.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+
+
+class _Stopped:
+    """What a job of ``capped_map`` returns once the spend cap stopped the run."""
+
+
+_STOPPED = _Stopped()
+
+
+async def capped_map(
+    fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int = DEFAULT_WINDOW
+) -> AsyncIterator[tuple[T, U]]:
+    """``bounded_map``, except for the spend cap: once a job raises BudgetExceeded, no further
+    job starts and the jobs in flight run to their end (a call cancelled mid-way would stay on
+    record as sent, its reply lost, and be paid again by the next run); their results are
+    yielded, then BudgetExceeded is raised. Any other exception cancels the rest, as in
+    ``bounded_map``."""
+    stopped: list[BudgetExceeded] = []
+
+    async def guarded(item: T) -> U | _Stopped:
+        if stopped:
+            return _STOPPED
+        try:
+            return await fn(item)
+        except BudgetExceeded as e:
+            stopped.append(e)
+            return _STOPPED
+
+    def gated() -> Iterator[T]:
+        for item in items:
+            if stopped:
+                return
+            yield item
+
+    async for item, res in bounded_map(guarded, gated(), window):
+        if not isinstance(res, _Stopped):
+            yield item, res
+    if stopped:
+        raise stopped[0]

@@ -335,9 +335,9 @@ def test_every_request_is_sent_once_whatever_the_window(tmp_path: Path, window: 
 def test_a_started_step_is_always_found_by_the_key_filter() -> None:
     # The filter is what lets a step skip its own look-up: a key started must never be
     # missed (that step's twin would be called again); a false hit only costs a look-up.
-    from memearena.methods.judge_audit.stages import _KeyFilter
+    from memearena.store.keyfilter import KeyFilter
 
-    f = _KeyFilter()
+    f = KeyFilter()
     keys = [("ja_score", f"sim-judge-{k % 9}|{k:064x}") for k in range(50_000)]
     first = [f.add(k) for k in keys]
     assert sum(first) < 50  # a fresh key is (almost always) new to the filter

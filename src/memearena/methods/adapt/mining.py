@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memearena.data import Meme
-from memearena.engine.steps import bounded_map
+from memearena.engine.steps import capped_map
 from memearena.methods.adapt.common import (
     AdaptContext,
     Category,
@@ -273,7 +273,7 @@ async def mine(ctx: AdaptContext, memes: Sequence[Meme]) -> Mining:
         window = order[i : i + acfg.window]
         shown = list(st.taxonomy)
         got: dict[str, MemeVotes] = {}
-        async for m, mv in bounded_map(
+        async for m, mv in capped_map(
             lambda m, shown=shown: _votes(ctx, m, shown),  # type: ignore[misc]
             window,
             acfg.window,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memearena.data import Meme
-from memearena.engine.steps import bounded_map, seeded_rng
+from memearena.engine.steps import capped_map, seeded_rng
 from memearena.errors import ModelError
 from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.methods.adapt.config import AdaptConfig
@@ -231,7 +231,7 @@ async def misbelief_vectors(
         return vec
 
     failed = 0
-    async for text, vec in bounded_map(one, todo, ctx.acfg.window):
+    async for text, vec in capped_map(one, todo, ctx.acfg.window):
         if vec is None:
             failed += 1
         else:

@@ -1,9 +1,10 @@
 """The Adapt stages in order: mining -> misbeliefs -> references -> scoring (per repeat) ->
 refinement (one module each; this one runs them).
 
-Every stage streams its jobs through ``bounded_map`` (a bounded window in flight) and every
-model call is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the
-calls in flight. The records the analysis needs (one per scored original, one per refinement
+Every stage streams its jobs through ``capped_map`` (a bounded window in flight; once the
+spend cap stops the pool, the jobs in flight finish and no other starts) and every model call
+is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the calls in
+flight. The records the analysis needs (one per scored original, one per refinement
 chain) are rebuilt from the stored steps on every run, so they always match the current config.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from memearena.config import RunConfig
 from memearena.data import Meme
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map
+from memearena.engine.steps import capped_map
 from memearena.errors import BudgetExceeded, ConfigError
 from memearena.methods.adapt.common import AdaptContext, Category
 from memearena.methods.adapt.erase import check_refine_images
@@ -134,7 +135,7 @@ class AdaptPipeline:
 
         ctx.progress.stage("misbeliefs", len(items))
         beliefs: dict[tuple[str, str], str] = {}
-        async for (m, c), mb in bounded_map(lambda it: misbelief(ctx, *it), items, acfg.window):
+        async for (m, c), mb in capped_map(lambda it: misbelief(ctx, *it), items, acfg.window):
             if mb is not None:
                 beliefs[(m.uid, c.name)] = mb
         usable = [(m, c, beliefs[(m.uid, c.name)]) for m, c in items if (m.uid, c.name) in beliefs]
@@ -149,7 +150,7 @@ class AdaptPipeline:
             ctx.progress.advance("references")
             return r
 
-        async for (m, c, _), got in bounded_map(ref_one, usable, acfg.window):
+        async for (m, c, _), got in capped_map(ref_one, usable, acfg.window):
             refs[(m.uid, c.name)] = got
 
         self._mark(out, "references")
@@ -170,7 +171,7 @@ class AdaptPipeline:
             return sc.record() if sc is not None else None
 
         samples: dict[tuple[str, str, int], list[Sample]] = {}
-        async for (r, t, m, c, mb), rec in bounded_map(score_one, jobs, acfg.window):
+        async for (r, t, m, c, mb), rec in capped_map(score_one, jobs, acfg.window):
             if rec is None:
                 out.pending += 1
                 continue
@@ -211,7 +212,7 @@ class AdaptPipeline:
 
         # A job walks a loop and its control: as many chains in flight as the window says.
         pairs = max(1, acfg.window // len(modes))
-        async for _, chs in bounded_map(chains_of, chain_jobs, pairs):
+        async for _, chs in capped_map(chains_of, chain_jobs, pairs):
             for ch in chs:
                 if ch is None:
                     out.pending += 1

@@ -18,7 +18,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Hashable,
     Iterable,
     Iterator,
     Sequence,
@@ -66,6 +65,7 @@ from memearena.models import ModelPool
 from memearena.models.types import Message
 from memearena.prompts import ask, build_messages
 from memearena.store import RunStore, artifact_key
+from memearena.store.keyfilter import KeyFilter
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -199,7 +199,7 @@ class JudgeAuditPipeline:
         self._finished: deque[tuple[str, str]] = deque()
         self._keep = max(64, 4 * self.acfg.window)
         self._stopped: BudgetExceeded | None = None
-        self._started = _KeyFilter()
+        self._started = KeyFilter()
         # Step kinds of which the store held no artifact before this run's first step (set by
         # ``run``): a key of such a kind that no step of this run started is not stored.
         self._unstored: frozenset[str] = frozenset()
@@ -760,43 +760,6 @@ def _unstored_kinds(store: RunStore) -> frozenset[str]:
     empty = frozenset(k for k in _STEP_KINDS if store.count_artifacts(k) == 0)
     store.set_meta(_BEGUN, "1")
     return empty
-
-
-class _KeyFilter:
-    """The keys added so far, as a Bloom filter of fixed size (1 MiB, three probes): memory
-    that does not grow with the run. A key added is always found; one never added is found
-    with a small probability (about 3% after a million keys), which costs only a look-up.
-
-    The probes come from the key's own hash (double hashing of its 64 bits), which a string
-    caches once computed: the dict look-ups of a step compute it anyway. The hash is salted
-    per process, so the filter is only ever this process's memory, never stored."""
-
-    _BITS = 1 << 23
-    _MASK = _BITS - 1
-
-    def __init__(self) -> None:
-        self._bits = bytearray(self._BITS // 8)
-
-    def add(self, key: Hashable) -> bool:
-        """Add ``key``; whether it was (probably) there already."""
-        h = hash(key)
-        m = self._MASK
-        a, b = h & m, ((h >> 32) | 1) & m
-        bits = self._bits
-        seen = True
-        for p in (a, (a + b) & m, (a + 2 * b) & m):
-            bit = 1 << (p & 7)
-            if not bits[p >> 3] & bit:
-                seen = False
-                bits[p >> 3] |= bit
-        return seen
-
-    def __contains__(self, key: Hashable) -> bool:
-        h = hash(key)
-        m = self._MASK
-        a, b = h & m, ((h >> 32) | 1) & m
-        bits = self._bits
-        return all(bits[p >> 3] & (1 << (p & 7)) for p in (a, (a + b) & m, (a + 2 * b) & m))
 
 
 class _Donors:
