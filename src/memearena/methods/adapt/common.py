@@ -246,6 +246,7 @@ class AdaptContext:
                 if seen.key in self._inflight:  # being called: wait for it
                     got = await self._join(seen.key)
                     if got is not _ABANDONED:
+                        tally_step(kind, "reused")  # not called again, as a memo hit
                         return cast("dict[str, Any] | None", got)
                 if self._memo.get(memo_key) is seen:
                     del self._memo[memo_key]
@@ -260,6 +261,7 @@ class AdaptContext:
         while key in self._inflight:
             got = await self._join(key)
             if got is not _ABANDONED:
+                tally_step(kind, "reused")
                 return cast("dict[str, Any] | None", got)
         waiting: list[asyncio.Future[Any]] = []
         self._inflight[key] = waiting
