@@ -44,19 +44,10 @@ def test_a_step_whose_lookup_was_skipped_returns_what_is_stored_first(tmp_path) 
     # A stage looked its keys up in a batch, then called with lookup=False; meanwhile another
     # step stored (or queued) the same key: the first write wins and both get that value.
     from memearena.engine.steps import run_step
-    from memearena.prompts import AskResult
     from memearena.store import RunStore
 
     store = RunStore(tmp_path / "run.db")
-
-    def encode(value: str, res: AskResult[str]) -> dict[str, str]:
-        return {"v": value}
-
-    def answer(text: str):
-        async def call() -> AskResult[str]:
-            return AskResult(value=text, raw=[text])
-
-        return call
+    encode, answer = _encode, _answer
 
     async def go() -> list[dict[str, str] | None]:
         assert store.get_artifacts("k", ["a", "b"]) == {}  # the batched look-up: nothing
@@ -86,7 +77,6 @@ def test_a_step_found_absent_is_looked_up_again_only_if_this_store_wrote_its_key
     # ``run_step`` tells the store the key was absent before the call: a key this store never
     # queued or wrote is not looked up again, one it did (committed since) still is.
     from memearena.engine.steps import run_step
-    from memearena.prompts import AskResult
     from memearena.store import RunStore
 
     store = RunStore(tmp_path / "run.db")
@@ -95,14 +85,7 @@ def test_a_step_found_absent_is_looked_up_again_only_if_this_store_wrote_its_key
         lambda sql: selects.append(sql) if sql.startswith("SELECT value FROM artifacts") else None
     )
 
-    def encode(value: str, res: AskResult[str]) -> dict[str, str]:
-        return {"v": value}
-
-    def answer(text: str):
-        async def call() -> AskResult[str]:
-            return AskResult(value=text, raw=[text])
-
-        return call
+    encode, answer = _encode, _answer
 
     async def go() -> list[dict[str, str] | None]:
         fresh = [
@@ -165,3 +148,16 @@ def test_capped_map_lets_the_jobs_in_flight_finish_once_the_cap_stops_the_run() 
     got = asyncio.run(go())
     assert sorted(started) == [0, 1, 2, 3]  # nothing started after the stop
     assert sorted(finished) == [0, 1, 3] == sorted(got)  # none cancelled, all yielded
+
+
+def _encode(value: str, res: object) -> dict[str, str]:
+    return {"v": value}
+
+
+def _answer(text: str):  # a step's call that parses to ``text``
+    from memearena.prompts import AskResult
+
+    async def call() -> AskResult[str]:
+        return AskResult(value=text, raw=[text])
+
+    return call
