@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 import pytest
 
 from memearena.config import parse_config
+from memearena.engine import steps
 from memearena.engine.lifecycle import run_method
 from memearena.engine.steps import bounded_map
-from memearena.methods.judge_audit import stages
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -53,7 +53,8 @@ def test_examples_do_not_depend_on_completion_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = run_method("judge_audit", _cfg(), tmp_path / "a", show_progress=False).section
-    monkeypatch.setattr(stages, "bounded_map", _reversed_map)
+    # The audit's windows (``capped_map``) are built on the engine's ``bounded_map``.
+    monkeypatch.setattr(steps, "bounded_map", _reversed_map)
     second = run_method("judge_audit", _cfg(), tmp_path / "b", show_progress=False).section
     assert first["examples"], "the audit chose no examples"
     assert sum(len(v) for v in first["examples"].values()) > 1

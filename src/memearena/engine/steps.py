@@ -209,32 +209,45 @@ _STOPPED = _Stopped()
 
 
 async def capped_map(
-    fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int = DEFAULT_WINDOW
+    fn: Callable[[T], Awaitable[U]],
+    items: Iterable[T],
+    window: int = DEFAULT_WINDOW,
+    *,
+    stopped: Callable[[], BudgetExceeded | None] | None = None,
 ) -> AsyncIterator[tuple[T, U]]:
     """``bounded_map``, except for the spend cap: once a job raises BudgetExceeded, no further
     job starts and the jobs in flight run to their end (a call cancelled mid-way would stay on
     record as sent, its reply lost, and be paid again by the next run); their results are
     yielded, then BudgetExceeded is raised. Any other exception cancels the rest, as in
-    ``bounded_map``."""
-    stopped: list[BudgetExceeded] = []
+    ``bounded_map``.
+
+    ``stopped``: the caller's own record of a stop (its jobs may catch the cap themselves and
+    end early with what they finished): once it returns one, no further job starts either."""
+    raised: list[BudgetExceeded] = []
+
+    def stop() -> BudgetExceeded | None:
+        if raised:
+            return raised[0]
+        return stopped() if stopped is not None else None
 
     async def guarded(item: T) -> U | _Stopped:
-        if stopped:
+        if stop() is not None:
             return _STOPPED
         try:
             return await fn(item)
         except BudgetExceeded as e:
-            stopped.append(e)
+            raised.append(e)
             return _STOPPED
 
     def gated() -> Iterator[T]:
         for item in items:
-            if stopped:
+            if stop() is not None:
                 return
             yield item
 
     async for item, res in bounded_map(guarded, gated(), window):
         if not isinstance(res, _Stopped):
             yield item, res
-    if stopped:
-        raise stopped[0]
+    why = stop()
+    if why is not None:
+        raise why

@@ -415,12 +415,9 @@ class ModelPool:
         for all of them."""
         if not self._pending():
             return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
-        if self._flush_loop is not loop:
-            self._flush_loop = loop
-            loop.call_soon(self._flush_after, GROUP_TURNS)
+        self.schedule_flush()
         await fut
 
     def schedule_flush(self) -> None:

@@ -3,7 +3,7 @@
 Every model call is one idempotent step (``engine.steps.run_step``) whose artifact key
 carries the request's fingerprint (``ModelPool.request_key``): a re-run resumes, a changed
 prompt, image or parameter is recomputed, and identical requests (the unbiased triplet shared by
-several bias types) are judged once. Jobs stream through ``bounded_map`` windows and results are
+several bias types) are judged once. Jobs stream through ``capped_map`` windows and results are
 folded into small records as they come. Refusals, abstentions and unparsed scores are recorded
 outcomes, never numbers.
 """
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from memearena.config import RunConfig
 from memearena.data import Meme
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import bounded_map, run_step
+from memearena.engine.steps import capped_map, run_step
 from memearena.errors import BudgetExceeded, ConfigError, DataError, ParseError
 from memearena.methods.judge_audit.classic import pad_response, position_pairs
 from memearena.methods.judge_audit.config import JudgeAuditConfig
@@ -127,13 +127,6 @@ def _status(art: dict[str, Any] | None) -> tuple[float | None, str]:
         return None, "abstained"
     score = art["score"]  # one decimal is allowed: never truncated to an int
     return (score if isinstance(score, int) else float(score)), "ok"
-
-
-class _Stopped:
-    """A job not run, or cut short, because the spend cap stopped the pool."""
-
-
-_STOPPED = _Stopped()
 
 
 def _encode_score(v: Any, _res: Any) -> dict[str, Any]:
@@ -265,30 +258,19 @@ class JudgeAuditPipeline:
     async def _window(
         self, fn: Callable[[T], Awaitable[U]], items: Iterable[T], window: int
     ) -> AsyncIterator[tuple[T, U]]:
-        """``bounded_map``, except that once the spend cap stops the pool no further job is
-        started and the jobs in flight finish (a call cancelled mid-way would stay on record as
-        sent, its result lost, and be paid again by the next run); then BudgetExceeded."""
+        """``capped_map`` with the audit's own record of a stop (``_stopped``, which its jobs
+        also set when they catch the cap between judges): once the spend cap stops the pool no
+        further job starts, the jobs in flight finish, then BudgetExceeded."""
 
-        async def guarded(item: T) -> U | _Stopped:
-            if self._stopped is not None:
-                return _STOPPED
+        async def job(item: T) -> U:
             try:
                 return await fn(item)
             except BudgetExceeded as e:
                 self._stopped = self._stopped or e
-                return _STOPPED
+                raise
 
-        def gated() -> Iterator[T]:
-            for item in items:
-                if self._stopped is not None:
-                    return
-                yield item
-
-        async for item, res in bounded_map(guarded, gated(), window):
-            if not isinstance(res, _Stopped):
-                yield item, res
-        if self._stopped is not None:
-            raise self._stopped
+        async for pair in capped_map(job, items, window, stopped=lambda: self._stopped):
+            yield pair
 
     async def _response(
         self,
