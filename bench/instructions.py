@@ -34,6 +34,7 @@ instructions at most 1.5x the replay's.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -140,7 +141,14 @@ def vgdb_sender(vgdb: str, prefix: str) -> Callable[[Sequence[str]], None]:
         args = list(base)
         for i, command in enumerate(commands):
             args += (["-c"] if i else []) + command.split()
-        out = subprocess.run(args, capture_output=True, text=True, check=False)
+        try:
+            # vgdb reaches a process blocked in a system call (here: waiting for vgdb) through
+            # ptrace; where ptrace is refused it would wait for ever.
+            out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=120)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"vgdb {commands}: no answer in 120 s (is ptrace allowed?)"
+            ) from None
         if out.returncode != 0:
             raise RuntimeError(f"vgdb {commands} failed: {out.stderr.strip()[-500:]}")
 
@@ -153,18 +161,20 @@ def child(method: str, memes: int, seed: int, windows: Windows) -> dict[str, Any
 
     from memearena.models import ModelPool
 
+    # bench/adapt.py or bench/judge_audit.py, with the demo world's seed set in the config
+    # builder its child_percall calls.
+    bench: Any = importlib.import_module(method)
+    pipeline: type[Any]
     if method == "adapt":
-        import adapt as bench
-
         from memearena.methods.adapt.stages import AdaptPipeline as pipeline
 
-        bench.adapt_demo_config = partial(bench.adapt_demo_config, seed=seed)  # type: ignore[assignment]
+        bench.adapt_demo_config = partial(bench.adapt_demo_config, seed=seed)
+        run_child = partial(bench.child_percall, memes)
     else:
-        import judge_audit as bench
-
         from memearena.methods.judge_audit.stages import JudgeAuditPipeline as pipeline
 
-        bench.demo_config = partial(bench.demo_config, seed=seed)  # type: ignore[assignment]
+        bench.demo_config = partial(bench.demo_config, seed=seed)
+        run_child = partial(bench.child_percall, memes, JA_BOOTSTRAP)
 
     # Installed before child_percall wraps run for its CPU time: the window lies inside it.
     run = pipeline.run
@@ -176,7 +186,7 @@ def child(method: str, memes: int, seed: int, windows: Windows) -> dict[str, Any
         finally:
             windows.stop("pipeline")
 
-    pipeline.run = counted_run  # type: ignore[method-assign]
+    pipeline.run = counted_run
 
     # replay times its bounded_map over the calls and closes the pool after: the same window.
     window_map = percall.bounded_map
@@ -195,11 +205,7 @@ def child(method: str, memes: int, seed: int, windows: Windows) -> dict[str, Any
 
     ModelPool.aclose = counted_aclose  # type: ignore[method-assign]
 
-    result = (
-        bench.child_percall(memes)
-        if method == "adapt"
-        else bench.child_percall(memes, JA_BOOTSTRAP)
-    )
+    result = run_child()
     if windows.done != list(WINDOWS):
         raise RuntimeError(f"windows counted: {windows.done}, expected {list(WINDOWS)}")
     import memearena
