@@ -133,6 +133,7 @@ class _Model:
         "price_in",
         "price_out",
         "sem",
+        "stage",
         "tracked",
         "usage",
     )
@@ -144,7 +145,10 @@ class _Model:
         self.endpoint = endpoint_id(cfg, name)
         self.key_prefix = key_prefix(self.endpoint)
         self.params_part = params_json(self.params)
-        self.sem = asyncio.Semaphore(cfg.max_concurrency)
+        self.sem = asyncio.Semaphore(cfg.max_concurrency)  # requests in flight
+        # Calls reserved and being put on record as sent, not yet holding a ``sem`` slot: the
+        # next requests' ``sent`` commit overlaps the replies in flight instead of idling a slot.
+        self.stage = asyncio.Semaphore(cfg.max_concurrency)
         self.limiter = RateLimiter(cfg.rpm) if cfg.rpm else None
         self.price_in = cfg.price.input / 1_000_000
         self.price_out = cfg.price.output / 1_000_000
@@ -630,8 +634,9 @@ class ModelPool:
         return estimate_tokens(messages) * m.price_in + out_tokens * m.price_out
 
     def _reserve(self, m: _Model, estimate: float) -> None:
-        """Hold ``estimate`` against the cap (the caller holds a concurrency slot, so what is
-        reserved never exceeds what can be in flight); reaching the cap stops the pool."""
+        """Hold ``estimate`` against the cap (the caller holds a stage slot, then a send slot,
+        so what is reserved never exceeds twice what can be in flight); reaching the cap stops
+        the pool."""
         self._check_open(m)  # the cap or a dead endpoint may have stopped it while it waited
         if self._max_cost is None:
             return
@@ -669,9 +674,9 @@ class ModelPool:
         while True:
             attempt += 1
             try:
-                async with m.sem:
-                    if m.limiter is not None:
-                        await m.limiter.acquire()
+                await m.stage.acquire()
+                staged = True
+                try:
                     try:
                         self._reserve(m, estimate)
                     except (BudgetExceeded, EndpointError) as stop:
@@ -684,20 +689,36 @@ class ModelPool:
                         if m.tracked and call_id is None:
                             call_id = self._record_sent(m, key, role, estimate)
                             await self._committed()  # on record before it is sent
-                        # A batched call waits for its batch (hours at most providers).
-                        wait = None if getattr(backend, "batch", False) else cfg.timeout
-                        self._sending += 1
-                        try:
-                            async with asyncio.timeout(wait):
-                                raw = await backend.chat(messages, p, role)
-                        finally:
-                            self._sending -= 1
-                        garbled = _garbled(raw.text)
-                        if garbled is not None:
-                            raise BadResponse(f"garbled reply ({garbled})")
+                        async with m.sem:
+                            m.stage.release()
+                            staged = False
+                            if m.limiter is not None:
+                                await m.limiter.acquire()
+                            if m.dead is not None:  # it died while this call waited: not sent
+                                not_sent = True
+                                dead = m.dead
+                                if call_id is not None:
+                                    self._fail(
+                                        m, key, role, t0, attempt - 1, str(dead), dead.kind, call_id
+                                    )
+                                raise EndpointError(str(dead), kind=dead.kind)
+                            # A batched call waits for its batch (hours at most providers).
+                            wait = None if getattr(backend, "batch", False) else cfg.timeout
+                            self._sending += 1
+                            try:
+                                async with asyncio.timeout(wait):
+                                    raw = await backend.chat(messages, p, role)
+                            finally:
+                                self._sending -= 1
+                            garbled = _garbled(raw.text)
+                            if garbled is not None:
+                                raise BadResponse(f"garbled reply ({garbled})")
                     finally:
                         if self._max_cost is not None:
                             self._reserved -= estimate
+                finally:
+                    if staged:
+                        m.stage.release()
                 break
             except TimeoutError:
                 err: TransientModelError = TransientModelError(
