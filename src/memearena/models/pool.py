@@ -5,10 +5,13 @@ Spend on record is never lower than spend: a call that can cost money or leaves 
 is recorded as ``sent`` (with the most it can cost) and committed before it is sent, then settled
 in place when it ends; a kill leaves it ``sent``, so the run's spend upper bound covers it.
 The spend cap (``max_cost``) is on the run's total across invocations (read from the store),
-and a call reserves its estimate only once it holds a concurrency slot, so reservations never
-exceed what can be in flight. Reaching the cap stops the pool: calls not yet sent raise
-BudgetExceeded without a record, calls in flight finish and are recorded, and ``aclose`` waits
-for them before closing any client.
+and a call reserves its estimate only once it holds one of its model's two kinds of slot (a
+stage slot, in which it is reserved and put on record as ``sent``, then a send slot, held while
+it is in flight; ``max_concurrency`` of each), so reservations never exceed twice what can be
+in flight, and the next requests' ``sent`` commit overlaps the replies in flight instead of
+idling a send slot. Reaching the cap stops the pool: calls not yet reserved raise
+BudgetExceeded without a record, calls already reserved go out, finish and are recorded, and
+``aclose`` waits for them before closing any client.
 
 Writes are group-committed, write-ahead: the cache entries, requests as sent and call records
 of the calls that end (or are about to be sent) in the same event-loop turn, or in the next few
