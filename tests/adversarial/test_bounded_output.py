@@ -56,7 +56,7 @@ def test_console_cells_are_bounded_whatever_the_input() -> None:
     t0 = time.perf_counter()
     cell = name_cell("\x1b[31m" + BIG)
     text = console_safe(BIG)
-    assert time.perf_counter() - t0 < 10.0  # milliseconds when bounded; minutes when not
+    assert time.perf_counter() - t0 < 10.0  # far above its normal milliseconds
     assert len(cell) <= NAME_CHARS and cell.endswith("…") and "\x1b" not in cell
     assert len(text) < 5000
 
