@@ -330,9 +330,9 @@ def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_retur
     commits: list[int] = []
     write = store.write_call_rows  # one transaction: requests, call records, settlements
 
-    def counting(rows, settle, requests=()):
+    def counting(rows, settle, requests=(), withdrawn=()):
         commits.append(len(rows))
-        write(rows, settle, requests)
+        write(rows, settle, requests, withdrawn)
 
     store.write_call_rows = counting  # type: ignore[method-assign]
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
@@ -524,7 +524,7 @@ def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, 
     # aclose), never nobody; the records it carried are lost, and the pool is usable again.
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    def broken(rows, settle, requests=()):
+    def broken(rows, settle, requests=(), withdrawn=()):
         raise StoreError("disk full")
 
     monkeypatch.setattr(store, "write_call_rows", broken)
@@ -590,7 +590,7 @@ def test_the_next_requests_sent_commit_overlaps_the_reply_in_flight(store):
     assert sorted(c.status for c in store.calls()) == ["ok", "ok"]
 
 
-def test_a_call_on_record_when_its_model_dies_is_settled_as_never_sent(store):
+def test_a_call_on_record_when_its_model_dies_is_withdrawn_unsent(store):
     from memearena.errors import EndpointError
 
     cfg = sim_cfg(price=Price(input=1.0, output=1.0), max_concurrency=1, max_retries=0)
@@ -606,6 +606,7 @@ def test_a_call_on_record_when_its_model_dies_is_settled_as_never_sent(store):
 
     first, second = run(go())
     assert isinstance(first, EndpointError) and isinstance(second, EndpointError)
-    assert backend.calls == 1  # the second never left
-    rows = sorted((c.status, c.attempts) for c in store.calls())
-    assert rows == [("error", 0), ("error", 1)]
+    assert backend.calls == 1  # the second never left, though it was on record as sent
+    assert [(c.status, c.attempts) for c in store.calls()] == [("error", 1)]
+    spent, bound = store.spend()
+    assert bound == spent  # nothing left unsettled

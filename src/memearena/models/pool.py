@@ -243,6 +243,7 @@ class ModelPool:
         # Group commit: what ended since the last commit, and the calls waiting for it.
         self._pending_calls: list[tuple[Any, ...]] = []  # CallRecord rows
         self._pending_settle: list[tuple[Any, ...]] = []  # settlements of sent rows
+        self._pending_withdrawn: list[tuple[str]] = []  # sent rows whose request never left
         self._pending_cache: dict[str, Completion] = {}
         self._pending_requests: list[tuple[str, int, bytes]] = []  # requests as sent
         self._waiters: list[asyncio.Future[None]] = []
@@ -412,6 +413,7 @@ class ModelPool:
             self._pending_calls
             or self._pending_cache
             or self._pending_settle
+            or self._pending_withdrawn
             or self._pending_requests
             or (self._store is not None and self._store.pending_steps)
         )
@@ -463,6 +465,7 @@ class ModelPool:
         self._flush_loop = None
         calls, self._pending_calls = self._pending_calls, []
         settle, self._pending_settle = self._pending_settle, []
+        withdrawn, self._pending_withdrawn = self._pending_withdrawn, []
         entries, self._pending_cache = self._pending_cache, {}
         requests, self._pending_requests = self._pending_requests, []
         waiters, self._waiters = self._waiters, []
@@ -473,9 +476,9 @@ class ModelPool:
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
         store = self._store
-        if store is not None and (calls or settle or requests or store.pending_steps):
+        if store is not None and (calls or settle or requests or withdrawn or store.pending_steps):
             try:  # one transaction: requests as sent, calls about to be sent and ended, steps
-                store.write_call_rows(calls, settle, requests)
+                store.write_call_rows(calls, settle, requests, withdrawn)
             except Exception as e:
                 error = error or e
         told = False
@@ -700,7 +703,10 @@ class ModelPool:
                             if m.dead is not None:  # it died while this call waited: not sent
                                 not_sent = True
                                 dead = m.dead
-                                if call_id is not None:
+                                if call_id is not None and attempt == 1:  # never left: no record
+                                    self._pending_withdrawn.append((call_id,))
+                                    self._commit_now()
+                                elif call_id is not None:  # a retry not sent: settle what was
                                     self._fail(
                                         m, key, role, t0, attempt - 1, str(dead), dead.kind, call_id
                                     )
