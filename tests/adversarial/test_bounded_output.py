@@ -43,7 +43,9 @@ def test_rank_on_a_20_mb_model_name_is_fast_and_cuts_the_name(tmp_path: Path) ->
     done = runner.invoke(app, ["rank", str(path), "--bootstrap", "100"])
     wall = time.perf_counter() - t0
     assert done.exit_code == 0, done.output[-500:]
-    assert wall < 5.0, f"rank took {wall:.1f}s"  # past 900 s before names were cut
+    # Past 900 s before names were cut: a bound far above a normal run (about 1 s) and far
+    # below the failure, so that a loaded machine does not fail it.
+    assert wall < 60.0, f"rank took {wall:.1f}s"
     assert len(done.output) < 20_000 and "alpha" in done.output
     full = runner.invoke(app, ["rank", str(path), "--bootstrap", "0", "--json"])
     models = {m["model"] for m in _strict(full.output)["models"]}  # type: ignore[index]
@@ -54,7 +56,7 @@ def test_console_cells_are_bounded_whatever_the_input() -> None:
     t0 = time.perf_counter()
     cell = name_cell("\x1b[31m" + BIG)
     text = console_safe(BIG)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 10.0  # far above its normal milliseconds
     assert len(cell) <= NAME_CHARS and cell.endswith("…") and "\x1b" not in cell
     assert len(text) < 5000
 

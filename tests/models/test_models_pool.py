@@ -330,9 +330,9 @@ def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_retur
     commits: list[int] = []
     write = store.write_call_rows  # one transaction: requests, call records, settlements
 
-    def counting(rows, settle, requests=()):
+    def counting(rows, settle, requests=(), withdrawn=()):
         commits.append(len(rows))
-        write(rows, settle, requests)
+        write(rows, settle, requests, withdrawn)
 
     store.write_call_rows = counting  # type: ignore[method-assign]
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
@@ -524,7 +524,7 @@ def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, 
     # aclose), never nobody; the records it carried are lost, and the pool is usable again.
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    def broken(rows, settle, requests=()):
+    def broken(rows, settle, requests=(), withdrawn=()):
         raise StoreError("disk full")
 
     monkeypatch.setattr(store, "write_call_rows", broken)
@@ -543,3 +543,70 @@ def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, 
     monkeypatch.undo()
     run(pool.complete("m", user("again"), role="target"))
     assert len(store.calls()) == 1
+
+
+class _GatedBackend(FakeBackend):
+    """Holds every request in flight until ``gate`` is set; the first one may fail once set."""
+
+    def __init__(self, fail_first: BaseException | None = None) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.fail_first = fail_first
+
+    async def chat(self, messages, params, role):  # type: ignore[no-untyped-def]
+        n = self.calls
+        self.calls += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+        finally:
+            self.in_flight -= 1
+        if n == 0 and self.fail_first is not None:
+            raise self.fail_first
+        return RawReply(f"answer {n}", Usage(100, 50), "stop")
+
+
+def test_the_next_requests_sent_commit_overlaps_the_reply_in_flight(store):
+    # One request may be in flight; the next one is put on record (committed ``sent``) while
+    # the first waits for its reply, so no concurrency slot idles on a commit.
+    cfg = sim_cfg(price=Price(input=1.0, output=1.0), max_concurrency=1)  # tracked
+    backend = _GatedBackend()
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend})
+
+    async def go() -> tuple[int, int, int]:
+        calls = [asyncio.create_task(pool.complete("m", user(f"q{i}"), role="t")) for i in (0, 1)]
+        for _ in range(3 * (GROUP_TURNS + 2)):  # each one's sent commit: a few turns
+            await asyncio.sleep(0)
+        staged = (
+            _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='sent'"),
+            backend.calls,
+        )
+        backend.gate.set()
+        await asyncio.gather(*calls)
+        return (*staged, backend.max_in_flight)
+
+    assert run(go()) == (2, 1, 1)  # both on record, one sent, never two in flight
+    assert sorted(c.status for c in store.calls()) == ["ok", "ok"]
+
+
+def test_a_call_on_record_when_its_model_dies_is_withdrawn_unsent(store):
+    from memearena.errors import EndpointError
+
+    cfg = sim_cfg(price=Price(input=1.0, output=1.0), max_concurrency=1, max_retries=0)
+    backend = _GatedBackend(fail_first=EndpointError("gone", kind="not_found"))
+    pool = ModelPool({"m": cfg}, store=store, backends={"m": backend})
+
+    async def go() -> list[BaseException | object]:
+        calls = [asyncio.create_task(pool.complete("m", user(f"q{i}"), role="t")) for i in (0, 1)]
+        for _ in range(3 * (GROUP_TURNS + 2)):  # the second on record, waiting for a slot
+            await asyncio.sleep(0)
+        backend.gate.set()
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    first, second = run(go())
+    assert isinstance(first, EndpointError) and isinstance(second, EndpointError)
+    assert backend.calls == 1  # the second never left, though it was on record as sent
+    assert [(c.status, c.attempts) for c in store.calls()] == [("error", 1)]
+    spent, bound = store.spend()
+    assert bound == spent  # nothing left unsettled

@@ -5,10 +5,13 @@ Spend on record is never lower than spend: a call that can cost money or leaves 
 is recorded as ``sent`` (with the most it can cost) and committed before it is sent, then settled
 in place when it ends; a kill leaves it ``sent``, so the run's spend upper bound covers it.
 The spend cap (``max_cost``) is on the run's total across invocations (read from the store),
-and a call reserves its estimate only once it holds a concurrency slot, so reservations never
-exceed what can be in flight. Reaching the cap stops the pool: calls not yet sent raise
-BudgetExceeded without a record, calls in flight finish and are recorded, and ``aclose`` waits
-for them before closing any client.
+and a call reserves its estimate only once it holds one of its model's two kinds of slot (a
+stage slot, in which it is reserved and put on record as ``sent``, then a send slot, held while
+it is in flight; ``max_concurrency`` of each), so reservations never exceed twice what can be
+in flight, and the next requests' ``sent`` commit overlaps the replies in flight instead of
+idling a send slot. Reaching the cap stops the pool: calls not yet reserved raise
+BudgetExceeded without a record, calls already reserved go out, finish and are recorded, and
+``aclose`` waits for them before closing any client.
 
 Writes are group-committed, write-ahead: the cache entries, requests as sent and call records
 of the calls that end (or are about to be sent) in the same event-loop turn, or in the next few
@@ -133,6 +136,7 @@ class _Model:
         "price_in",
         "price_out",
         "sem",
+        "stage",
         "tracked",
         "usage",
     )
@@ -144,7 +148,10 @@ class _Model:
         self.endpoint = endpoint_id(cfg, name)
         self.key_prefix = key_prefix(self.endpoint)
         self.params_part = params_json(self.params)
-        self.sem = asyncio.Semaphore(cfg.max_concurrency)
+        self.sem = asyncio.Semaphore(cfg.max_concurrency)  # requests in flight
+        # Calls reserved and being put on record as sent, not yet holding a ``sem`` slot: the
+        # next requests' ``sent`` commit overlaps the replies in flight instead of idling a slot.
+        self.stage = asyncio.Semaphore(cfg.max_concurrency)
         self.limiter = RateLimiter(cfg.rpm) if cfg.rpm else None
         self.price_in = cfg.price.input / 1_000_000
         self.price_out = cfg.price.output / 1_000_000
@@ -236,6 +243,7 @@ class ModelPool:
         # Group commit: what ended since the last commit, and the calls waiting for it.
         self._pending_calls: list[tuple[Any, ...]] = []  # CallRecord rows
         self._pending_settle: list[tuple[Any, ...]] = []  # settlements of sent rows
+        self._pending_withdrawn: list[tuple[str]] = []  # sent rows whose request never left
         self._pending_cache: dict[str, Completion] = {}
         self._pending_requests: list[tuple[str, int, bytes]] = []  # requests as sent
         self._waiters: list[asyncio.Future[None]] = []
@@ -405,6 +413,7 @@ class ModelPool:
             self._pending_calls
             or self._pending_cache
             or self._pending_settle
+            or self._pending_withdrawn
             or self._pending_requests
             or (self._store is not None and self._store.pending_steps)
         )
@@ -456,6 +465,7 @@ class ModelPool:
         self._flush_loop = None
         calls, self._pending_calls = self._pending_calls, []
         settle, self._pending_settle = self._pending_settle, []
+        withdrawn, self._pending_withdrawn = self._pending_withdrawn, []
         entries, self._pending_cache = self._pending_cache, {}
         requests, self._pending_requests = self._pending_requests, []
         waiters, self._waiters = self._waiters, []
@@ -466,9 +476,9 @@ class ModelPool:
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
         store = self._store
-        if store is not None and (calls or settle or requests or store.pending_steps):
+        if store is not None and (calls or settle or requests or withdrawn or store.pending_steps):
             try:  # one transaction: requests as sent, calls about to be sent and ended, steps
-                store.write_call_rows(calls, settle, requests)
+                store.write_call_rows(calls, settle, requests, withdrawn)
             except Exception as e:
                 error = error or e
         told = False
@@ -630,8 +640,9 @@ class ModelPool:
         return estimate_tokens(messages) * m.price_in + out_tokens * m.price_out
 
     def _reserve(self, m: _Model, estimate: float) -> None:
-        """Hold ``estimate`` against the cap (the caller holds a concurrency slot, so what is
-        reserved never exceeds what can be in flight); reaching the cap stops the pool."""
+        """Hold ``estimate`` against the cap (the caller holds a stage slot, then a send slot,
+        so what is reserved never exceeds twice what can be in flight); reaching the cap stops
+        the pool."""
         self._check_open(m)  # the cap or a dead endpoint may have stopped it while it waited
         if self._max_cost is None:
             return
@@ -669,9 +680,9 @@ class ModelPool:
         while True:
             attempt += 1
             try:
-                async with m.sem:
-                    if m.limiter is not None:
-                        await m.limiter.acquire()
+                await m.stage.acquire()
+                staged = True
+                try:
                     try:
                         self._reserve(m, estimate)
                     except (BudgetExceeded, EndpointError) as stop:
@@ -684,20 +695,39 @@ class ModelPool:
                         if m.tracked and call_id is None:
                             call_id = self._record_sent(m, key, role, estimate)
                             await self._committed()  # on record before it is sent
-                        # A batched call waits for its batch (hours at most providers).
-                        wait = None if getattr(backend, "batch", False) else cfg.timeout
-                        self._sending += 1
-                        try:
-                            async with asyncio.timeout(wait):
-                                raw = await backend.chat(messages, p, role)
-                        finally:
-                            self._sending -= 1
-                        garbled = _garbled(raw.text)
-                        if garbled is not None:
-                            raise BadResponse(f"garbled reply ({garbled})")
+                        async with m.sem:
+                            m.stage.release()
+                            staged = False
+                            if m.limiter is not None:
+                                await m.limiter.acquire()
+                            if m.dead is not None:  # it died while this call waited: not sent
+                                not_sent = True
+                                dead = m.dead
+                                if call_id is not None and attempt == 1:  # never left: no record
+                                    self._pending_withdrawn.append((call_id,))
+                                    self._commit_now()
+                                elif call_id is not None:  # a retry not sent: settle what was
+                                    self._fail(
+                                        m, key, role, t0, attempt - 1, str(dead), dead.kind, call_id
+                                    )
+                                raise EndpointError(str(dead), kind=dead.kind)
+                            # A batched call waits for its batch (hours at most providers).
+                            wait = None if getattr(backend, "batch", False) else cfg.timeout
+                            self._sending += 1
+                            try:
+                                async with asyncio.timeout(wait):
+                                    raw = await backend.chat(messages, p, role)
+                            finally:
+                                self._sending -= 1
+                            garbled = _garbled(raw.text)
+                            if garbled is not None:
+                                raise BadResponse(f"garbled reply ({garbled})")
                     finally:
                         if self._max_cost is not None:
                             self._reserved -= estimate
+                finally:
+                    if staged:
+                        m.stage.release()
                 break
             except TimeoutError:
                 err: TransientModelError = TransientModelError(

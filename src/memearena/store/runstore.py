@@ -220,6 +220,7 @@ _SETTLE_CALL = (
     f"UPDATE calls SET {', '.join(f'{c}=?' for c in _SETTLE_COLUMNS)} "
     "WHERE call_id=? AND status='sent'"
 )
+_WITHDRAW_CALL = "DELETE FROM calls WHERE call_id=? AND status='sent'"
 
 
 def _call_row(r: CallRecord) -> tuple[Any, ...]:
@@ -477,10 +478,13 @@ class RunStore:
         rows: Sequence[tuple[Any, ...]],
         settle: Sequence[tuple[Any, ...]],
         requests: Sequence[tuple[str, int, bytes]] = (),
+        withdrawn: Sequence[tuple[str]] = (),
     ) -> None:
         """``record_call_rows(rows)``, ``settle_call_rows(settle)`` and, first,
         ``record_request_rows(requests)`` in one transaction (one commit for all, as the model
-        stack's group commit writes them): all or none.
+        stack's group commit writes them): all or none. ``withdrawn`` names, by call id, rows
+        on record as ``sent`` whose request never left after all (its model died while it
+        waited for a send slot): they are removed, last.
 
         The queued steps (``commit_step``) ride along, written after the calls: a step is
         queued only once the calls it came from returned, and their rows were queued before,
@@ -491,6 +495,7 @@ class RunStore:
                 (_INSERT_REQUEST, requests),
                 (_INSERT_CALL, rows),
                 (_SETTLE_CALL, settle),
+                (_WITHDRAW_CALL, withdrawn),
             )
             if batch
         ]
