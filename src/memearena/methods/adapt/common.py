@@ -26,7 +26,7 @@ from memearena.errors import ConfigError, DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.methods.adapt.config import AdaptConfig
 from memearena.models import ModelPool
-from memearena.models.types import GenParams, ImagePart
+from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts import ask, build_messages, extract_json_objects
 from memearena.prompts.parsers import final_block
 from memearena.store import RunStore, artifact_key
@@ -56,6 +56,11 @@ _MAX_BLOCK = 50_000
 STEP_MEMO_SIZE = 2048
 """Steps whose outcome a run keeps in memory by their inputs (least recently used dropped)."""
 
+PROMPT_MEMO_SIZE = 256
+"""Rendered prompts a run keeps by their inputs (least recently used dropped): the steps that
+differ only in their parameters (a reference's candidates, a target's repeats) render theirs
+once."""
+
 _SCALARS = (int, float, bool, type(None))
 
 
@@ -74,11 +79,10 @@ def _frozen(value: object) -> Hashable:
     raise TypeError(type(value).__name__)
 
 
-def _inputs_key(fixed: tuple[object, ...], vars: dict[str, Any]) -> Hashable | None:
-    """A step's inputs as one hashable key (None: a prompt variable of another kind)."""
+def _vars_key(vars: dict[str, Any]) -> Hashable | None:
+    """A step's prompt variables as one hashable key (None: a variable of another kind)."""
     try:
         return (
-            *fixed,
             *vars,
             *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
         )
@@ -120,6 +124,7 @@ class AdaptContext:
     _written: set[int] = field(default_factory=set)
     """Steps this run stored (their fingerprints' first 64 bits)."""
     _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
+    _prompts: OrderedDict[Hashable, list[Message]] = field(default_factory=OrderedDict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -169,6 +174,28 @@ class AdaptContext:
             had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
         return had or int(fingerprint[:16], 16) in self._written
 
+    def _messages(
+        self,
+        prompt_key: Hashable | None,
+        template: str,
+        image: ImagePart | None,
+        vars: dict[str, Any],
+    ) -> list[Message]:
+        """The request's messages, rendered once per distinct prompt among the latest ones:
+        the same inputs render the same text, and sharing the message objects lets the model
+        layer encode each of them once."""
+        if prompt_key is None:
+            return build_messages(template, image=image, **vars)
+        prompts = self._prompts
+        got = prompts.get(prompt_key)
+        if got is not None:
+            prompts.move_to_end(prompt_key)
+            return got
+        got = prompts[prompt_key] = build_messages(template, image=image, **vars)
+        if len(prompts) > PROMPT_MEMO_SIZE:
+            prompts.popitem(last=False)
+        return got
+
     async def _join(self, key: tuple[str, str]) -> Any:
         """The outcome of the step ``key`` in flight, once its caller has it (``_ABANDONED``:
         that caller was cancelled before the step ended)."""
@@ -206,8 +233,12 @@ class AdaptContext:
         # again (a loop and its control, one rewrite reached by several chains) is answered
         # from this run's own outcome without rendering its prompt again. Only a stored
         # outcome is kept: a failure is asked again, as the store would have it.
-        memo_key = _inputs_key(
-            (kind, model, role, template, image and image.sha256, params, reasks, required), vars
+        sha = image and image.sha256
+        vkey = _vars_key(vars)
+        memo_key = (
+            None
+            if vkey is None
+            else (kind, model, role, template, sha, params, reasks, required, vkey)
         )
         if memo_key is not None:
             seen = self._memo.get(memo_key)
@@ -217,7 +248,7 @@ class AdaptContext:
                 return _Ready(seen.outcome)
         return self._step(
             memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
-            required, vars,
+            required, vars, None if vkey is None else (template, sha, vkey),
         )  # fmt: skip
 
     async def _step(
@@ -235,6 +266,7 @@ class AdaptContext:
         reasks: int,
         required: bool,
         vars: dict[str, Any],
+        prompt_key: Hashable | None,
     ) -> dict[str, Any] | None:
         if memo_key is not None:
             seen = self._memo.get(memo_key)
@@ -250,7 +282,7 @@ class AdaptContext:
                         return cast("dict[str, Any] | None", got)
                 if self._memo.get(memo_key) is seen:
                     del self._memo[memo_key]
-        messages = build_messages(template, image=image, **vars)
+        messages = self._messages(prompt_key, template, image, vars)
         fingerprint = self.pool.request_key(model, messages, params)
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
@@ -278,12 +310,9 @@ class AdaptContext:
                 lambda: ask(
                     self.pool, model, role, messages, parser, max_reasks=reasks, params=params
                 ),
-                lambda v, r: {
-                    "model": model,
-                    "for": artifact_key(*parts),
-                    **encode(v),
-                    "raw": r.raw[-1][:_MAX_FIELD],
-                },
+                # The reply itself is on record with its call (``calls.response``): the artifact
+                # keeps what the stages read, not a second copy of it.
+                lambda v, r: {"model": model, "for": artifact_key(*parts), **encode(v)},
                 lookup=self._may_be_stored(kind, fingerprint),
                 required=required,
             )
