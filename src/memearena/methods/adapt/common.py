@@ -125,6 +125,7 @@ class AdaptContext:
     """Steps this run stored (their fingerprints' first 64 bits)."""
     _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
     _prompts: OrderedDict[Hashable, list[Message]] = field(default_factory=OrderedDict)
+    _params: dict[tuple[object, ...], GenParams] = field(default_factory=dict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -163,16 +164,21 @@ class AdaptContext:
 
     def repeat_params(self, repeat: int, **extra: Any) -> GenParams:
         """Sampling parameters of one repeated seed (the seed changes the request, so a cached
-        answer of another repeat is never replayed)."""
-        return GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+        answer of another repeat is never replayed); one object per distinct value."""
+        k = (repeat, *extra.items())
+        got = self._params.get(k)
+        if got is None:
+            got = self._params[k] = GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+        return got
 
-    def _may_be_stored(self, kind: str, fingerprint: str) -> bool:
-        """Whether the store may hold the step: it held steps of ``kind`` when the run first
-        asked, or this run stored this one (a fresh run's steps need no look-up)."""
+    def _may_be_stored(self, kind: str, short: int) -> bool:
+        """Whether the store may hold the step (``short``: its fingerprint's first 64 bits): it
+        held steps of ``kind`` when the run first asked, or this run stored this one (a fresh
+        run's steps need no look-up)."""
         had = self._had_kind.get(kind)
         if had is None:
             had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
-        return had or int(fingerprint[:16], 16) in self._written
+        return had or short in self._written
 
     def _messages(
         self,
@@ -297,6 +303,7 @@ class AdaptContext:
                 return cast("dict[str, Any] | None", got)
         waiting: list[asyncio.Future[Any]] = []
         self._inflight[key] = waiting
+        short = int(fingerprint[:16], 16)
         memo: _Memo | None = None
         if memo_key is not None:
             memo = self._memo[memo_key] = _Memo(key)
@@ -313,7 +320,7 @@ class AdaptContext:
                 # The reply itself is on record with its call (``calls.response``): the artifact
                 # keeps what the stages read, not a second copy of it.
                 lambda v, r: {"model": model, "for": artifact_key(*parts), **encode(v)},
-                lookup=self._may_be_stored(kind, fingerprint),
+                lookup=self._may_be_stored(kind, short),
                 required=required,
             )
         except BaseException as e:
@@ -327,7 +334,7 @@ class AdaptContext:
             raise
         del self._inflight[key]
         if got is not None:
-            self._written.add(int(fingerprint[:16], 16))
+            self._written.add(short)
             if memo is not None:
                 memo.outcome = got
         for w in waiting:

@@ -16,7 +16,6 @@ step is kept as lineage.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from collections import OrderedDict
@@ -275,6 +274,16 @@ def seed_count(acfg: AdaptConfig, pool: int) -> int:
     return min(pool, max(acfg.seed_min, math.ceil(acfg.seed_fraction * pool - 1e-9)))
 
 
+def _copied(value: Any) -> Any:
+    """A copy of a lineage record (dicts, lists and scalars: a JSON value) sharing no
+    container with it (``copy.deepcopy`` without its memo, several times cheaper)."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    return value
+
+
 def _text_tag(text: str) -> str:
     return "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -389,7 +398,7 @@ async def refine_chains(
             "seed": seed.meme.uid,
             "seed_score": seed.score,
             # A chain that stopped while another walks on keeps its own copy of the steps.
-            "steps": copy.deepcopy(steps) if len(walking) > 1 else steps,
+            "steps": _copied(steps) if len(walking) > 1 else steps,
             "stop": stopped,
         }
 
