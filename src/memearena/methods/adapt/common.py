@@ -68,15 +68,17 @@ def _frozen(value: object) -> Hashable:
     """A prompt variable as a hashable value that equals another's only if both render the
     same (types kept: ``1``, ``1.0`` and ``True`` render differently); TypeError for a value
     of another kind (its step is then not memoised)."""
-    if type(value) is str:
-        return value
-    if type(value) in _SCALARS:
-        return (type(value), value)
-    if type(value) is list or type(value) is tuple:
-        return (type(value), *(_frozen(v) for v in value))  # type: ignore[attr-defined]
-    if type(value) is dict:
-        return (dict, *((k, _frozen(v)) for k, v in value.items()))  # type: ignore[attr-defined]
-    raise TypeError(type(value).__name__)
+    t = type(value)
+    if t is str:
+        return value  # type: ignore[return-value]
+    if t in _SCALARS:
+        return (t, value)
+    if t is list or t is tuple:
+        return (t, *[v if type(v) is str else _frozen(v) for v in value])  # type: ignore[attr-defined]
+    if t is dict:
+        items = value.items()  # type: ignore[attr-defined]
+        return (dict, *[(k, v if type(v) is str else _frozen(v)) for k, v in items])
+    raise TypeError(t.__name__)
 
 
 def _vars_key(vars: dict[str, Any]) -> Hashable | None:
@@ -136,15 +138,17 @@ class AdaptContext:
 
     def image(self, meme: Meme) -> ImagePart | None:
         """The meme's prepared image (computed once per meme; DataError on a bad image)."""
-        if meme.uid not in self._images:
-            if meme.image_path is None:
-                self._images[meme.uid] = None
-            else:
-                part = self.prepared(meme.image_path)
-                self._images[meme.uid] = part
-                if self.on_image is not None:
-                    self.on_image(part.sha256, meme.text)
-        return self._images[meme.uid]
+        uid = meme.uid
+        images = self._images
+        if uid in images:
+            return images[uid]
+        if meme.image_path is None:
+            images[uid] = None
+            return None
+        part = images[uid] = self.prepared(meme.image_path)
+        if self.on_image is not None:
+            self.on_image(part.sha256, meme.text)
+        return part
 
     def prepared(self, path: Path) -> ImagePart:
         """The image file prepared for a request, encoded once per file state in a run (memes
