@@ -185,6 +185,52 @@ def test_a_resumed_run_reads_its_steps_from_the_store(tmp_path: Path) -> None:
     ctx2.store.close()
 
 
+def test_steps_differing_only_in_parameters_render_their_prompt_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    ctx, scripted = _context(tmp_path)
+    rendered: list[str] = []
+    build = common.build_messages
+
+    def counting(template: str, **kw: Any) -> list[Message]:
+        rendered.append(template)
+        return build(template, **kw)
+
+    monkeypatch.setattr(common, "build_messages", counting)
+
+    async def seeded(seed: int, text: str = "a meme") -> dict[str, Any] | None:
+        return await ctx.step(
+            "adapt.reference_candidate",
+            ("m", seed),
+            "sim-judge-falcon",
+            "adapt.reference",
+            "adapt/reference.j2",
+            parse_text,
+            lambda v: {"text": v},
+            params=GenParams(temperature=0.7, seed=seed),
+            max_reasks=0,
+            meme_text=text,
+            instruction="Explain.",
+            misbelief=None,
+        )
+
+    async def go() -> list[dict[str, Any] | None]:
+        try:
+            return [await seeded(0), await seeded(1), await seeded(2), await seeded(0, "other")]
+        finally:
+            await ctx.pool.aclose()
+
+    got = asyncio.run(go())
+    assert all(g is not None and "text" in g for g in got)
+    assert len(scripted.calls) == 4  # every seed is its own request, called once
+    assert rendered == ["adapt/reference.j2", "adapt/reference.j2"]  # one per distinct prompt
+    # The artifact keeps the parsed output; the reply itself is on record with its call.
+    replies = {c.response for c in ctx.store.calls()}
+    for g in got:
+        assert g is not None and "raw" not in g and g["text"] in replies
+    ctx.store.close()
+
+
 def test_memes_sharing_an_image_file_are_encoded_once(tmp_path: Path, monkeypatch: Any) -> None:
     ctx, _ = _context(tmp_path)
     encoded: list[Path] = []

@@ -26,7 +26,7 @@ from memearena.errors import ConfigError, DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.methods.adapt.config import AdaptConfig
 from memearena.models import ModelPool
-from memearena.models.types import GenParams, ImagePart
+from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts import ask, build_messages, extract_json_objects
 from memearena.prompts.parsers import final_block
 from memearena.store import RunStore, artifact_key
@@ -56,6 +56,11 @@ _MAX_BLOCK = 50_000
 STEP_MEMO_SIZE = 2048
 """Steps whose outcome a run keeps in memory by their inputs (least recently used dropped)."""
 
+PROMPT_MEMO_SIZE = 256
+"""Rendered prompts a run keeps by their inputs (least recently used dropped): the steps that
+differ only in their parameters (a reference's candidates, a target's repeats) render theirs
+once."""
+
 _SCALARS = (int, float, bool, type(None))
 
 
@@ -63,22 +68,23 @@ def _frozen(value: object) -> Hashable:
     """A prompt variable as a hashable value that equals another's only if both render the
     same (types kept: ``1``, ``1.0`` and ``True`` render differently); TypeError for a value
     of another kind (its step is then not memoised)."""
-    if type(value) is str:
-        return value
-    if type(value) in _SCALARS:
-        return (type(value), value)
-    if type(value) is list or type(value) is tuple:
-        return (type(value), *(_frozen(v) for v in value))  # type: ignore[attr-defined]
-    if type(value) is dict:
-        return (dict, *((k, _frozen(v)) for k, v in value.items()))  # type: ignore[attr-defined]
-    raise TypeError(type(value).__name__)
+    t = type(value)
+    if t is str:
+        return value  # type: ignore[return-value]
+    if t in _SCALARS:
+        return (t, value)
+    if t is list or t is tuple:
+        return (t, *[v if type(v) is str else _frozen(v) for v in value])  # type: ignore[attr-defined]
+    if t is dict:
+        items = value.items()  # type: ignore[attr-defined]
+        return (dict, *[(k, v if type(v) is str else _frozen(v)) for k, v in items])
+    raise TypeError(t.__name__)
 
 
-def _inputs_key(fixed: tuple[object, ...], vars: dict[str, Any]) -> Hashable | None:
-    """A step's inputs as one hashable key (None: a prompt variable of another kind)."""
+def _vars_key(vars: dict[str, Any]) -> Hashable | None:
+    """A step's prompt variables as one hashable key (None: a variable of another kind)."""
     try:
         return (
-            *fixed,
             *vars,
             *[v if v is None or type(v) is str else _frozen(v) for v in vars.values()],
         )
@@ -120,6 +126,8 @@ class AdaptContext:
     _written: set[int] = field(default_factory=set)
     """Steps this run stored (their fingerprints' first 64 bits)."""
     _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
+    _prompts: OrderedDict[Hashable, list[Message]] = field(default_factory=OrderedDict)
+    _params: dict[tuple[object, ...], GenParams] = field(default_factory=dict)
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -130,15 +138,17 @@ class AdaptContext:
 
     def image(self, meme: Meme) -> ImagePart | None:
         """The meme's prepared image (computed once per meme; DataError on a bad image)."""
-        if meme.uid not in self._images:
-            if meme.image_path is None:
-                self._images[meme.uid] = None
-            else:
-                part = self.prepared(meme.image_path)
-                self._images[meme.uid] = part
-                if self.on_image is not None:
-                    self.on_image(part.sha256, meme.text)
-        return self._images[meme.uid]
+        uid = meme.uid
+        images = self._images
+        if uid in images:
+            return images[uid]
+        if meme.image_path is None:
+            images[uid] = None
+            return None
+        part = images[uid] = self.prepared(meme.image_path)
+        if self.on_image is not None:
+            self.on_image(part.sha256, meme.text)
+        return part
 
     def prepared(self, path: Path) -> ImagePart:
         """The image file prepared for a request, encoded once per file state in a run (memes
@@ -158,16 +168,43 @@ class AdaptContext:
 
     def repeat_params(self, repeat: int, **extra: Any) -> GenParams:
         """Sampling parameters of one repeated seed (the seed changes the request, so a cached
-        answer of another repeat is never replayed)."""
-        return GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+        answer of another repeat is never replayed); one object per distinct value."""
+        k = (repeat, *extra.items())
+        got = self._params.get(k)
+        if got is None:
+            got = self._params[k] = GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+        return got
 
-    def _may_be_stored(self, kind: str, fingerprint: str) -> bool:
-        """Whether the store may hold the step: it held steps of ``kind`` when the run first
-        asked, or this run stored this one (a fresh run's steps need no look-up)."""
+    def _may_be_stored(self, kind: str, short: int) -> bool:
+        """Whether the store may hold the step (``short``: its fingerprint's first 64 bits): it
+        held steps of ``kind`` when the run first asked, or this run stored this one (a fresh
+        run's steps need no look-up)."""
         had = self._had_kind.get(kind)
         if had is None:
             had = self._had_kind[kind] = self.store.count_artifacts(kind) > 0
-        return had or int(fingerprint[:16], 16) in self._written
+        return had or short in self._written
+
+    def _messages(
+        self,
+        prompt_key: Hashable | None,
+        template: str,
+        image: ImagePart | None,
+        vars: dict[str, Any],
+    ) -> list[Message]:
+        """The request's messages, rendered once per distinct prompt among the latest ones:
+        the same inputs render the same text, and sharing the message objects lets the model
+        layer encode each of them once."""
+        if prompt_key is None:
+            return build_messages(template, image=image, **vars)
+        prompts = self._prompts
+        got = prompts.get(prompt_key)
+        if got is not None:
+            prompts.move_to_end(prompt_key)
+            return got
+        got = prompts[prompt_key] = build_messages(template, image=image, **vars)
+        if len(prompts) > PROMPT_MEMO_SIZE:
+            prompts.popitem(last=False)
+        return got
 
     async def _join(self, key: tuple[str, str]) -> Any:
         """The outcome of the step ``key`` in flight, once its caller has it (``_ABANDONED``:
@@ -206,8 +243,12 @@ class AdaptContext:
         # again (a loop and its control, one rewrite reached by several chains) is answered
         # from this run's own outcome without rendering its prompt again. Only a stored
         # outcome is kept: a failure is asked again, as the store would have it.
-        memo_key = _inputs_key(
-            (kind, model, role, template, image and image.sha256, params, reasks, required), vars
+        sha = image and image.sha256
+        vkey = _vars_key(vars)
+        memo_key = (
+            None
+            if vkey is None
+            else (kind, model, role, template, sha, params, reasks, required, vkey)
         )
         if memo_key is not None:
             seen = self._memo.get(memo_key)
@@ -217,7 +258,7 @@ class AdaptContext:
                 return _Ready(seen.outcome)
         return self._step(
             memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
-            required, vars,
+            required, vars, None if vkey is None else (template, sha, vkey),
         )  # fmt: skip
 
     async def _step(
@@ -235,6 +276,7 @@ class AdaptContext:
         reasks: int,
         required: bool,
         vars: dict[str, Any],
+        prompt_key: Hashable | None,
     ) -> dict[str, Any] | None:
         if memo_key is not None:
             seen = self._memo.get(memo_key)
@@ -250,7 +292,7 @@ class AdaptContext:
                         return cast("dict[str, Any] | None", got)
                 if self._memo.get(memo_key) is seen:
                     del self._memo[memo_key]
-        messages = build_messages(template, image=image, **vars)
+        messages = self._messages(prompt_key, template, image, vars)
         fingerprint = self.pool.request_key(model, messages, params)
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
@@ -265,6 +307,7 @@ class AdaptContext:
                 return cast("dict[str, Any] | None", got)
         waiting: list[asyncio.Future[Any]] = []
         self._inflight[key] = waiting
+        short = int(fingerprint[:16], 16)
         memo: _Memo | None = None
         if memo_key is not None:
             memo = self._memo[memo_key] = _Memo(key)
@@ -278,13 +321,10 @@ class AdaptContext:
                 lambda: ask(
                     self.pool, model, role, messages, parser, max_reasks=reasks, params=params
                 ),
-                lambda v, r: {
-                    "model": model,
-                    "for": artifact_key(*parts),
-                    **encode(v),
-                    "raw": r.raw[-1][:_MAX_FIELD],
-                },
-                lookup=self._may_be_stored(kind, fingerprint),
+                # The reply itself is on record with its call (``calls.response``): the artifact
+                # keeps what the stages read, not a second copy of it.
+                lambda v, r: {"model": model, "for": artifact_key(*parts), **encode(v)},
+                lookup=self._may_be_stored(kind, short),
                 required=required,
             )
         except BaseException as e:
@@ -298,7 +338,7 @@ class AdaptContext:
             raise
         del self._inflight[key]
         if got is not None:
-            self._written.add(int(fingerprint[:16], 16))
+            self._written.add(short)
             if memo is not None:
                 memo.outcome = got
         for w in waiting:
