@@ -8,8 +8,10 @@ from memearena.data.demo import demo_annotations, demo_dir, normalize_text
 from memearena.data.filters import apply_filters, stratified_sample
 from memearena.data.images import (
     IMAGE_EXTENSIONS,
+    EncodedImage,
     ImageError,
     PreparedImage,
+    encode_image,
     prepare_image,
     safe_join,
     verify_image,
@@ -31,6 +33,7 @@ __all__ = [
     "DEMO_CATEGORIES",
     "IMAGE_EXTENSIONS",
     "Duplicate",
+    "EncodedImage",
     "ImageError",
     "ItemError",
     "LoadResult",
@@ -39,6 +42,7 @@ __all__ = [
     "apply_filters",
     "demo_annotations",
     "demo_dir",
+    "encode_image",
     "encode_png",
     "fhm_id",
     "load_dataset",
