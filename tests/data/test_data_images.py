@@ -16,7 +16,6 @@ from PIL import Image, ImageOps
 from memearena.config import DatasetConfig, ImageConfig
 from memearena.data import (
     ImageError,
-    encode_image,
     load_dataset,
     prepare_image,
     safe_join,
@@ -265,26 +264,3 @@ def test_every_kind_of_source_encodes_to_the_same_bytes_as_ever(
 ) -> None:
     for path in _sources(tmp_path):
         assert _prepared_bytes(path, max_side) == _reference_bytes(path, max_side), path.name
-
-
-@pytest.mark.parametrize("max_side", [1024, 256])
-def test_encode_image_gives_prepare_image_bytes_and_the_pixels_they_decode_to(
-    tmp_path: Path, max_side: int
-) -> None:
-    cfg = ImageConfig(max_side=max_side)
-    for path in _sources(tmp_path):
-        enc = encode_image(path, cfg)
-        prepared = prepare_image(path, cfg)
-        assert enc.data == _prepared_bytes(path, max_side), path.name
-        assert enc.sha256 == prepared.sha256 == hashlib.sha256(enc.data).hexdigest()
-        assert (enc.mime, enc.width, enc.height) == (
-            prepared.mime,
-            prepared.width,
-            prepared.height,
-        )
-        if enc.mime == "image/png":
-            assert enc.pixels is not None and enc.pixels.mode == "RGB", path.name
-            with Image.open(io.BytesIO(enc.data)) as im:
-                assert enc.pixels.tobytes() == im.convert("RGB").tobytes(), path.name
-        else:
-            assert enc.pixels is None  # only decoding gives a JPEG's pixels
