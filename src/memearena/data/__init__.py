@@ -8,10 +8,8 @@ from memearena.data.demo import demo_annotations, demo_dir, normalize_text
 from memearena.data.filters import apply_filters, stratified_sample
 from memearena.data.images import (
     IMAGE_EXTENSIONS,
-    EncodedImage,
     ImageError,
     PreparedImage,
-    encode_image,
     prepare_image,
     safe_join,
     verify_image,
@@ -33,7 +31,6 @@ __all__ = [
     "DEMO_CATEGORIES",
     "IMAGE_EXTENSIONS",
     "Duplicate",
-    "EncodedImage",
     "ImageError",
     "ItemError",
     "LoadResult",
@@ -42,7 +39,6 @@ __all__ = [
     "apply_filters",
     "demo_annotations",
     "demo_dir",
-    "encode_image",
     "encode_png",
     "fhm_id",
     "load_dataset",

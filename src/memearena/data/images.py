@@ -185,33 +185,16 @@ def _to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 
-@dataclass(frozen=True)
-class EncodedImage:
-    """An image as the safe path encodes it: the bytes themselves (what ``prepare_image``
-    wraps in a data URL) and, for a lossless PNG, the pixels those bytes decode to."""
+def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedImage:
+    """Load an image safely and return it as a data URL with its content hash.
 
-    data: bytes
-    """The encoded bytes (PNG or JPEG)."""
-    sha256: str
-    """Hex SHA-256 of ``data``."""
-    width: int
-    """Width in pixels after orientation and resizing."""
-    height: int
-    """Height in pixels after orientation and resizing."""
-    mime: str
-    """``image/png`` or ``image/jpeg``."""
-    pixels: Image.Image | None
-    """The RGB pixels ``data`` decodes to, when they are known without decoding it (a PNG is
-    lossless); None for a JPEG. The caller's own: it may change them."""
-
-
-def encode_image(path: Path, image_cfg: ImageConfig | None = None) -> EncodedImage:
-    """``prepare_image``'s checks and encoding, without the data URL: the encoded bytes and
-    (for a PNG) the pixels they hold, so a caller that works on the pixels need not decode
-    the bytes it was just given. Raises :class:`ImageError` as ``prepare_image`` does."""
+    Steps: verify, pixel cap (before decoding), EXIF orientation, RGB, resize so the longest side
+    is at most ``max_side`` (never upscaled, aspect kept), encode (PNG for graphics, JPEG for
+    photos; see the module docstring), base64. Raises :class:`ImageError` (a DataError) naming the
+    file on any problem.
+    """
     cfg = image_cfg or DEFAULT_IMAGE_CONFIG
     im, _ = _open_checked(path, cfg, draft_side=cfg.max_side)
-    pixels: Image.Image | None = None
     try:
         try:
             # In place: the decoded image is ours alone (closed below), so no copy is needed.
@@ -226,9 +209,6 @@ def encode_image(path: Path, image_cfg: ImageConfig | None = None) -> EncodedIma
             if few or rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
                 mime = "image/png"
                 rgb.save(buf, format="PNG", compress_level=6)
-                # Lossless: the pixels are what the bytes decode to (a copy when ``rgb`` is
-                # the decoded image itself, which is closed below).
-                pixels = rgb if rgb is not im else rgb.copy()
             else:
                 mime = "image/jpeg"
                 rgb.save(buf, format="JPEG", quality=_JPEG_QUALITY)
@@ -237,23 +217,11 @@ def encode_image(path: Path, image_cfg: ImageConfig | None = None) -> EncodedIma
     finally:
         im.close()
     data = buf.getvalue()
-    return EncodedImage(data, hashlib.sha256(data).hexdigest(), width, height, mime, pixels)
-
-
-def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedImage:
-    """Load an image safely and return it as a data URL with its content hash.
-
-    Steps: verify, pixel cap (before decoding), EXIF orientation, RGB, resize so the longest side
-    is at most ``max_side`` (never upscaled, aspect kept), encode (PNG for graphics, JPEG for
-    photos; see the module docstring), base64. Raises :class:`ImageError` (a DataError) naming the
-    file on any problem.
-    """
-    enc = encode_image(path, image_cfg)
-    b64 = base64.b64encode(enc.data).decode("ascii")
+    b64 = base64.b64encode(data).decode("ascii")
     return PreparedImage(
-        data_url=f"data:{enc.mime};base64,{b64}",
-        sha256=enc.sha256,
-        width=enc.width,
-        height=enc.height,
-        mime=enc.mime,
+        data_url=f"data:{mime};base64,{b64}",
+        sha256=hashlib.sha256(data).hexdigest(),
+        width=width,
+        height=height,
+        mime=mime,
     )

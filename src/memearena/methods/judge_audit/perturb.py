@@ -23,7 +23,6 @@ import struct
 import tempfile
 import textwrap
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -81,27 +80,11 @@ def _data_url(path: Path, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
 
-_PIXELS_KEPT = 2
-_pixels: OrderedDict[Path, Image.Image] = OrderedDict()
-"""The latest stored images' RGB pixels (never changed in place: ``AuditImage.load`` copies)."""
-
-
-def _keep_pixels(path: Path, rgb: Image.Image) -> None:
-    _pixels[path] = rgb
-    _pixels.move_to_end(path)
-    while len(_pixels) > _PIXELS_KEPT:
-        _pixels.popitem(last=False)
-
-
+@lru_cache(maxsize=2)
 def _decoded(path: Path) -> Image.Image:
-    # The item being perturbed is decoded at most once for all its generators (the latest
-    # two images), and not at all when its pixels came with it (``put_encoded``).
-    rgb = _pixels.get(path)
-    if rgb is None:
-        with Image.open(path, formats=("PNG", "JPEG")) as im:
-            rgb = im.convert("RGB")
-    _keep_pixels(path, rgb)
-    return rgb
+    # The item being perturbed is decoded once for all its generators (the latest two images).
+    with Image.open(path, formats=("PNG", "JPEG")) as im:
+        return im.convert("RGB")
 
 
 @dataclass(frozen=True)
@@ -200,19 +183,11 @@ class ImageStore:
         return self._write(buf.getvalue(), "image/jpeg", rgb.width, rgb.height)
 
     def put_encoded(
-        self,
-        data: bytes,
-        mime: str,
-        size: tuple[int, int],
-        meta: dict[str, str] | None = None,
-        *,
-        pixels: Image.Image | None = None,
+        self, data: bytes, mime: str, size: tuple[int, int], meta: dict[str, str] | None = None
     ) -> AuditImage:
         """Store already encoded bytes (PNG or JPEG, e.g. the safe image path's) with ``meta``
         added as text chunks / a comment: no decoding, no re-encoding, no generation loss.
-        Bytes laid out unexpectedly are decoded and stored by ``put``. ``pixels``: the RGB
-        pixels a PNG's ``data`` decodes to, if known (kept for ``AuditImage.load``, which then
-        does not decode the file; ignored for a JPEG, whose pixels only decoding gives)."""
+        Bytes laid out unexpectedly are decoded and stored by ``put``."""
         meta = {k: v for k, v in (meta or {}).items() if v}
         out: bytes | None = data
         if meta:
@@ -221,11 +196,7 @@ class ImageStore:
         if out is None or mime not in ("image/png", "image/jpeg"):
             with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as im:
                 return self.put(im, meta)
-        stored = self._write(out, mime, *size)
-        if pixels is not None and mime == "image/png" and pixels.mode == "RGB":
-            # Text chunks never change a PNG's pixels: these are what decoding would give.
-            _keep_pixels(stored.path, pixels)
-        return stored
+        return self._write(out, mime, *size)
 
     def _write(self, data: bytes, mime: str, width: int, height: int) -> AuditImage:
         sha = hashlib.sha256(data).hexdigest()
