@@ -434,12 +434,14 @@ def judge_audit_section(
     # The items every figure is resampled over, and one draw of weights shared by all.
     all_items = sorted(set(outcome.scores.items.names) | set(outcome.verdicts.items.names))
     index = {k: i for i, k in enumerate(all_items)}
+    # Cost and latency first: their pass over every call record, and its bootstrap over
+    # calls, then never holds its memory on top of the per-item sums below.
+    usage = _usage(store, acfg.judges, n_boot, seed)
     # The records stream once, in the order they arrived, into per-item sums.
     tally = _ScoreTally(outcome.scores, acfg.judges, index)
     vtally = _VerdictTally(outcome.verdicts, acfg.judges, index)
     W = bootstrap_weights(len(all_items), n_boot, seed)
     n_rep = len(W)
-    usage = _usage(store, acfg.judges, n_boot, seed)
     rows: list[dict[str, Any]] = []
     figs: dict[str, _JudgeFigures] = {}
     t_index = {t: i for i, t in enumerate(BIAS_TYPES)}

@@ -73,9 +73,10 @@ _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=16)
 def _data_url(path: Path, mime: str) -> str:
-    # Bounded: a few recent images are reused by many requests (every judge, both variants).
+    # Bounded: a few recent images are reused by many requests (every judge, both variants;
+    # a triplet's messages are built once for every judge, so only the latest items repeat).
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
 

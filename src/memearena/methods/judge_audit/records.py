@@ -69,8 +69,10 @@ PREFERENCES: tuple[str | None, ...] = (None, "A", "B", "tie")
 
 _FLUSH_BYTES = 1 << 18
 """Rows are written to the spool file this many bytes at a time."""
-_CHUNK_ROWS = 1 << 15
-"""Rows per chunk read back."""
+_CHUNK_ROWS = 1 << 12
+"""Rows per chunk read back: what the analysis holds at a time (a chunk and its per-row
+temporaries), small enough that the pass's memory stops growing with the audit's size
+within the first few dozen memes."""
 
 
 class Names:
