@@ -274,6 +274,11 @@ def _final_block_by_pattern(text: str) -> tuple[str, str] | None:
     return t[body_start : close.start()].strip(), t[:opening]
 
 
-@given(st.text(alphabet="` a\n{}json\t", max_size=40))
+_FENCE_PIECES = st.sampled_from(
+    ["```", "``", "`", "````", "json", " JSON", " ", "\t", "\n", "{}", "a"]
+)
+
+
+@given(st.lists(_FENCE_PIECES, max_size=12).map("".join))
 def test_final_block_finds_the_closing_fence_the_trailing_pattern_finds(text: str) -> None:
     assert final_block(text) == _final_block_by_pattern(text)
