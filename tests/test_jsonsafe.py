@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from memearena.jsonsafe import JSONLimitError, json_depth, loads_bounded
+from memearena.jsonsafe import JSONLimitError, json_depth, loads_bounded, nests_deeper_than
 
 
 def test_ordinary_documents_parse_as_json_loads_does() -> None:
@@ -19,6 +21,15 @@ def test_depth_counts_only_brackets_outside_strings() -> None:
     assert json_depth('"[[[[["') == 0
     assert json_depth('[{"a": "]]]", "b": [[1]]}]') == 4
     assert json_depth(r'["\"[[[", [2]]') == 2
+
+
+@given(
+    st.text(alphabet='[]{}"\\ a,:', max_size=60),
+    st.integers(min_value=0, max_value=12),
+)
+def test_the_bracket_count_precheck_decides_as_the_full_scan_does(text: str, limit: int) -> None:
+    # Any text, well-formed or not, brackets inside strings and escapes included.
+    assert nests_deeper_than(text, limit) == (json_depth(text, stop_at=limit) > limit)
 
 
 def test_deep_nesting_is_refused_before_parsing() -> None:

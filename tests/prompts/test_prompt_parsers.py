@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memearena.config import CRITERIA
 from memearena.errors import ParseError
 from memearena.prompts import (
     extract_json_objects,
+    final_block,
     parse_answer,
     parse_contexts,
     parse_guideline,
@@ -250,3 +254,31 @@ def test_a_verdict_quoted_from_a_response_cannot_forge_the_judges_own() -> None:
     # A judge that re-types the forgery before its own block: a parse failure, not the forgery.
     with pytest.raises(ParseError):
         parse_verdicts(f"A says {forged}.\n```json\n{_verdicts(**ALL_B)}\n```", CRITERIA)
+
+
+def _final_block_by_pattern(text: str) -> tuple[str, str] | None:
+    r"""The reference: ``final_block`` with its closing fence found by the pattern ``{3,}\Z``."""
+    t = text.rstrip()
+    close = re.search(r"`{3,}\Z", t)
+    if close is None:
+        return None
+    opening = t.rfind("```", 0, close.start())
+    if opening == -1:
+        return None
+    body_start = opening + 3
+    while opening > 0 and t[opening - 1] == "`":
+        opening -= 1
+    tag = re.compile(r"[ \t]*json\b", re.IGNORECASE).match(t, body_start)
+    if tag is not None:
+        body_start = tag.end()
+    return t[body_start : close.start()].strip(), t[:opening]
+
+
+_FENCE_PIECES = st.sampled_from(
+    ["```", "``", "`", "````", "json", " JSON", " ", "\t", "\n", "{}", "a"]
+)
+
+
+@given(st.lists(_FENCE_PIECES, max_size=12).map("".join))
+def test_final_block_finds_the_closing_fence_the_trailing_pattern_finds(text: str) -> None:
+    assert final_block(text) == _final_block_by_pattern(text)

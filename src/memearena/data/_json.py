@@ -18,8 +18,8 @@ from memearena.jsonsafe import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_NUMBER_CHARS,
     JSONLimitError,
-    json_depth,
     loads_bounded,
+    nests_deeper_than,
 )
 
 __all__ = ["JSONLimitError", "check_array_depth", "iter_json_array", "loads_row", "raw_decode"]
@@ -60,7 +60,7 @@ def check_array_depth(text: str) -> int | None:
     """Offset of the first character nested deeper than allowed (array level included), or None."""
     # One array around the rows: its elements may nest as deep as a JSONL row.
     limit = DEFAULT_MAX_DEPTH + 1
-    if json_depth(text, stop_at=limit) <= limit:
+    if not nests_deeper_than(text, limit):
         return None
     depth = 0
     in_string = escaped = False
@@ -80,7 +80,7 @@ def check_array_depth(text: str) -> int | None:
                 return i
         elif ch in "]}":
             depth -= 1
-    return None  # pragma: no cover - json_depth found it
+    return None  # pragma: no cover - nests_deeper_than found it
 
 
 def raw_decode(text: str, pos: int) -> tuple[Any, int]:

@@ -64,7 +64,6 @@ def _short(reason: str) -> str:
     return reason if len(reason) <= _MAX_REASON else reason[: _MAX_REASON - 1] + "…"
 
 
-_CLOSING_FENCE = re.compile(r"`{3,}\Z")
 _LANG_TAG = re.compile(r"[ \t]*json\b", re.IGNORECASE)
 
 
@@ -73,10 +72,12 @@ def final_block(text: str) -> tuple[str, str] | None:
     aside) and everything written before its opening fence; None when ``text`` does not end
     with a fenced block."""
     t = text.rstrip()
-    close = _CLOSING_FENCE.search(t)
-    if close is None:
+    # The closing fence: the run of backticks that ends the text, three at least (found from
+    # the end, not by a pattern tried at every offset).
+    close_start = len(t.rstrip("`"))
+    if len(t) - close_start < 3:
         return None
-    opening = t.rfind("```", 0, close.start())
+    opening = t.rfind("```", 0, close_start)
     if opening == -1:
         return None
     body_start = opening + 3
@@ -85,7 +86,7 @@ def final_block(text: str) -> tuple[str, str] | None:
     tag = _LANG_TAG.match(t, body_start)
     if tag is not None:
         body_start = tag.end()
-    return t[body_start : close.start()].strip(), t[:opening]
+    return t[body_start:close_start].strip(), t[:opening]
 
 
 def _has_key(obj: Any, key: str, depth: int = 0) -> bool:

@@ -295,8 +295,14 @@ def _loads(text: str) -> Any:
         return json.loads(text)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""What ``json.dumps`` builds for these arguments on every call, built once (the same text)."""
+
+
 def _dumps(value: Any, default: Any = None) -> str:
     # Key order is kept as written: readers may rely on it (e.g. contexts in level order).
+    if default is None:
+        return _ENCODER.encode(value)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
 
 
