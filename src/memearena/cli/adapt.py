@@ -244,11 +244,13 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
             "steps; (95% interval: bootstrap over memes)"
         ),
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         pad_edge=False,
         padding=(0, 1),
     )
-    for col in ("category", "steps", "scored", "ref.", "unj.", "avg score", "failure %"):
-        table.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
+    table.add_column("category", justify="left", overflow="fold")  # folds, so no number is cut
+    for col in ("steps", "scored", "ref.", "unj.", "avg score", "failure %"):
+        table.add_column(col, justify="right", no_wrap=True)
     rows = [*doc["categories"].items(), ("overall", doc["overall"])]
     for name, c in rows:
         table.add_row(
