@@ -241,7 +241,7 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
         title=console_safe(f"published AdamMeme logs — model {doc['model']}"),
         caption=Text(
             "every judged step with the authors' recorded score; scored / refused / unjudged "
-            "steps; (95% interval: bootstrap over memes)"
+            "steps; 95% intervals over memes (failure %: Wilson, widened to the bootstrap)"
         ),
         box=box.SIMPLE_HEAD,
         show_edge=False,
