@@ -404,8 +404,10 @@ def _score_table(
         steps = groups[name]
         n, sc, fl = tot[3 * g], tot[3 * g + 1], tot[3 * g + 2]
         avg_ci = _ci(_ratio(boot[:, 3 * g + 1], boot[:, 3 * g])) if len(boot) else [None, None]
-        fr_ci = _ci(_ratio(boot[:, 3 * g + 2], boot[:, 3 * g])) if len(boot) else [None, None]
-        fr_ci = _rate_ci(_point(fl, n), fr_ci, int(np.count_nonzero(sums[:, 3 * g])))
+        fr_boot: list[float | None] = (
+            _ci(_ratio(boot[:, 3 * g + 2], boot[:, 3 * g])) if len(boot) else [None, None]
+        )
+        fr_ci = _rate_ci(_point(fl, n), fr_boot, int(np.count_nonzero(sums[:, 3 * g])))
         judged = [s for s in steps if s.kind == "judged"]
         out[name] = {
             "steps": len(steps),
