@@ -241,14 +241,16 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
         title=console_safe(f"published AdamMeme logs — model {doc['model']}"),
         caption=Text(
             "every judged step with the authors' recorded score; scored / refused / unjudged "
-            "steps; (95% interval: bootstrap over memes)"
+            "steps; 95% intervals over memes (failure %: Wilson, widened to the bootstrap)"
         ),
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         pad_edge=False,
         padding=(0, 1),
     )
-    for col in ("category", "steps", "scored", "ref.", "unj.", "avg score", "failure %"):
-        table.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
+    table.add_column("category", justify="left", overflow="fold")  # folds, so no number is cut
+    for col in ("steps", "scored", "ref.", "unj.", "avg score", "failure %"):
+        table.add_column(col, justify="right", no_wrap=True)
     rows = [*doc["categories"].items(), ("overall", doc["overall"])]
     for name, c in rows:
         table.add_row(

@@ -19,6 +19,7 @@ from memearena.methods.adapt.published import (
     category_of,
     read_published_logs,
 )
+from memearena.stats.proportion import wilson_interval
 
 REAL = (
     Path(
@@ -284,3 +285,26 @@ def test_a_bad_originals_file_is_a_one_line_error(tmp_path: Path) -> None:
         bad.write_text(content)
         r = runner.invoke(app, ["adapt", "import", str(logs), "--originals", str(bad)])
         assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
+
+
+def test_a_category_without_failures_has_an_interval_of_positive_width(tmp_path: Path) -> None:
+    # 20 memes, two passing rewrites each: a percentile bootstrap says [0, 0]; the interval is
+    # Wilson's over the 20 memes (the independent units), not over the 40 steps.
+    rows = [step(s, run_step=i, meme=f"m{m}.png") for m in range(20) for i, s in enumerate((7, 8))]
+    rows += [step(2, meme=f"r{m}.png") for m in range(10)]  # another category fails always
+    logs = read_published_logs(write_logs(tmp_path, {"race": rows[:40], "animal": rows[40:]}))
+    doc = analyse_published_logs(logs, rounds=200)
+    race, animal = doc["categories"]["race"], doc["categories"]["animal"]
+    assert race["failure_rate"] == 0.0
+    assert race["failure_rate_ci"][0] == 0.0
+    assert race["failure_rate_ci"][1] == pytest.approx(wilson_interval(0, 20)[1])
+    assert 0.15 < race["failure_rate_ci"][1] < 0.17  # 0 of 20 memes: [0, 0.16]
+    assert animal["failure_rate"] == 1.0
+    assert animal["failure_rate_ci"] == pytest.approx([wilson_interval(10, 10)[0], 1.0])
+    # Where the bootstrap is wider (a rate between the edges), it is kept.
+    overall = doc["overall"]
+    assert overall["failure_rate_ci"][0] < overall["failure_rate"] < overall["failure_rate_ci"][1]
+    sel = doc["selection"]
+    assert sel["first_rewrite_failure_rate"] == pytest.approx(10 / 30)
+    lo, hi = sel["first_rewrite_failure_rate_ci"]
+    assert lo < 10 / 30 < hi

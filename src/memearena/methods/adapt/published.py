@@ -24,7 +24,10 @@ What the logs are, and so what this reports:
   going on after a passing step as often as observed).
 
 Intervals: 95% percentile bootstrap; scores resample memes (``meme_image_path``, the unit that
-was sampled), the selection analysis resamples chains. Cost is linear in steps: the logs are
+was sampled), the selection analysis resamples chains. A failure rate's interval is, as in a
+run's own analysis, the Wilson interval over its independent units (memes, or chains) widened
+to the bootstrap's where that is wider, so that 0% or 100% never reads as certain (a percentile
+bootstrap of 0 failures is [0, 0]). Cost is linear in steps: the logs are
 decoded element by element with the project's bounds (a too-deep or oversized element is a
 per-row error, not a traceback), and every bootstrap round is one weighted sum over units.
 """
@@ -45,6 +48,7 @@ from memearena.data._json import raw_decode as bounded_raw_decode
 from memearena.errors import DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.prompts.scores import parse_score
+from memearena.stats.proportion import wilson_interval
 
 __all__ = [
     "ORIGINALS_NOTE",
@@ -362,6 +366,16 @@ def _point(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
+def _rate_ci(rate: float | None, ci: list[float | None], units: int) -> list[float | None]:
+    """A failure rate's bootstrap interval widened to the Wilson interval over its ``units``
+    independent units (``analysis._prop``'s rule): never zero width at 0% or 100%."""
+    if rate is None or not math.isfinite(rate) or units <= 0:
+        return ci
+    lo, hi = wilson_interval(rate * units, units)
+    b_lo, b_hi = ci
+    return [lo if b_lo is None else min(lo, b_lo), hi if b_hi is None else max(hi, b_hi)]
+
+
 # ---- analysis -----------------------------------------------------------------------------
 
 
@@ -390,7 +404,10 @@ def _score_table(
         steps = groups[name]
         n, sc, fl = tot[3 * g], tot[3 * g + 1], tot[3 * g + 2]
         avg_ci = _ci(_ratio(boot[:, 3 * g + 1], boot[:, 3 * g])) if len(boot) else [None, None]
-        fr_ci = _ci(_ratio(boot[:, 3 * g + 2], boot[:, 3 * g])) if len(boot) else [None, None]
+        fr_boot: list[float | None] = (
+            _ci(_ratio(boot[:, 3 * g + 2], boot[:, 3 * g])) if len(boot) else [None, None]
+        )
+        fr_ci = _rate_ci(_point(fl, n), fr_boot, int(np.count_nonzero(sums[:, 3 * g])))
         judged = [s for s in steps if s.kind == "judged"]
         out[name] = {
             "steps": len(steps),
@@ -488,6 +505,16 @@ def _chain_stats(tot: np.ndarray, length: int) -> dict[str, np.ndarray]:
     }
 
 
+_RATE_UNITS = {
+    "first_rewrite_failure_rate": 0,  # the chains compared
+    "chain_failure_rate": 0,
+    "first_rewrite_failure_rate_in_chains_with_later": 7,  # the chains with later rewrites
+    "later_rewrite_failure_rate": 7,
+}
+"""The chain statistics that are failure rates, with the ``_CHAIN_COLS`` column counting the
+chains (their independent units) each is over."""
+
+
 def _selection(
     chains: Sequence[_Chain], threshold: float, rounds: int, seed: int
 ) -> dict[str, Any]:
@@ -513,6 +540,8 @@ def _selection(
         v = float(values[0])
         out[name] = v if math.isfinite(v) else None
         out[name + "_ci"] = _ci(boot[name]) if len(boot[name]) else [None, None]
+    for name, units in _RATE_UNITS.items():  # proportions of chains: Wilson over chains too
+        out[name + "_ci"] = _rate_ci(out[name], out[name + "_ci"], int(tot[0, units]))
     return out
 
 

@@ -42,6 +42,12 @@ def fmt_interval(v: Any, ci: Sequence[Any] | None, digits: int, scale: float) ->
     return f"{head} ({lo * scale:.{digits}f},{hi * scale:.{digits}f})"
 
 
+def _model_column(table: Table) -> None:
+    """The name column of a per-model table: the one that folds when the table is too wide
+    for the console, so a long model name wraps and no number is ever cut."""
+    table.add_column("model", justify="left", overflow="fold")
+
+
 def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
     """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
     table = Table(
@@ -52,11 +58,13 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             f"{section['repeats']} seeds"
         ),
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         pad_edge=False,
         padding=(0, 1),
     )
-    for col in ("model", "avg score", "failure %", "loop +", "control +", "refused"):
-        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    _model_column(table)
+    for col in ("avg score", "failure %", "loop +", "control +", "refused"):
+        table.add_column(col, justify="right", no_wrap=True)
     for m in section["models"]:
         table.add_row(
             name_cell(m["model"]),
@@ -74,7 +82,12 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
         console.print(
             console_safe(
                 f"refined items: {shown['note']}"
-                + (f"; sources {shown['sources']}" if shown.get("sources") else "")
+                + (
+                    "; images by source: "
+                    + ", ".join(f"{k} {n:,}" for k, n in shown["sources"].items())
+                    if shown.get("sources")
+                    else ""
+                )
                 + (f"; eraser mask area mean {area['mean']:.1%}" if area else "")
             )
         )
@@ -110,11 +123,13 @@ def print_loop_vs_control(console: Console, section: dict[str, Any]) -> None:
             "chain's hardest version vs its seed (more draws, lower minimum); draws: loop/ctrl"
         ),
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         pad_edge=False,
         padding=(0, 1),
     )
-    for col in ("model", "loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"):
-        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    _model_column(table)
+    for col in ("loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"):
+        table.add_column(col, justify="right", no_wrap=True)
     for m in rows:
         q = m["loop_vs_control"]
         step, chain = q["per_step"], q["per_chain_min"]
