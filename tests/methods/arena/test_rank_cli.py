@@ -59,3 +59,20 @@ def test_group_titles_of_non_text_values_are_their_json(tmp_path: Path) -> None:
     as_json = rank(str(path), "--group-by", "meta", "--bootstrap", "10", "--json")
     assert as_json.exit_code == 0, as_json.output
     assert sorted(json.loads(as_json.output)["groups"]) == ['{"turns": 0}', '{"turns": 1}']
+
+
+def test_the_table_shows_common_model_names_whole_within_80_columns(tmp_path: Path) -> None:
+    names = ["gpt-4-0613", "llama-2-70b-chat", "vicuna-33b-v1.3", "mixtral-8x7b-instruct"]
+    rows = [
+        {"model_a": a, "model_b": b, "winner": w}
+        for k, (a, b) in enumerate((a, b) for a in names for b in names if a != b)
+        for w in (["model_a", "model_b", "tie"][k % 3], "model_b")
+    ]
+    path = tmp_path / "b.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = rank(str(path), "--bootstrap", "10")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for name in names:  # each on its row, never folded over two lines
+        assert any(line.split()[:1] == [name] for line in lines), result.output
