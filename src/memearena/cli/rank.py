@@ -24,10 +24,17 @@ from memearena.stats.rank_table import TableRanking, rank_table
 
 def _table(rows: list[LeaderboardRow], title: str | None = None) -> Table:
     # A battle file's model names and field values are untrusted: shown inert (name_cell).
-    # Light borders and short headers keep it within 80 columns; long names fold, and past
+    # Light borders, no edge padding and short headers keep it within 80 columns with room
+    # for a model name of about 20 characters; longer names fold, and past
     # NAME_CHARS they are cut with "…" (a 20 MB name took rich minutes to lay out); the full
     # name stays in --json.
-    table = Table(title=name_cell(title) if title is not None else None, box=box.SIMPLE_HEAD)
+    table = Table(
+        title=name_cell(title) if title is not None else None,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.add_column("model", overflow="fold")
     for name in ("rank", "UB", "BT", "95% CI", "Elo", "win %", "battles"):
         table.add_column(name, justify="right", no_wrap=True)

@@ -211,6 +211,14 @@ def _has_surrogate(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
+def _given(value: Any) -> str:
+    """A refused field value as the battle file wrote it: text quoted, anything else as its
+    JSON (``null``, ``["tie"]``), never a Python repr (``None``, ``['tie']``)."""
+    if isinstance(value, str | _LongNumber):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
 def _validate(obj: Any, fields: Sequence[str] = ()) -> tuple[dict[str, Any] | None, str]:
     """Check one decoded record: the record (item ids as text) or a reason naming the field.
 
@@ -225,12 +233,15 @@ def _validate(obj: Any, fields: Sequence[str] = ()) -> tuple[dict[str, Any] | No
     for name in ("model_a", "model_b"):
         value = obj[name]
         if not isinstance(value, str) or not value.strip():
-            return None, f"field {name!r}: must be a non-empty string; got {value!r}"
+            return None, f"field {name!r}: must be a non-empty string; got {_given(value)}"
         # Model names reach terminals and reports: text that cannot be encoded is refused.
         if _has_surrogate(value):
             return None, f"field {name!r}: not valid Unicode text"
     if obj["winner"] not in WINNERS:
-        return None, f"field 'winner': must be one of {', '.join(WINNERS)}; got {obj['winner']!r}"
+        return (
+            None,
+            f"field 'winner': must be one of {', '.join(WINNERS)}; got {_given(obj['winner'])}",
+        )
     if obj["model_a"] == obj["model_b"]:
         return None, f"field 'model_b': must differ from model_a; both are {obj['model_a']!r}"
     clean = dict(obj)
@@ -242,7 +253,7 @@ def _validate(obj: Any, fields: Sequence[str] = ()) -> tuple[dict[str, Any] | No
         if name == "item" and isinstance(value, int) and not isinstance(value, bool):
             clean[name] = str(value)
         elif not isinstance(value, str):
-            return None, f"field {name!r}: must be a string or null; got {value!r}"
+            return None, f"field {name!r}: must be a string or null; got {_given(value)}"
     for name in fields:
         if not _in_bounds(clean.get(name)):
             return None, f"field {name!r}: holds a number out of range"
@@ -454,10 +465,13 @@ class BattleTable:
 
 
 def _label(value: Any) -> str | None:
-    """The group key text of a field value, the same on both paths."""
+    """The group key text of a field value, the same on both paths: text as it is, any other
+    value as its JSON (``true``, ``{"k": 1}``), as the battle file wrote it."""
     if value is None or value is msgspec.UNSET:
         return None
-    return str(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 class _Builder:

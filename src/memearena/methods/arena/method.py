@@ -66,6 +66,14 @@ class Arena:
             raise ConfigError("config: arena: section is missing")
         self.cfg = cfg
         self.acfg = cfg.arena
+        # A judge listed twice would refine twice as often and count as two raters in full
+        # agreement (κ = 1 with itself, α inflated), listed twice in every judge table.
+        twice = [j for j, n in Counter(cfg.arena.judges).items() if n > 1]
+        if twice:
+            raise ConfigError(
+                f"config: arena.judges: {twice[0]!r} is listed more than once; "
+                "judges must be distinct"
+            )
         settings = options.get("settings")
         self.settings: list[str] | None = list(settings) if settings else None
         self.notes: list[str] = []
