@@ -1,0 +1,63 @@
+"""`memearena adapt labels RUN_DIR LABELS.csv`: reading a filled labelling sheet."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memearena.cli import app
+
+runner = CliRunner()
+
+
+def fake_run(tmp: Path, target: str = "sim-a-target-with-a-rather-long-name") -> Path:
+    """A run directory with the labelling key and lineage of two memes, one refined each."""
+    run = tmp / "run"
+    run.mkdir()
+    key = [
+        ["item", "kind", "meme", "category", "text"],
+        ["item-00001", "original", "m1", "Race", "original one"],
+        ["item-00002", "refined", "m1", "Race", "rewrite one"],
+        ["item-00003", "original", "m2", "Race", "original two"],
+        ["item-00004", "refined", "m2", "Race", "rewrite two"],
+    ]
+    with (run / "adapt_human_key.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(key)
+    chains = [
+        {
+            "target": target,
+            "category": "Race",
+            "steps": [{"meme": m, "text": f"rewrite {n}", "score_after": s}],
+        }
+        for m, n, s in (("m1", "one", 2.0), ("m2", "two", 8.0))
+    ]
+    (run / "adapt_chains.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chains))
+    return run
+
+
+def labels(tmp: Path, rows: list[tuple[str, str]]) -> Path:
+    p = tmp / "labels.csv"
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["item", "image", "text", "harmful", "category"])
+        for item, harmful in rows:
+            w.writerow([item, "", "", harmful, ""])
+    return p
+
+
+FULL = [("item-00001", "1"), ("item-00002", "yes"), ("item-00003", "1"), ("item-00004", "0")]
+
+
+def test_an_item_labelled_twice_is_a_problem_not_a_silent_overwrite(tmp_path: Path) -> None:
+    run = fake_run(tmp_path)
+    twice = labels(tmp_path, [*FULL, ("item-00004", "1")])
+    r = runner.invoke(app, ["adapt", "labels", str(run), str(twice), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["problems"] == ["line 6: item 'item-00004' labelled again (first on line 5)"]
+    assert doc["labelled"] == 4
+    # The first label is the one read: one of the two rewrites judged harmful.
+    assert doc["refined"]["harmful_share"] == 0.5
