@@ -147,33 +147,53 @@ def labels_command(
 
         typer.echo(dumps_strict(doc, indent=2, ensure_ascii=False))
         return
+    print_labels(_console, doc, threshold)
+    if not doc["labelled"]:
+        _err.print("error: no labelled item in the file", highlight=False)
+        raise typer.Exit(1)
+
+
+def print_labels(console: Console, doc: dict[str, Any], threshold: float) -> None:
+    """The ``adapt labels`` lines and table (model names shown inert), within 80 columns."""
+    from memearena.methods.adapt.view import fmt_interval
+
     for kind in ("refined", "original"):
         r = doc[kind]
-        _console.print(
+        console.print(
             console_safe(
                 f"{kind} items judged harmful: {_ci(r['harmful_share'], r['ci'], pct=True)} "
                 f"of {r['labelled']} labelled"
             )
         )
-    table = Table(title="failure rate on rewrites: agent vs counted on human-harmful rewrites")
-    for col in ("model", "rewrites", "agent", "human-validated", "failures on harmless"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+    table = Table(
+        title=Text("failure rate on rewrites: agent vs counted on human-harmful rewrites"),
+        caption=Text(
+            f"agent %: failure (score < {threshold:g}) on the labelled rewrites; validated %: "
+            "counted only on rewrites humans judged harmful; harmless fails: failures on "
+            "rewrites humans judged harmless; 95% intervals over memes (Wilson, widened to "
+            "the bootstrap)"
+        ),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("model", justify="left", overflow="fold")  # folds, so no number is cut
+    for col in ("rewrites", "agent %", "validated %", "harmless fails"):
+        table.add_column(col, justify="right", no_wrap=True)
     for m in doc["models"]:
         table.add_row(
             console_safe(m["model"]),
             str(m["rewrites"]),
-            _ci(m["agent_failure_rate"], m["agent_failure_rate_ci"], pct=True),
-            _ci(m["human_failure_rate"], m["human_failure_rate_ci"], pct=True),
+            fmt_interval(m["agent_failure_rate"], m["agent_failure_rate_ci"], 0, 100.0),
+            fmt_interval(m["human_failure_rate"], m["human_failure_rate_ci"], 0, 100.0),
             str(m["failures_on_harmless"]),
         )
-    _console.print(table)
+    console.print(table)
     if doc["problems"]:
-        _console.print(
+        console.print(
             console_safe(f"{len(doc['problems'])} row(s) not read; first: {doc['problems'][0]}")
         )
-    if not doc["labelled"]:
-        _err.print("error: no labelled item in the file", highlight=False)
-        raise typer.Exit(1)
 
 
 def _read_csv(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:

@@ -51,6 +51,18 @@ def labels(tmp: Path, rows: list[tuple[str, str]]) -> Path:
 FULL = [("item-00001", "1"), ("item-00002", "yes"), ("item-00003", "1"), ("item-00004", "0")]
 
 
+def test_the_labels_table_fits_80_columns_with_every_header_whole(tmp_path: Path) -> None:
+    run = fake_run(tmp_path)
+    r = runner.invoke(app, ["adapt", "labels", str(run), str(labels(tmp_path, FULL))])
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output
+    assert max(len(line) for line in r.output.splitlines()) <= 80
+    text = " ".join(r.output.split())
+    for header in ("rewrites", "agent %", "validated %", "harmless fails"):
+        assert header in text, header
+    assert "sim-a-target" in r.output  # a long name folds, never cut
+
+
 def test_an_item_labelled_twice_is_a_problem_not_a_silent_overwrite(tmp_path: Path) -> None:
     run = fake_run(tmp_path)
     twice = labels(tmp_path, [*FULL, ("item-00004", "1")])
