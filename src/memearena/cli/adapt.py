@@ -146,10 +146,14 @@ def labels_command(
         from memearena.jsonsafe import dumps_strict
 
         typer.echo(dumps_strict(doc, indent=2, ensure_ascii=False))
-        return
-    print_labels(_console, doc, threshold)
+    else:
+        print_labels(_console, doc, threshold)
     if not doc["labelled"]:
-        _err.print("error: no labelled item in the file", highlight=False)
+        _err.print(
+            console_safe(f"error: {labels}: no labelled item (every harmful cell is empty)"),
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
 
 

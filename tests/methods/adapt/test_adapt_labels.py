@@ -63,6 +63,15 @@ def test_the_labels_table_fits_80_columns_with_every_header_whole(tmp_path: Path
     assert "sim-a-target" in r.output  # a long name folds, never cut
 
 
+def test_nothing_labelled_exits_1_with_json_too(tmp_path: Path) -> None:
+    run = fake_run(tmp_path)
+    empty = labels(tmp_path, [("item-00001", ""), ("item-00002", "")])
+    for extra in ([], ["--json"]):
+        r = runner.invoke(app, ["adapt", "labels", str(run), str(empty), *extra])
+        assert r.exit_code == 1, (extra, r.output)
+        assert "no labelled item" in r.output and "labels.csv" in r.output
+
+
 def test_an_item_labelled_twice_is_a_problem_not_a_silent_overwrite(tmp_path: Path) -> None:
     run = fake_run(tmp_path)
     twice = labels(tmp_path, [*FULL, ("item-00004", "1")])
