@@ -227,6 +227,9 @@ def _step(category: str, row: Any, where: str) -> PublishedStep:
         if raw is None or isinstance(raw, str):
             return PublishedStep(category, meme, step, "unjudged", None, task=task)
         raise DataError(f"{where}: field 'score': expected a number, 拒答 or a status string")
+    if not 1.0 <= score <= 10.0:
+        # The scale is 1-10: a score outside it is a broken row, never averaged in.
+        raise DataError(f"{where}: field 'score': {score:g} is outside the 1-10 scale")
     comparison = row.get("comparison")
     reparsed: float | None = None
     if isinstance(comparison, str):
