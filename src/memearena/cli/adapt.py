@@ -249,7 +249,7 @@ def import_command(
 
     logs = read_published_logs(log_dir)
     if originals is not None:
-        logs.originals = read_originals(originals)
+        logs.originals = read_originals(originals, logs.originals_invalid)
     doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))

@@ -8,6 +8,7 @@ from pathlib import Path
 from test_adapt_import import step, write_logs
 from typer.testing import CliRunner
 
+from memearena.cli import app
 from memearena.methods.adapt.published import analyse_published_logs, read_published_logs
 
 runner = CliRunner()
@@ -26,6 +27,22 @@ def with_originals(tmp: Path) -> tuple[Path, Path]:
     orig = tmp / "scoring_res.json"
     orig.write_text(json.dumps(res))
     return logs, orig
+
+
+def test_the_originals_rates_carry_intervals(tmp_path: Path) -> None:
+    logs, orig = with_originals(tmp_path)
+    r = runner.invoke(
+        app, ["adapt", "import", str(logs), "--originals", str(orig), "--json", "--bootstrap", "50"]
+    )
+    assert r.exit_code == 0, r.output
+    o = json.loads(r.output)["originals"]
+    for name in ("seed_original_failure_rate", "chain_failure_rate"):
+        lo, hi = o[name + "_ci"]
+        assert lo is not None and lo <= o[name] <= hi and hi - lo > 0, name
+    # An original's judgment is not re-read, so no re-reading count is claimed for it.
+    assert "reparse_disagrees" not in o["categories"]["race"]
+    assert o["categories"]["race"]["scored"] == 2
+    assert o["invalid"] == [f"{orig}: 'race' item 2: field 'score': no score in 1-10 (null)"]
 
 
 def test_a_score_outside_the_scale_is_a_malformed_row(tmp_path: Path) -> None:
