@@ -253,8 +253,15 @@ def import_command(
     doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
-        return
-    print_import(_console, doc)
+    else:
+        print_import(_console, doc)
+    if not doc["overall"]["scored"]:
+        _err.print(
+            console_safe(f"error: {log_dir}: no judged step in the logs: nothing to analyse"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 def print_import(console: Console, doc: dict[str, Any]) -> None:

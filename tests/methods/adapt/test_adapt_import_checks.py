@@ -45,6 +45,14 @@ def test_the_originals_rates_carry_intervals(tmp_path: Path) -> None:
     assert o["invalid"] == [f"{orig}: 'race' item 2: field 'score': no score in 1-10 (null)"]
 
 
+def test_logs_without_a_judged_step_exit_1(tmp_path: Path) -> None:
+    logs = write_logs(tmp_path / "logs", {"race": [step("invalid", 0, "a")], "animal": []})
+    for extra in ([], ["--json"]):
+        r = runner.invoke(app, ["adapt", "import", str(logs), "--bootstrap", "20", *extra])
+        assert r.exit_code == 1, (extra, r.output)
+        assert "no judged step" in r.output
+
+
 def test_a_score_outside_the_scale_is_a_malformed_row(tmp_path: Path) -> None:
     rows = [step(3, 0, "a"), step(99, 1, "a"), step(-3, 0, "b"), step(0, 0, "c")]
     logs = read_published_logs(write_logs(tmp_path, {"race": rows}))
