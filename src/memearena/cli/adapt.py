@@ -325,10 +325,10 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
         console.print(
             Text(
                 f"selection: a chain fails at some step "
-                f"{_ci(sel['observed_increase'], sel['observed_increase_ci'], pct=True)} more "
+                f"{_points(sel['observed_increase'], sel['observed_increase_ci'])} more "
                 f"often than its first rewrite; the continuation rule alone (later rewrites no "
                 f"harder) gives "
-                f"{_ci(sel['selection_only_increase'], sel['selection_only_increase_ci'], True)}"
+                f"{_points(sel['selection_only_increase'], sel['selection_only_increase_ci'])}"
                 + (
                     f" = {_ci(share, share_ci, pct=True)} of it"
                     if share is not None and share_ci[0] is not None
@@ -338,9 +338,74 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
             )
         )
     console.print(Text(doc["originals_note"]))
+    if doc["originals"] is not None:
+        print_originals(console, doc["originals"])
     bad = sum(len(v) for v in doc["invalid"].values())
     if bad:
         first = next(iter(doc["invalid"].values()))[0]
         console.print(
             console_safe(f"{bad} malformed step(s) recorded and left out; first: {first}")
         )
+
+
+def print_originals(console: Console, orig: dict[str, Any]) -> None:
+    """The originals' figures of ``adapt import --originals`` (names from the file inert)."""
+    from memearena.methods.adapt.view import fmt_interval
+
+    table = Table(
+        title=Text("originals (scoring_res.json)"),
+        caption=Text(
+            "the originals' recorded scores; 95% intervals over memes (failure %: Wilson, "
+            "widened to the bootstrap)"
+        ),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("category", justify="left", overflow="fold")
+    for col in ("memes", "avg score", "failure %"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, c in orig["categories"].items():
+        table.add_row(
+            console_safe(name),
+            str(c["scored"]),
+            fmt_interval(c["avg_score"], c["avg_score_ci"], 1, 1.0),
+            fmt_interval(c["failure_rate"], c["failure_rate_ci"], 0, 100.0),
+        )
+    console.print(table)
+    matched = orig["chains_matched"]
+    line = (
+        f"chains against their seed's original: {matched} matched, "
+        f"{orig['chains_unmatched']} without an original"
+    )
+    if matched:
+
+        def rate(name: str) -> str:
+            return _ci(orig[name], orig[name + "_ci"], pct=True)
+
+        increase = "increase_over_seed_original"
+        line += (
+            f"; the seeds' originals fail {rate('seed_original_failure_rate')}, the chains at "
+            f"some step {rate('chain_failure_rate')}: "
+            f"{_points(orig[increase], orig[increase + '_ci'])} (intervals over chains)"
+        )
+    console.print(Text(line))
+    if orig["invalid"]:
+        console.print(
+            console_safe(
+                f"{len(orig['invalid'])} row(s) of the originals gave no score and are left out;"
+                f" first: {orig['invalid'][0]}"
+            )
+        )
+
+
+def _points(v: Any, ci: Any) -> str:
+    """A difference of two proportions, in percentage points with its interval."""
+    if v is None:
+        return "—"
+    lo, hi = ci if ci else (None, None)
+    head = f"{v * 100:+.1f} points"
+    if lo is None or hi is None:
+        return head
+    return f"{head} [{lo * 100:+.1f}, {hi * 100:+.1f}]"

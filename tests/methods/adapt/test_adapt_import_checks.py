@@ -29,6 +29,20 @@ def with_originals(tmp: Path) -> tuple[Path, Path]:
     return logs, orig
 
 
+def test_the_originals_are_shown_on_the_console(tmp_path: Path) -> None:
+    logs, orig = with_originals(tmp_path)
+    r = runner.invoke(
+        app, ["adapt", "import", str(logs), "--originals", str(orig), "--bootstrap", "50"]
+    )
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "originals (scoring_res.json)" in text
+    assert "2 matched, 1 without an original" in text
+    assert "the seeds' originals fail 50.0% [" in text  # a: 8 passes, b: 2 fails
+    assert "1 row(s) of the originals gave no score" in text and "'race' item 2" in text
+    assert max(len(line) for line in r.output.splitlines()) <= 80 and "…" not in r.output
+
+
 def test_the_originals_rates_carry_intervals(tmp_path: Path) -> None:
     logs, orig = with_originals(tmp_path)
     r = runner.invoke(
@@ -60,3 +74,13 @@ def test_a_score_outside_the_scale_is_a_malformed_row(tmp_path: Path) -> None:
     race = doc["categories"]["race"]
     assert race["scored"] == 1 and race["avg_score"] == 3.0 and race["invalid"] == 3
     assert "item 1: field 'score': 99 is outside the 1-10 scale" in doc["invalid"]["race"][0]
+
+
+def test_the_selection_increase_is_in_points(tmp_path: Path) -> None:
+    rows = [step(7, 0, "a"), step(2, 1, "a"), step(7, 0, "b"), step(8, 0, "c")]
+    r = runner.invoke(
+        app, ["adapt", "import", str(write_logs(tmp_path, {"race": rows})), "--bootstrap", "50"]
+    )
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "a chain fails at some step +33.3 points [" in text

@@ -620,7 +620,9 @@ def _originals(
     rates: dict[str, Any] = {}
     for name, col in (("seed_original_failure_rate", 1), ("chain_failure_rate", 2)):
         rate = float(arr[:, col - 1].mean()) if len(arr) else None
-        ci = _ci(_ratio(boot[:, col], boot[:, 0])) if len(boot) else [None, None]
+        ci: list[float | None] = (
+            _ci(_ratio(boot[:, col], boot[:, 0])) if len(boot) else [None, None]
+        )
         rates[name] = rate
         rates[name + "_ci"] = _rate_ci(rate, ci, len(arr))  # chains: the resampled units
     return {
