@@ -115,8 +115,10 @@ def labels_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
 ) -> None:
-    """Human harmfulness labels of the refined items: the share still judged harmful, and each
-    target's failure rate counted only on rewrites humans judged harmful."""
+    """Read blind human harmfulness labels of the refined items.
+
+    The share of refined (and original) items humans still judge harmful.
+    Per target: the failure rate on rewrites, and on human-harmful ones only."""
     from memearena.methods.adapt.analysis import human_labels_report
 
     key = _read_csv(run_dir / "adapt_human_key.csv", ("item", "kind", "meme", "text"))
@@ -238,9 +240,11 @@ def import_command(
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
 ) -> None:
-    """Re-analyse AdamMeme's published logs as published: every judged step with the authors'
-    recorded score, per category with intervals over memes; chains per category file; first vs
-    later rewrites and the continuation rule's share (intervals over chains)."""
+    """Re-analyse AdamMeme's published log_<category>.json files.
+
+    Every judged step keeps the authors' recorded score; intervals over memes.
+    Chains are rebuilt per category file, never across files.
+    First vs later rewrites; the continuation rule's share (over chains)."""
     from memearena.methods.adapt.published import (
         analyse_published_logs,
         read_originals,

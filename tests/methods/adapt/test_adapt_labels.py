@@ -82,3 +82,18 @@ def test_an_item_labelled_twice_is_a_problem_not_a_silent_overwrite(tmp_path: Pa
     assert doc["labelled"] == 4
     # The first label is the one read: one of the two rewrites judged harmful.
     assert doc["refined"]["harmful_share"] == 0.5
+
+
+def test_the_adapt_help_lists_each_subcommand_on_one_line() -> None:
+    r = runner.invoke(app, ["adapt", "--help"], terminal_width=80)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    for name in ("labels", "import"):
+        (i,) = [i for i, line in enumerate(lines) if line.startswith(f"│ {name} ")]
+        # The summary ends on its own line: no sentence broken into the next listing row.
+        assert lines[i].rstrip(" │").endswith("."), lines[i]
+    for sub in ("labels", "import"):
+        text = runner.invoke(app, ["adapt", sub, "--help"], terminal_width=80).output
+        assert all(len(line) <= 80 for line in text.splitlines())
+        body = [ln.strip() for ln in text.splitlines()[3:8] if ln.strip()]
+        assert all(ln.endswith(".") for ln in body), body  # each help line is whole
