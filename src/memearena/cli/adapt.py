@@ -115,8 +115,10 @@ def labels_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
 ) -> None:
-    """Human harmfulness labels of the refined items: the share still judged harmful, and each
-    target's failure rate counted only on rewrites humans judged harmful."""
+    """Read blind human harmfulness labels of the refined items.
+
+    The share of refined (and original) items humans still judge harmful.
+    Per target: the failure rate on rewrites, and on human-harmful ones only."""
     from memearena.methods.adapt.analysis import human_labels_report
 
     key = _read_csv(run_dir / "adapt_human_key.csv", ("item", "kind", "meme", "text"))
@@ -146,34 +148,58 @@ def labels_command(
         from memearena.jsonsafe import dumps_strict
 
         typer.echo(dumps_strict(doc, indent=2, ensure_ascii=False))
-        return
+    else:
+        print_labels(_console, doc, threshold)
+    if not doc["labelled"]:
+        _err.print(
+            console_safe(f"error: {labels}: no labelled item (every harmful cell is empty)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+
+
+def print_labels(console: Console, doc: dict[str, Any], threshold: float) -> None:
+    """The ``adapt labels`` lines and table (model names shown inert), within 80 columns."""
+    from memearena.methods.adapt.view import fmt_interval
+
     for kind in ("refined", "original"):
         r = doc[kind]
-        _console.print(
+        console.print(
             console_safe(
                 f"{kind} items judged harmful: {_ci(r['harmful_share'], r['ci'], pct=True)} "
                 f"of {r['labelled']} labelled"
             )
         )
-    table = Table(title="failure rate on rewrites: agent vs counted on human-harmful rewrites")
-    for col in ("model", "rewrites", "agent", "human-validated", "failures on harmless"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+    table = Table(
+        title=Text("failure rate on rewrites: agent vs counted on human-harmful rewrites"),
+        caption=Text(
+            f"agent %: failure (score < {threshold:g}) on the labelled rewrites; validated %: "
+            "counted only on rewrites humans judged harmful; harmless fails: failures on "
+            "rewrites humans judged harmless; 95% intervals over memes (Wilson, widened to "
+            "the bootstrap)"
+        ),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("model", justify="left", overflow="fold")  # folds, so no number is cut
+    for col in ("rewrites", "agent %", "validated %", "harmless fails"):
+        table.add_column(col, justify="right", no_wrap=True)
     for m in doc["models"]:
         table.add_row(
             console_safe(m["model"]),
             str(m["rewrites"]),
-            _ci(m["agent_failure_rate"], m["agent_failure_rate_ci"], pct=True),
-            _ci(m["human_failure_rate"], m["human_failure_rate_ci"], pct=True),
+            fmt_interval(m["agent_failure_rate"], m["agent_failure_rate_ci"], 0, 100.0),
+            fmt_interval(m["human_failure_rate"], m["human_failure_rate_ci"], 0, 100.0),
             str(m["failures_on_harmless"]),
         )
-    _console.print(table)
+    console.print(table)
     if doc["problems"]:
-        _console.print(
+        console.print(
             console_safe(f"{len(doc['problems'])} row(s) not read; first: {doc['problems'][0]}")
         )
-    if not doc["labelled"]:
-        _err.print("error: no labelled item in the file", highlight=False)
-        raise typer.Exit(1)
 
 
 def _read_csv(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
@@ -214,9 +240,11 @@ def import_command(
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
 ) -> None:
-    """Re-analyse AdamMeme's published logs as published: every judged step with the authors'
-    recorded score, per category with intervals over memes; chains per category file; first vs
-    later rewrites and the continuation rule's share (intervals over chains)."""
+    """Re-analyse AdamMeme's published log_<category>.json files.
+
+    Every judged step keeps the authors' recorded score; intervals over memes.
+    Chains are rebuilt per category file, never across files.
+    First vs later rewrites; the continuation rule's share (over chains)."""
     from memearena.methods.adapt.published import (
         analyse_published_logs,
         read_originals,
@@ -225,12 +253,19 @@ def import_command(
 
     logs = read_published_logs(log_dir)
     if originals is not None:
-        logs.originals = read_originals(originals)
+        logs.originals = read_originals(originals, logs.originals_invalid)
     doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
-        return
-    print_import(_console, doc)
+    else:
+        print_import(_console, doc)
+    if not doc["overall"]["scored"]:
+        _err.print(
+            console_safe(f"error: {log_dir}: no judged step in the logs: nothing to analyse"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 def print_import(console: Console, doc: dict[str, Any]) -> None:
@@ -294,10 +329,10 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
         console.print(
             Text(
                 f"selection: a chain fails at some step "
-                f"{_ci(sel['observed_increase'], sel['observed_increase_ci'], pct=True)} more "
+                f"{_points(sel['observed_increase'], sel['observed_increase_ci'])} more "
                 f"often than its first rewrite; the continuation rule alone (later rewrites no "
                 f"harder) gives "
-                f"{_ci(sel['selection_only_increase'], sel['selection_only_increase_ci'], True)}"
+                f"{_points(sel['selection_only_increase'], sel['selection_only_increase_ci'])}"
                 + (
                     f" = {_ci(share, share_ci, pct=True)} of it"
                     if share is not None and share_ci[0] is not None
@@ -307,9 +342,74 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
             )
         )
     console.print(Text(doc["originals_note"]))
+    if doc["originals"] is not None:
+        print_originals(console, doc["originals"])
     bad = sum(len(v) for v in doc["invalid"].values())
     if bad:
         first = next(iter(doc["invalid"].values()))[0]
         console.print(
             console_safe(f"{bad} malformed step(s) recorded and left out; first: {first}")
         )
+
+
+def print_originals(console: Console, orig: dict[str, Any]) -> None:
+    """The originals' figures of ``adapt import --originals`` (names from the file inert)."""
+    from memearena.methods.adapt.view import fmt_interval
+
+    table = Table(
+        title=Text("originals (scoring_res.json)"),
+        caption=Text(
+            "the originals' recorded scores; 95% intervals over memes (failure %: Wilson, "
+            "widened to the bootstrap)"
+        ),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("category", justify="left", overflow="fold")
+    for col in ("memes", "avg score", "failure %"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, c in orig["categories"].items():
+        table.add_row(
+            console_safe(name),
+            str(c["scored"]),
+            fmt_interval(c["avg_score"], c["avg_score_ci"], 1, 1.0),
+            fmt_interval(c["failure_rate"], c["failure_rate_ci"], 0, 100.0),
+        )
+    console.print(table)
+    matched = orig["chains_matched"]
+    line = (
+        f"chains against their seed's original: {matched} matched, "
+        f"{orig['chains_unmatched']} without an original"
+    )
+    if matched:
+
+        def rate(name: str) -> str:
+            return _ci(orig[name], orig[name + "_ci"], pct=True)
+
+        increase = "increase_over_seed_original"
+        line += (
+            f"; the seeds' originals fail {rate('seed_original_failure_rate')}, the chains at "
+            f"some step {rate('chain_failure_rate')}: "
+            f"{_points(orig[increase], orig[increase + '_ci'])} (intervals over chains)"
+        )
+    console.print(Text(line))
+    if orig["invalid"]:
+        console.print(
+            console_safe(
+                f"{len(orig['invalid'])} row(s) of the originals gave no score and are left out;"
+                f" first: {orig['invalid'][0]}"
+            )
+        )
+
+
+def _points(v: Any, ci: Any) -> str:
+    """A difference of two proportions, in percentage points with its interval."""
+    if v is None:
+        return "—"
+    lo, hi = ci if ci else (None, None)
+    head = f"{v * 100:+.1f} points"
+    if lo is None or hi is None:
+        return head
+    return f"{head} [{lo * 100:+.1f}, {hi * 100:+.1f}]"

@@ -482,18 +482,25 @@ def human_labels_report(
     harmful: dict[str, bool] = {}
     problems: list[str] = []
     unlabelled = 0
+    seen: dict[str, int] = {}
     for line, row in label_rows:
         item = (row.get("item") or "").strip()
         if item not in key:
             problems.append(f"line {line}: unknown item {item[:40]!r}")
             continue
         raw = (row.get("harmful") or "").strip().lower()
+        if raw and item in seen:
+            # The first label stands: a second one (a pasted block, a second labeller) must
+            # not silently replace it.
+            problems.append(
+                f"line {line}: item {item!r} labelled again (first on line {seen[item]})"
+            )
+            continue
         if not raw:
             unlabelled += 1
-        elif raw in _YES:
-            harmful[item] = True
-        elif raw in _NO:
-            harmful[item] = False
+        elif raw in _YES or raw in _NO:
+            harmful[item] = raw in _YES
+            seen[item] = line
         else:
             problems.append(f"line {line}: harmful must be 1/0 or yes/no, got {raw[:20]!r}")
     shares: dict[str, Any] = {}

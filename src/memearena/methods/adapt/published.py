@@ -106,6 +106,9 @@ class PublishedLogs:
     invalid: dict[str, list[str]] = field(default_factory=dict)
     originals: dict[tuple[str, str], float] | None = None
     """(category, meme) -> the original's recorded score, from ``scoring_res.json``."""
+    originals_invalid: list[str] = field(default_factory=list)
+    """The rows of ``scoring_res.json`` that gave no score (each named, never dropped
+    silently)."""
 
 
 def category_of(path: Path) -> str:
@@ -227,6 +230,9 @@ def _step(category: str, row: Any, where: str) -> PublishedStep:
         if raw is None or isinstance(raw, str):
             return PublishedStep(category, meme, step, "unjudged", None, task=task)
         raise DataError(f"{where}: field 'score': expected a number, 拒答 or a status string")
+    if not 1.0 <= score <= 10.0:
+        # The scale is 1-10: a score outside it is a broken row, never averaged in.
+        raise DataError(f"{where}: field 'score': {score:g} is outside the 1-10 scale")
     comparison = row.get("comparison")
     reparsed: float | None = None
     if isinstance(comparison, str):
@@ -271,30 +277,64 @@ def read_published_logs(log_dir: str | Path) -> PublishedLogs:
     return out
 
 
-def read_originals(path: str | Path) -> dict[tuple[str, str], float]:
+def read_originals(
+    path: str | Path, problems: list[str] | None = None
+) -> dict[tuple[str, str], float]:
     """AdamMeme's ``scoring_res.json`` (``{category: [{meme_image_path, score, ...}]}``, or a
-    list of such rows with ``task``): (category, meme) -> the original's recorded score."""
+    list of such rows with ``task``): (category, meme) -> the original's recorded score. A row
+    that gives no score (not an object, no meme or category, a score that is not a number in
+    1-10, e.g. the ``None`` of a judgment the authors could not read) is appended to
+    ``problems``, naming it; a second score for the same meme too (the last one stands)."""
     p = Path(path)
     try:
         doc = loads_bounded(_read_text(p), max_bytes=_MAX_FILE_BYTES)
     except ValueError as e:
         raise DataError(f"{p}: invalid JSON ({_short(e)})") from None
+    rows: list[tuple[Any, Any, str]] = []
+    skipped: list[str] = []
     if isinstance(doc, dict):
-        rows = [(cat, r) for cat, rs in doc.items() if isinstance(rs, list) for r in rs]
+        for cat, rs in doc.items():
+            if isinstance(rs, list):
+                rows.extend((cat, r, f"{p}: {cat!r} item {i}") for i, r in enumerate(rs))
+            else:
+                skipped.append(f"{p}: {cat!r}: expected a list of rows")
     elif isinstance(doc, list):
-        rows = [(r.get("task"), r) for r in doc if isinstance(r, dict)]
+        rows = [
+            (r.get("task") if isinstance(r, dict) else None, r, f"{p}: item {i}")
+            for i, r in enumerate(doc)
+        ]
     else:
         raise DataError(f"{p}: expected scoring_res.json ({{category: [rows]}})")
     out: dict[tuple[str, str], float] = {}
-    for cat, r in rows:
-        if not isinstance(r, dict) or not isinstance(cat, str):
+    for cat, r, where in rows:
+        if not isinstance(r, dict):
+            skipped.append(f"{where}: expected a JSON object, got {type(r).__name__}")
+            continue
+        if not isinstance(cat, str) or not cat.strip():
+            skipped.append(f"{where}: field 'task': missing (a list's rows name their category)")
             continue
         meme, score = r.get("meme_image_path"), _number(r.get("score"))
-        if isinstance(meme, str) and score is not None:
+        if not isinstance(meme, str) or not meme.strip():
+            skipped.append(f"{where}: field 'meme_image_path': missing or empty")
+        elif score is None or not 1.0 <= score <= 10.0:
+            skipped.append(
+                f"{where}: field 'score': no score in 1-10 ({_short_value(r.get('score'))})"
+            )
+        else:
+            if (_norm(cat), meme) in out:
+                skipped.append(f"{where}: a second score for {meme!r} in {_norm(cat)!r}")
             out[(_norm(cat), meme)] = score
+    if problems is not None:
+        problems.extend(skipped)
     if not out:
-        raise DataError(f"{p}: no scored originals (meme_image_path + a numeric score)")
+        first = f"; first: {skipped[0]}" if skipped else ""
+        raise DataError(f"{p}: no scored originals (meme_image_path + a numeric score){first}")
     return out
+
+
+def _short_value(v: Any) -> str:
+    text = json.dumps(v, ensure_ascii=False) if not isinstance(v, float) else repr(v)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 # ---- chains -------------------------------------------------------------------------------
@@ -559,6 +599,8 @@ def _originals(
     for (cat, meme), score in logs.originals.items():
         by_cat.setdefault(cat, []).append(PublishedStep(cat, meme, None, "judged", score))
     table = _score_table(dict(sorted(by_cat.items())), threshold, rounds, seed)
+    for row in table.values():
+        del row["reparse_disagrees"]  # an original's judgment text is not read: nothing re-read
     pairs: list[tuple[float, float]] = []
     unmatched = 0
     for c in chains:
@@ -575,14 +617,22 @@ def _originals(
     boot = _boot(np.hstack([np.ones((len(arr), 1)), arr]), rounds, seed)
     diff = _ratio(boot[:, 2] - boot[:, 1], boot[:, 0]) if len(boot) else np.zeros(0)
     point = float(arr[:, 1].mean() - arr[:, 0].mean()) if len(arr) else None
+    rates: dict[str, Any] = {}
+    for name, col in (("seed_original_failure_rate", 1), ("chain_failure_rate", 2)):
+        rate = float(arr[:, col - 1].mean()) if len(arr) else None
+        ci: list[float | None] = (
+            _ci(_ratio(boot[:, col], boot[:, 0])) if len(boot) else [None, None]
+        )
+        rates[name] = rate
+        rates[name + "_ci"] = _rate_ci(rate, ci, len(arr))  # chains: the resampled units
     return {
         "categories": table,
         "chains_matched": len(arr),
         "chains_unmatched": unmatched,
-        "seed_original_failure_rate": float(arr[:, 0].mean()) if len(arr) else None,
-        "chain_failure_rate": float(arr[:, 1].mean()) if len(arr) else None,
+        **rates,
         "increase_over_seed_original": point,
         "increase_over_seed_original_ci": _ci(diff) if len(diff) else [None, None],
+        "invalid": list(logs.originals_invalid),
     }
 
 
