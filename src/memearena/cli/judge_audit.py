@@ -22,9 +22,9 @@ from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
 from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
 from memearena.report.safe import console_safe, shown
-from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
+from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES, BiasPair, BiasTable, bias_table
 
-__all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_table"]
+__all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_legend", "metrics_table"]
 
 
 class _RunByDefault(TyperGroup):
@@ -141,35 +141,50 @@ def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10
     return ScoredPairs(pairs, excluded)
 
 
+_REFERENCE_MARK = "*"
+"""Marks a value set by the reference's convention (BD 0.0 of a type with no pair y > 1)."""
+_NO_DATA_MARK = "†"
+"""Marks "no data" of such a type without reference compatibility."""
+
+
 def metrics_table(table: BiasTable) -> Table:
-    """A rich table of a BD/BC table: one row per type, category and overall."""
+    """A rich table of a BD/BC table: one row per type, category and overall. It fits an
+    80-column console: each category heads its rows (with its metric), and a conventional
+    value carries a mark that ``metrics_legend`` explains."""
     out = Table(title="Compositional bias (BD / BC, higher is better)")
-    for name, justify in [
-        ("category", "left"),
-        ("bias type", "left"),
-        ("metric", "left"),
-        ("value", "right"),
-        ("95% CI", "right"),
-        ("pairs", "right"),
-        ("excluded", "right"),
-    ]:
-        out.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    out.add_column("bias type", overflow="fold")
+    for name in ("value", "95% CI", "pairs", "excluded"):
+        out.add_column(name, justify="right", no_wrap=True)
 
     def cells(f: Any) -> list[str]:
         if f.value is None:
-            label = "no data (no pair with y > 1)" if f.note and "y > 1" in f.note else "no data"
+            label = f"no data{_NO_DATA_MARK}" if f.note and "y > 1" in f.note else "no data"
             return [label, "", str(f.pairs), str(f.excluded)]
         ci = "" if f.ci_low is None else f"{f.ci_low:.3f} – {f.ci_high:.3f}"
-        value = f"{f.value:.3f}" + (" (ref. conv.)" if f.note else "")
+        value = f"{f.value:.3f}" + (_REFERENCE_MARK if f.note else "")
         return [value, ci, str(f.pairs), str(f.excluded)]
 
-    for cat in table.categories:
+    for cat, metric in BIAS_CATEGORIES.items():
+        out.add_row(f"{cat} ({metric.upper()})", "", "", "", "", style="bold")
         for t, fig in table.types.items():
             if BIAS_TYPES[t][0] == cat:
-                out.add_row(cat, t, fig.metric.upper(), *cells(fig))
-        out.add_row("", f"({cat} mean)", "", *cells(table.categories[cat]), end_section=True)
-    out.add_row("", "overall", "", *cells(table.overall))
+                out.add_row(f"  {t}", *cells(fig))
+        out.add_row(f"  ({cat} mean)", *cells(table.categories[cat]), end_section=True)
+    out.add_row("overall", *cells(table.overall))
     return out
+
+
+def metrics_legend(table: BiasTable) -> list[str]:
+    """The lines that explain the marks ``metrics_table`` put on its values."""
+    figs = [*table.types.values(), *table.categories.values(), table.overall]
+    lines = []
+    if any(f.value is not None and f.note for f in figs):
+        lines.append(f"{_REFERENCE_MARK} BD 0.0 by the reference's convention: no pair with y > 1")
+    if any(f.value is None and f.note and "y > 1" in f.note for f in figs):
+        lines.append(
+            f"{_NO_DATA_MARK} no data (no pair with y > 1): the reference would report 0.0"
+        )
+    return lines
 
 
 @judge_audit_app.command("metrics")
@@ -223,14 +238,17 @@ def metrics_command(
         return
     console = _console()
     console.print(metrics_table(table))
+    for line in metrics_legend(table):
+        console.print(line, markup=False)
     console.print(
         f"{len(pairs)} pairs over {len({p.item for p in pairs})} items; "
-        f"{bootstrap} bootstrap rounds over items (seed {seed}); "
-        + (
-            "reference-compatible (BD of an all-1 type is 0.0)"
-            if reference_compat
-            else "not reference-compatible (BD of an all-1 type is no data)"
-        ),
+        f"{bootstrap} bootstrap rounds over items (seed {seed})",
+        markup=False,
+    )
+    console.print(
+        "reference-compatible (BD of an all-1 type is 0.0)"
+        if reference_compat
+        else "not reference-compatible (BD of an all-1 type is no data)",
         markup=False,
     )
     if excluded:
@@ -244,8 +262,8 @@ def metrics_command(
 def _console() -> Console:
     import sys
 
-    # Piped output (logs, CI) gets a fixed width wide enough for the tables.
-    return Console(highlight=False) if sys.stdout.isatty() else Console(width=120, highlight=False)
+    # Piped output (logs, CI) gets 80 columns, as every other command: the tables fit it.
+    return Console(highlight=False) if sys.stdout.isatty() else Console(width=80, highlight=False)
 
 
 @judge_audit_app.command("run")
