@@ -187,7 +187,19 @@ def metrics_legend(table: BiasTable) -> list[str]:
     return lines
 
 
-@judge_audit_app.command("metrics")
+_METRICS_HELP = (
+    "BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap "
+    "over items), from any judge run's scored pairs; null scores are unparsed and excluded, "
+    "a row that cannot be scored is left out and counted."
+)
+"""One line of text (a docstring's line breaks would reach the help as they are)."""
+
+
+@judge_audit_app.command(
+    "metrics",
+    help=_METRICS_HELP,
+    short_help="BD/BC per bias type, category and overall, with intervals, from scored pairs.",
+)
 def metrics_command(
     scores: Annotated[
         Path,
@@ -202,18 +214,21 @@ def metrics_command(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap rounds over items.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     scale: Annotated[float, typer.Option(help="Top of the score scale (S).")] = 10,
-    reference_compat: Annotated[
+    no_reference_compat: Annotated[
         bool,
         typer.Option(
-            "--reference-compat/--no-reference-compat",
-            help="BD of a type whose every unbiased score is 1: 0.0 and averaged in, as "
-            "MM-JudgeBias's evaluate.py (default), or 'no data' (--no-reference-compat).",
+            "--no-reference-compat",
+            help="BD of a type whose every unbiased score is 1 is 'no data'; by default it is "
+            "0.0 and averaged in, as MM-JudgeBias's evaluate.py does.",
         ),
-    ] = True,
+    ] = False,
+    # The default, spelt out; hidden so the help's option column fits 80 columns.
+    reference_compat_flag: Annotated[bool, typer.Option("--reference-compat", hidden=True)] = False,
 ) -> None:
-    """BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap
-    over items), from any judge run's scored pairs; null scores are unparsed and excluded, a
-    row that cannot be scored is left out and counted."""
+    """``judge-audit metrics``: see ``_METRICS_HELP``."""
+    if no_reference_compat and reference_compat_flag:
+        raise _fail("--reference-compat and --no-reference-compat: choose one")
+    reference_compat = not no_reference_compat
     try:
         check_option_ranges({"bootstrap": bootstrap, "scale": scale})
         loaded = load_scored_pairs(scores, judge=judge, scale=scale)

@@ -64,3 +64,28 @@ def test_piped_run_summary_uses_80_columns(tmp_path: Path) -> None:
     res = runner.invoke(app, ["judge-audit", str(cfg), "--out", str(tmp_path), "--dry-run"])
     assert res.exit_code == 0, res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80, res.output
+
+
+def test_metrics_help_names_every_option_whole_on_80_columns() -> None:
+    res = runner.invoke(app, ["judge-audit", "metrics", "--help"], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.output, res.output
+    assert "--no-reference-compat" in res.output
+    listing = runner.invoke(app, ["judge-audit", "--help"], terminal_width=80)
+    assert "…" not in listing.output
+    # The command list shows a sentence, not a docstring's lines broken where they were typed.
+    words = " ".join(" ".join(ln.strip(" │").split()) for ln in listing.output.splitlines())
+    assert "with intervals, from scored pairs." in words
+    assert "intervals (bootstrap over items), from" not in words
+
+
+def test_reference_compat_spelt_out_is_the_default(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    plain = runner.invoke(app, ["judge-audit", "metrics", str(path), "--json", "--bootstrap", "0"])
+    spelt = runner.invoke(
+        app,
+        ["judge-audit", "metrics", str(path), "--json", "--bootstrap", "0", "--reference-compat"],
+    )
+    assert plain.exit_code == spelt.exit_code == 0, spelt.output
+    assert plain.output == spelt.output
