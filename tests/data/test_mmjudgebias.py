@@ -149,3 +149,27 @@ def test_unreadable_file_is_one_data_error_and_a_bad_line_is_that_rows_error(
     got = load_mmjudgebias(bad)
     assert [e.item for e in got.errors] == ["1", "line 2"]
     assert got.errors[1].reason.startswith("malformed row: line 2: invalid JSON")
+
+
+def test_an_id_of_the_wrong_type_is_named_as_such_not_as_missing(tmp_path: Path) -> None:
+    path = tmp_path / "ids.jsonl"
+    rows = [_row(1, "text_dominance", None, None) for _ in range(4)]
+    for r, rid in zip(rows, [1.5, True, None, "  "], strict=True):
+        r["id"] = rid
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reasons = [e.reason for e in load_mmjudgebias(path).errors]
+    assert reasons == [
+        "malformed row: line 1: field 'id': must be text or an integer, got float",
+        "malformed row: line 2: field 'id': must be text or an integer, got bool",
+        "malformed row: line 3: field 'id': missing",
+        "malformed row: line 4: field 'id': missing",
+    ]
+
+
+def test_a_huge_unknown_bias_type_is_cut_in_its_message(tmp_path: Path) -> None:
+    path = tmp_path / "types.jsonl"
+    path.write_text(json.dumps(_row(1, "B" * 5000, None, None)) + "\n")
+    (err,) = load_mmjudgebias(path).errors
+    assert err.reason.startswith("unknown bias type: line 1: field 'bias_type': 'BBB")
+    assert "(5,000 characters)" in err.reason and len(err.reason) < 400
+    assert "expected one of text_dominance" in err.reason

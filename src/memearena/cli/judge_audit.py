@@ -22,9 +22,9 @@ from memearena.config import check_option_ranges
 from memearena.errors import DataError, MemearenaError
 from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
 from memearena.report.safe import console_safe, shown
-from memearena.stats.judge_bias import BIAS_TYPES, BiasPair, BiasTable, bias_table
+from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES, BiasPair, BiasTable, bias_table
 
-__all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_table"]
+__all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_legend", "metrics_table"]
 
 
 class _RunByDefault(TyperGroup):
@@ -141,38 +141,65 @@ def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10
     return ScoredPairs(pairs, excluded)
 
 
+_REFERENCE_MARK = "*"
+"""Marks a value set by the reference's convention (BD 0.0 of a type with no pair y > 1)."""
+_NO_DATA_MARK = "†"
+"""Marks "no data" of such a type without reference compatibility."""
+
+
 def metrics_table(table: BiasTable) -> Table:
-    """A rich table of a BD/BC table: one row per type, category and overall."""
+    """A rich table of a BD/BC table: one row per type, category and overall. It fits an
+    80-column console: each category heads its rows (with its metric), and a conventional
+    value carries a mark that ``metrics_legend`` explains."""
     out = Table(title="Compositional bias (BD / BC, higher is better)")
-    for name, justify in [
-        ("category", "left"),
-        ("bias type", "left"),
-        ("metric", "left"),
-        ("value", "right"),
-        ("95% CI", "right"),
-        ("pairs", "right"),
-        ("excluded", "right"),
-    ]:
-        out.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    out.add_column("bias type", overflow="fold")
+    for name in ("value", "95% CI", "pairs", "excluded"):
+        out.add_column(name, justify="right", no_wrap=True)
 
     def cells(f: Any) -> list[str]:
         if f.value is None:
-            label = "no data (no pair with y > 1)" if f.note and "y > 1" in f.note else "no data"
+            label = f"no data{_NO_DATA_MARK}" if f.note and "y > 1" in f.note else "no data"
             return [label, "", str(f.pairs), str(f.excluded)]
         ci = "" if f.ci_low is None else f"{f.ci_low:.3f} – {f.ci_high:.3f}"
-        value = f"{f.value:.3f}" + (" (ref. conv.)" if f.note else "")
+        value = f"{f.value:.3f}" + (_REFERENCE_MARK if f.note else "")
         return [value, ci, str(f.pairs), str(f.excluded)]
 
-    for cat in table.categories:
+    for cat, metric in BIAS_CATEGORIES.items():
+        out.add_row(f"{cat} ({metric.upper()})", "", "", "", "", style="bold")
         for t, fig in table.types.items():
             if BIAS_TYPES[t][0] == cat:
-                out.add_row(cat, t, fig.metric.upper(), *cells(fig))
-        out.add_row("", f"({cat} mean)", "", *cells(table.categories[cat]), end_section=True)
-    out.add_row("", "overall", "", *cells(table.overall))
+                out.add_row(f"  {t}", *cells(fig))
+        out.add_row(f"  ({cat} mean)", *cells(table.categories[cat]), end_section=True)
+    out.add_row("overall", *cells(table.overall))
     return out
 
 
-@judge_audit_app.command("metrics")
+def metrics_legend(table: BiasTable) -> list[str]:
+    """The lines that explain the marks ``metrics_table`` put on its values."""
+    figs = [*table.types.values(), *table.categories.values(), table.overall]
+    lines = []
+    if any(f.value is not None and f.note for f in figs):
+        lines.append(f"{_REFERENCE_MARK} BD 0.0 by the reference's convention: no pair with y > 1")
+    if any(f.value is None and f.note and "y > 1" in f.note for f in figs):
+        lines.append(
+            f"{_NO_DATA_MARK} no data (no pair with y > 1): the reference would report 0.0"
+        )
+    return lines
+
+
+_METRICS_HELP = (
+    "BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap "
+    "over items), from any judge run's scored pairs; null scores are unparsed and excluded, "
+    "a row that cannot be scored is left out and counted."
+)
+"""One line of text (a docstring's line breaks would reach the help as they are)."""
+
+
+@judge_audit_app.command(
+    "metrics",
+    help=_METRICS_HELP,
+    short_help="BD/BC per bias type, category and overall, with intervals, from scored pairs.",
+)
 def metrics_command(
     scores: Annotated[
         Path,
@@ -187,18 +214,21 @@ def metrics_command(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap rounds over items.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     scale: Annotated[float, typer.Option(help="Top of the score scale (S).")] = 10,
-    reference_compat: Annotated[
+    no_reference_compat: Annotated[
         bool,
         typer.Option(
-            "--reference-compat/--no-reference-compat",
-            help="BD of a type whose every unbiased score is 1: 0.0 and averaged in, as "
-            "MM-JudgeBias's evaluate.py (default), or 'no data' (--no-reference-compat).",
+            "--no-reference-compat",
+            help="BD of a type whose every unbiased score is 1 is 'no data'; by default it is "
+            "0.0 and averaged in, as MM-JudgeBias's evaluate.py does.",
         ),
-    ] = True,
+    ] = False,
+    # The default, spelt out; hidden so the help's option column fits 80 columns.
+    reference_compat_flag: Annotated[bool, typer.Option("--reference-compat", hidden=True)] = False,
 ) -> None:
-    """BD/BC per bias type, category and overall, with pair counts and intervals (bootstrap
-    over items), from any judge run's scored pairs; null scores are unparsed and excluded, a
-    row that cannot be scored is left out and counted."""
+    """``judge-audit metrics``: see ``_METRICS_HELP``."""
+    if no_reference_compat and reference_compat_flag:
+        raise _fail("--reference-compat and --no-reference-compat: choose one")
+    reference_compat = not no_reference_compat
     try:
         check_option_ranges({"bootstrap": bootstrap, "scale": scale})
         loaded = load_scored_pairs(scores, judge=judge, scale=scale)
@@ -223,14 +253,17 @@ def metrics_command(
         return
     console = _console()
     console.print(metrics_table(table))
+    for line in metrics_legend(table):
+        console.print(line, markup=False)
     console.print(
         f"{len(pairs)} pairs over {len({p.item for p in pairs})} items; "
-        f"{bootstrap} bootstrap rounds over items (seed {seed}); "
-        + (
-            "reference-compatible (BD of an all-1 type is 0.0)"
-            if reference_compat
-            else "not reference-compatible (BD of an all-1 type is no data)"
-        ),
+        f"{bootstrap} bootstrap rounds over items (seed {seed})",
+        markup=False,
+    )
+    console.print(
+        "reference-compatible (BD of an all-1 type is 0.0)"
+        if reference_compat
+        else "not reference-compatible (BD of an all-1 type is no data)",
         markup=False,
     )
     if excluded:
@@ -244,8 +277,8 @@ def metrics_command(
 def _console() -> Console:
     import sys
 
-    # Piped output (logs, CI) gets a fixed width wide enough for the tables.
-    return Console(highlight=False) if sys.stdout.isatty() else Console(width=120, highlight=False)
+    # Piped output (logs, CI) gets 80 columns, as every other command: the tables fit it.
+    return Console(highlight=False) if sys.stdout.isatty() else Console(width=80, highlight=False)
 
 
 @judge_audit_app.command("run")

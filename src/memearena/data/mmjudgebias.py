@@ -349,11 +349,16 @@ def load_mmjudgebias(
         item = row_id or where
         try:
             if row_id is None:
-                raise _RowProblem("field 'id': missing")
+                if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+                    raise _RowProblem("field 'id': missing")
+                raise _RowProblem(
+                    f"field 'id': must be text or an integer, got {type(raw_id).__name__}"
+                )
             bias_type = _text(row, "bias_type")
             if bias_type not in BIAS_TYPES:
                 raise _RowProblem(
-                    f"field 'bias_type': {bias_type!r}; expected one of {', '.join(BIAS_TYPES)}",
+                    f"field 'bias_type': {_shown(bias_type)}; "
+                    f"expected one of {', '.join(BIAS_TYPES)}",
                     "unknown bias type",
                 )
             if bias_types is not None and bias_type not in bias_types:

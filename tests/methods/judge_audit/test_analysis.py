@@ -224,3 +224,17 @@ def test_the_section_does_not_depend_on_the_order_records_arrived() -> None:
         o.verdicts.extend(verdicts)
         docs.append(json.dumps(_rounded(judge_audit_section(_cfg(["ref", "good", "bad"]), o))))
     assert docs[0] == docs[1]
+
+
+def test_a_rate_of_zero_keeps_an_interval_over_its_items() -> None:
+    # No abstention and no parse failure in 60 judgements over 30 items: the rate is 0, but
+    # 30 items cannot rule out a few percent; a percentile bootstrap alone gives [0, 0].
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    out.scores.extend(_scores("ref", "text_dominance", [(7, 3)] * 30))
+    row = _row(judge_audit_section(_cfg(["ref"]), out), "ref")
+    for key in ("abstention_rate", "parse_failure_rate"):
+        est = row[key]
+        assert est["value"] == 0.0 and est["n"] == 30
+        assert est["ci_low"] == 0.0 and est["ci_high"] == pytest.approx(0.1135, abs=1e-3)
+    side = row["abstention"]["by_type"]["text_dominance"]["biased"]
+    assert side["ci_high"] > 0.1

@@ -35,6 +35,7 @@ def test_defaults() -> None:
         ({"prompt": "fancy"}, "judge_audit.prompt"),
         ({"reference_judge": "r1"}, "reference_judge 'r1' is not among judges"),
         ({"surprise": 1}, "judge_audit.surprise"),
+        ({"max_reasks": 1000}, "judge_audit.max_reasks: Input should be less than or equal to 10"),
     ],
 )
 def test_errors_name_the_field(audit: dict[str, Any], message: str) -> None:

@@ -101,3 +101,12 @@ def test_the_evaluator_leaderboard_shows_trust_its_shortfalls_and_the_rank_range
     assert "0.81 [0.75, 0.86]" in html
     assert "bd/bc 0.2" in html and "pos 0.3" in html and "self —" in html
     assert "1*" in html and "1–2" in html
+
+
+def test_without_a_reference_judge_the_report_names_the_baseline_it_used() -> None:
+    # Without reference_judge every judge is compared with the mean of the other judges.
+    section = _section("0" * 64)
+    section["reference_judge"] = None
+    html = render_report({"judge_audit": section})
+    assert "the panel&#39;s best" not in html and "the panel's best" not in html
+    assert "reference judge: none (each judge against the mean of the others)" in html

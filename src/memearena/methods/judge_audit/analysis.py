@@ -59,6 +59,7 @@ from memearena.stats.judge_bias import (
     type_values,
     unit_ratios,
 )
+from memearena.stats.proportion import wilson_interval
 from memearena.store import RunStore
 
 __all__ = [
@@ -181,6 +182,19 @@ def _est_of(value: float | None, reps: np.ndarray, n: int) -> dict[str, Any]:
     if len(finite):
         lo, hi = (float(x) for x in np.percentile(finite, [2.5, 97.5]))
     return {"value": float(value), "ci_low": lo, "ci_high": hi, "n": n}
+
+
+def _widened(est: dict[str, Any], units: int) -> dict[str, Any]:
+    """A rate's bootstrap interval widened to the Wilson interval over its ``units`` items:
+    a percentile bootstrap of 0 abstentions is [0, 0], which claims a certainty the sample
+    does not give."""
+    v = est["value"]
+    if v is None or units <= 0:
+        return est
+    lo, hi = wilson_interval(min(max(v, 0.0), 1.0) * units, units)
+    est["ci_low"] = lo if est["ci_low"] is None else min(lo, est["ci_low"])
+    est["ci_high"] = hi if est["ci_high"] is None else max(hi, est["ci_high"])
+    return est
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, W: np.ndarray) -> tuple[float | None, np.ndarray]:
@@ -323,7 +337,8 @@ class _ScoreTally:
         def est(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:
             num, den = num.astype(np.float64), den.astype(np.float64)
             v, reps = _ratio(num, den, W)
-            out = _est_of(v, reps, int((den > 0).sum()))
+            units = int((den > 0).sum())
+            out = _widened(_est_of(v, reps, units), units)
             out["judgements"] = int(den.sum())
             return out
 

@@ -70,10 +70,10 @@ class JudgeAuditConfig(BaseModel):
     """Classic biases to measure on meme items: position, verbosity, self_enhancement."""
     reference_judge: str | None = None
     """A judge trusted as the baseline: BD/BC and consistency flags compare against it (default:
-    the best judge of the panel on each figure)."""
+    each judge is compared with the mean of the other judges)."""
     limit_per_type: int | None = Field(None, gt=0)
     """MM-JudgeBias data: keep at most this many rows per bias type."""
-    max_reasks: int = Field(2, ge=0)
+    max_reasks: int = Field(2, ge=0, le=10)
     """Re-asks of a score that does not parse before it is recorded as unparsed."""
     bootstrap: int = Field(1000, ge=0)
     """Bootstrap rounds (over items) for every interval."""

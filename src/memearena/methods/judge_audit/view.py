@@ -408,7 +408,9 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         "item_count": str(section.get("items", "")),
         "prompt": str(section.get("prompt", "")),
         "note": str(section.get("note", "")),
-        "reference": str(section.get("reference_judge") or "the panel's best"),
+        "reference": str(
+            section.get("reference_judge") or "none (each judge against the mean of the others)"
+        ),
         "simulated": str(sim.get("note", "")) if isinstance(sim, dict) else None,
     }
 
