@@ -132,3 +132,42 @@ def test_missing_file_and_non_mapping(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "nope.yaml")
     assert "mapping" in _err([1, 2])
+
+
+ARENA = {"targets": ["a", "b"], "judges": ["a"], "context_model": "a"}
+
+
+def test_a_misspelt_required_key_is_named_with_the_key_it_should_be() -> None:
+    # Misspelt, the required key is also missing; the misspelling is what the user can act on.
+    arena = {"targets": ["a", "b"], "judges": ["a"], "context_modle": "a"}
+    msg = _err({**BASE, "arena": arena})
+    expected = "c.yaml: unknown key: arena.context_modle (did you mean 'context_model'?)"
+    assert msg.startswith(expected)
+    assert "Field required" not in msg
+
+
+def test_every_misspelt_key_is_named_in_one_line_with_its_closest_valid_name() -> None:
+    msg = _err(
+        {
+            "models": {"a": {"provider": "sim", "skil": 0.5}, "b": {"provider": "sim"}},
+            "data": [{"format": "demo", "pth": "x"}],
+            "arena": {**ARENA, "fusion_round": 3},
+            "imag": {"max_side": 512},
+        }
+    )
+    assert msg.startswith("c.yaml: unknown keys: ")
+    for key, near in (
+        ("models.a.skil", "skill"),
+        ("data.0.pth", "path"),
+        ("arena.fusion_round", "fusion_rounds"),
+        ("imag", "image"),
+    ):
+        assert f"{key} (did you mean {near!r}?)" in msg
+    # A key close to nothing valid is named without a guess.
+    assert _err({**BASE, "arena": {**ARENA, "zzzz": 1}}) == "c.yaml: unknown key: arena.zzzz"
+
+
+def test_unknown_criteria_are_listed_as_words_not_a_python_list() -> None:
+    msg = _err({**BASE, "arena": {**ARENA, "criteria": ["corectness"]}})
+    assert "unknown criteria 'corectness'; choose from " in msg
+    assert "correctness" in msg and "[" not in msg

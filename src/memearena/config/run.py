@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import yaml
@@ -359,7 +360,9 @@ class ArenaConfig(_Strict):
     def _known_criteria(cls, v: list[str]) -> list[str]:
         bad = [c for c in v if c not in CRITERIA]
         if bad:
-            raise ValueError(f"unknown criteria {bad}; choose from {list(CRITERIA)}")
+            raise ValueError(
+                f"unknown criteria {', '.join(map(repr, bad))}; choose from {', '.join(CRITERIA)}"
+            )
         if not v:
             raise ValueError("must name at least one criterion")
         return v
@@ -442,13 +445,59 @@ class RunConfig(_Strict):
         return self
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"] if not str(p).startswith("function-after"))
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    text = ".".join(str(p) for p in loc if not str(p).startswith("function-after"))
     # Discriminated unions add the tag to the location; drop it for readability.
-    loc = loc.replace(".openai.", ".").replace(".sim.", ".")
+    return text.replace(".openai.", ".").replace(".sim.", ".")
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The config models an annotation holds (through Optional, unions, lists, dict values)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names valid beside ``loc``'s last part (the section it sits in): a hint for
+    a misspelt key. Parts that name no field (a model's name, a list index, a union's tag) are
+    stepped over."""
+    current: list[type[BaseModel]] = [RunConfig]
+    for part in loc[:-1]:
+        inner = [
+            m
+            for model in current
+            if isinstance(part, str) and part in model.model_fields
+            for m in _models_in(model.model_fields[part].annotation)
+        ]
+        current = inner or current
+    return sorted({name for model in current for name in model.model_fields})
+
+
+def _unknown_key(e: Any) -> str:
+    loc = tuple(e["loc"])
+    key = str(loc[-1])
+    near = difflib.get_close_matches(key, _fields_at(loc), n=1)
+    return _loc_text(loc) + (f" (did you mean {near[0]!r}?)" if near else "")
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    """One line: every misspelt or unknown key named first (each with the closest valid name;
+    a misspelt required key also shows as missing, which says less), else the first error."""
+    errors = err.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        others = len(errors) - len(unknown)
+        more = f" (+{others} more)" if others else ""
+        keys = ", ".join(_unknown_key(e) for e in unknown[:5])
+        if len(unknown) > 5:
+            keys += f", and {len(unknown) - 5} more"
+        what = "unknown key" if len(unknown) == 1 else "unknown keys"
+        return f"{source}: {what}: {keys}{more}"
+    first = errors[0]
+    loc = _loc_text(tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
-    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
 
 
