@@ -141,6 +141,27 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value
 
 
+def _read_jsonl(path: Path) -> list[Any]:
+    """Every row of a JSONL output file; a bad line is one MemearenaError naming file:line."""
+    from memearena.jsonsafe import loads_bounded
+
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as e:
+        raise MemearenaError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise MemearenaError(f"{path}: not valid UTF-8") from None
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(loads_bounded(line))
+        except ValueError as e:
+            raise MemearenaError(f"{path}:{n}: not valid JSON ({e})") from None
+    return rows
+
+
 _ROW_FIELDS = ("model", "rank", "bt", "ci_low", "ci_high", "elo", "win_rate", "battles")
 
 
@@ -473,14 +494,7 @@ class AdaptResult:
         return sec
 
     def _jsonl(self, name: str) -> list[dict[str, Any]]:
-        import json
-
-        path = self.run_dir / name
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
-        return [json.loads(line) for line in lines if line.strip()]
+        return _read_jsonl(self.run_dir / name)
 
     @property
     def status(self) -> dict[str, Any] | None:
@@ -617,14 +631,7 @@ class JudgeAuditResult:
 
     def scores(self) -> pd.DataFrame:
         """Every scored pair (``judge-audit metrics`` format, with judge and status)."""
-        import json
-
-        path = self.run_dir / "judge_audit_scores.jsonl"
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
-        return _pandas().DataFrame([json.loads(line) for line in lines if line.strip()])
+        return _pandas().DataFrame(_read_jsonl(self.run_dir / "judge_audit_scores.jsonl"))
 
     def __repr__(self) -> str:
         return f"JudgeAuditResult({str(self.run_dir)!r})"
