@@ -75,3 +75,17 @@ def test_a_corrupt_output_line_is_one_error_naming_file_and_line(tmp_path: Path)
     ):
         with pytest.raises(memearena.MemearenaError, match=rf"{name}:2: not valid JSON"):
             read()
+
+
+def test_judge_audit_frame_carries_trust_rank_range_and_category_intervals(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    pytest.importorskip("pandas")
+    results = memearena.open_run(_fake_run(tmp_path))
+    assert isinstance(results, memearena.RunResults)
+    row = results.judge_audit.leaderboard().iloc[0]
+    assert (row["trust_value"], row["trust_ci_low"], row["trust_ci_high"]) == (0.9, 0.8, 0.95)
+    assert (row["rank_ci_low"], row["rank_ci_high"]) == (1, 2)
+    assert (row["integrality_ci_low"], row["integrality_ci_high"]) == (0.8, 0.95)

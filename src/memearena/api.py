@@ -598,11 +598,17 @@ class JudgeAuditResult:
 
     def leaderboard(self) -> pd.DataFrame:
         """The evaluator leaderboard: one row per judge, each figure as value / ci_low / ci_high
-        columns (``overall_value``, ``p_prefer_first_ci_low``, ...) plus its flags."""
+        columns (``trust_value``, the figure it is ranked by, ``overall_value``,
+        ``p_prefer_first_ci_low``, ``integrality_ci_high``, ...), the rank with its range over
+        the bootstrap (``rank_ci_low``, ``rank_ci_high``) plus its flags."""
         rows = []
         for r in self.section.get("leaderboard") or []:
             row: dict[str, Any] = {"judge": r.get("judge"), "rank": r.get("rank")}
+            rank_ci = r.get("rank_ci")
+            if isinstance(rank_ci, list) and len(rank_ci) == 2:
+                row["rank_ci_low"], row["rank_ci_high"] = rank_ci
             for key in (
+                "trust",
                 "overall",
                 "p_prefer_first",
                 "position_consistency",
@@ -615,7 +621,8 @@ class JudgeAuditResult:
                 for part in ("value", "ci_low", "ci_high"):
                     row[f"{key}_{part}"] = est.get(part)
             for cat, est in (r.get("categories") or {}).items():
-                row[f"{cat}_value"] = est.get("value")
+                for part in ("value", "ci_low", "ci_high"):
+                    row[f"{cat}_{part}"] = (est or {}).get(part)
             row["flags"] = ", ".join(r.get("flags") or [])
             rows.append(row)
         return _pandas().DataFrame(rows)
