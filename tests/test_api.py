@@ -89,3 +89,14 @@ def test_judge_audit_frame_carries_trust_rank_range_and_category_intervals(
     assert (row["trust_value"], row["trust_ci_low"], row["trust_ci_high"]) == (0.9, 0.8, 0.95)
     assert (row["rank_ci_low"], row["rank_ci_high"]) == (1, 2)
     assert (row["integrality_ci_low"], row["integrality_ci_high"]) == (0.8, 0.95)
+
+
+def test_unknown_breakdown_names_the_known_ones_in_words(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("pandas")
+    results = memearena.open_run(_fake_run(tmp_path))
+    assert isinstance(results, memearena.RunResults)
+    with pytest.raises(memearena.MemearenaError) as err:
+        results.arena.leaderboard_df(by="nope")
+    assert "(have: judge)" in str(err.value) and "[" not in str(err.value)

@@ -243,7 +243,8 @@ class ArenaResult:
         groups = self.arena.get(f"by_{by}")
         if not isinstance(groups, dict):
             known = sorted(k[3:] for k in self.arena if k.startswith("by_"))
-            raise MemearenaError(f"no leaderboard by {by!r} in this run (have: {known})")
+            have = ", ".join(known) or "none"
+            raise MemearenaError(f"no leaderboard by {by!r} in this run (have: {have})")
         flat = [{by: g, **row} for g, rows in groups.items() for row in rows]
         return pd.DataFrame(flat, columns=[by, *(c for c in _columns(flat) if c != by)])
 
