@@ -170,3 +170,11 @@ def test_sim_serve_speaks_to_the_official_client(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_demo_help_names_every_method_it_runs() -> None:
+    for args in (["--help"], ["demo", "--help"]):
+        out = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert out.exit_code == 0
+        line = next(x for x in out.output.splitlines() if "bundled demo memes" in x)
+        assert "Judge audit" in line and "Arena" in line and "Adapt" in line
