@@ -178,3 +178,11 @@ def test_demo_help_names_every_method_it_runs() -> None:
         assert out.exit_code == 0
         line = next(x for x in out.output.splitlines() if "bundled demo memes" in x)
         assert "Judge audit" in line and "Arena" in line and "Adapt" in line
+
+
+def test_demo_runs_offline_and_its_banner_names_every_method(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    banner = " ".join(out.stdout.split("\n\n")[0].split()[:16])
+    assert banner.startswith("memearena demo — the Judge audit, the Arena and Adapt"), banner
+    assert (tmp_path / "demo" / "report.html").is_file()
