@@ -34,3 +34,69 @@ def test_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _fake_run(tmp_path: Path) -> Path:
+    """A run directory holding every method's section, written by hand."""
+    import json
+
+    est = {"value": 0.9, "ci_low": 0.8, "ci_high": 0.95}
+    judge = {
+        "judge": "j1",
+        "rank": 1,
+        "rank_ci": [1, 2],
+        "trust": {**est, "n": 0},
+        "overall": est,
+        "categories": {"integrality": {**est, "metric": "bd", "pairs": 10}},
+        "flags": [],
+    }
+    board = {
+        "arena": {"overall": [{"model": "a", "rank": 1}], "by_judge": {}},
+        "adapt": {"models": []},
+        "judge_audit": {"leaderboard": [judge]},
+    }
+    (tmp_path / "leaderboard.json").write_text(json.dumps(board), encoding="utf-8")
+    return tmp_path
+
+
+def test_a_corrupt_output_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("pandas")
+    run = _fake_run(tmp_path)
+    for name in ("adapt_scores.jsonl", "judge_audit_scores.jsonl", "adapt_chains.jsonl"):
+        (run / name).write_text('{"ok": 1}\n{"trunc\n', encoding="utf-8")
+    results = memearena.open_run(run)
+    assert isinstance(results, memearena.RunResults)
+    for read, name in (
+        (results.adapt.scores, "adapt_scores.jsonl"),
+        (results.adapt.chains, "adapt_chains.jsonl"),
+        (results.judge_audit.scores, "judge_audit_scores.jsonl"),
+    ):
+        with pytest.raises(memearena.MemearenaError, match=rf"{name}:2: not valid JSON"):
+            read()
+
+
+def test_judge_audit_frame_carries_trust_rank_range_and_category_intervals(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    pytest.importorskip("pandas")
+    results = memearena.open_run(_fake_run(tmp_path))
+    assert isinstance(results, memearena.RunResults)
+    row = results.judge_audit.leaderboard().iloc[0]
+    assert (row["trust_value"], row["trust_ci_low"], row["trust_ci_high"]) == (0.9, 0.8, 0.95)
+    assert (row["rank_ci_low"], row["rank_ci_high"]) == (1, 2)
+    assert (row["integrality_ci_low"], row["integrality_ci_high"]) == (0.8, 0.95)
+
+
+def test_unknown_breakdown_names_the_known_ones_in_words(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("pandas")
+    results = memearena.open_run(_fake_run(tmp_path))
+    assert isinstance(results, memearena.RunResults)
+    with pytest.raises(memearena.MemearenaError) as err:
+        results.arena.leaderboard_df(by="nope")
+    assert "(have: judge)" in str(err.value) and "[" not in str(err.value)

@@ -170,3 +170,19 @@ def test_sim_serve_speaks_to_the_official_client(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_demo_help_names_every_method_it_runs() -> None:
+    for args in (["--help"], ["demo", "--help"]):
+        out = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert out.exit_code == 0
+        line = next(x for x in out.output.splitlines() if "bundled demo memes" in x)
+        assert "Judge audit" in line and "Arena" in line and "Adapt" in line
+
+
+def test_demo_runs_offline_and_its_banner_names_every_method(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    banner = " ".join(out.stdout.split("\n\n")[0].split()[:16])
+    assert banner.startswith("memearena demo — the Judge audit, the Arena and Adapt"), banner
+    assert (tmp_path / "demo" / "report.html").is_file()

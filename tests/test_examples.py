@@ -40,3 +40,24 @@ def test_an_example_plans_with_dry_run(path: Path, command: str, tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert "planned calls" in result.output and "total" in result.output
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def _readme_block(after: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("```", text.index(after)) + len("```\n")
+    return text[start : text.index("```", start)]
+
+
+def test_readme_shows_what_the_real_endpoint_dry_run_prints(tmp_path: Path) -> None:
+    path = REPO / "examples" / "real-endpoints.yaml"
+    assert _readme_block("# examples/real-endpoints.yaml").strip() in path.read_text("utf-8")
+    result = runner.invoke(app, ["arena", str(path), "--dry-run", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    printed = [line.rstrip() for line in result.stdout.splitlines()]
+    shown = _readme_block("It prints,\nfor this config:").splitlines()
+    assert len(printed) == len(shown)
+    for got, doc in zip(printed, shown, strict=True):
+        if got.startswith("│"):  # token counts follow the prompt templates: pin the calls
+            assert got.split("│")[1:4] == doc.split("│")[1:4]
+        else:
+            assert got == doc

@@ -141,6 +141,27 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value
 
 
+def _read_jsonl(path: Path) -> list[Any]:
+    """Every row of a JSONL output file; a bad line is one MemearenaError naming file:line."""
+    from memearena.jsonsafe import loads_bounded
+
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as e:
+        raise MemearenaError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise MemearenaError(f"{path}: not valid UTF-8") from None
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(loads_bounded(line))
+        except ValueError as e:
+            raise MemearenaError(f"{path}:{n}: not valid JSON ({e})") from None
+    return rows
+
+
 _ROW_FIELDS = ("model", "rank", "bt", "ci_low", "ci_high", "elo", "win_rate", "battles")
 
 
@@ -222,7 +243,8 @@ class ArenaResult:
         groups = self.arena.get(f"by_{by}")
         if not isinstance(groups, dict):
             known = sorted(k[3:] for k in self.arena if k.startswith("by_"))
-            raise MemearenaError(f"no leaderboard by {by!r} in this run (have: {known})")
+            have = ", ".join(known) or "none"
+            raise MemearenaError(f"no leaderboard by {by!r} in this run (have: {have})")
         flat = [{by: g, **row} for g, rows in groups.items() for row in rows]
         return pd.DataFrame(flat, columns=[by, *(c for c in _columns(flat) if c != by)])
 
@@ -473,14 +495,7 @@ class AdaptResult:
         return sec
 
     def _jsonl(self, name: str) -> list[dict[str, Any]]:
-        import json
-
-        path = self.run_dir / name
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
-        return [json.loads(line) for line in lines if line.strip()]
+        return _read_jsonl(self.run_dir / name)
 
     @property
     def status(self) -> dict[str, Any] | None:
@@ -584,11 +599,17 @@ class JudgeAuditResult:
 
     def leaderboard(self) -> pd.DataFrame:
         """The evaluator leaderboard: one row per judge, each figure as value / ci_low / ci_high
-        columns (``overall_value``, ``p_prefer_first_ci_low``, ...) plus its flags."""
+        columns (``trust_value``, the figure it is ranked by, ``overall_value``,
+        ``p_prefer_first_ci_low``, ``integrality_ci_high``, ...), the rank with its range over
+        the bootstrap (``rank_ci_low``, ``rank_ci_high``) plus its flags."""
         rows = []
         for r in self.section.get("leaderboard") or []:
             row: dict[str, Any] = {"judge": r.get("judge"), "rank": r.get("rank")}
+            rank_ci = r.get("rank_ci")
+            if isinstance(rank_ci, list) and len(rank_ci) == 2:
+                row["rank_ci_low"], row["rank_ci_high"] = rank_ci
             for key in (
+                "trust",
                 "overall",
                 "p_prefer_first",
                 "position_consistency",
@@ -601,7 +622,8 @@ class JudgeAuditResult:
                 for part in ("value", "ci_low", "ci_high"):
                     row[f"{key}_{part}"] = est.get(part)
             for cat, est in (r.get("categories") or {}).items():
-                row[f"{cat}_value"] = est.get("value")
+                for part in ("value", "ci_low", "ci_high"):
+                    row[f"{cat}_{part}"] = (est or {}).get(part)
             row["flags"] = ", ".join(r.get("flags") or [])
             rows.append(row)
         return _pandas().DataFrame(rows)
@@ -617,14 +639,7 @@ class JudgeAuditResult:
 
     def scores(self) -> pd.DataFrame:
         """Every scored pair (``judge-audit metrics`` format, with judge and status)."""
-        import json
-
-        path = self.run_dir / "judge_audit_scores.jsonl"
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise MemearenaError(f"{path}: cannot read ({e.strerror})") from None
-        return _pandas().DataFrame([json.loads(line) for line in lines if line.strip()])
+        return _pandas().DataFrame(_read_jsonl(self.run_dir / "judge_audit_scores.jsonl"))
 
     def __repr__(self) -> str:
         return f"JudgeAuditResult({str(self.run_dir)!r})"

@@ -100,7 +100,8 @@ def run_demo(
     under every guideline setting. Returns the Arena's result."""
     console = console or Console()
     console.print(
-        "[bold]memearena demo[/bold] — Arena on the bundled synthetic memes with "
+        "[bold]memearena demo[/bold] — the Judge audit, the Arena and Adapt on the bundled "
+        "synthetic memes with "
         "[yellow]simulated[/yellow] models (offline; not a result about real models)"
     )
     settings = ["memearena", "none", "self"] if compare_settings else None

@@ -325,6 +325,9 @@ def test_a_busy_port_is_a_one_line_error(demo_run: Path) -> None:
         )
     assert out.returncode == 2
     assert "cannot listen on 127.0.0.1" in out.stderr and out.stderr.strip().count("\n") == 0
+    # Nothing announces a viewer that never listened, and the reason is prose, not a repr.
+    assert "http://" not in out.stdout
+    assert "('127.0.0.1'" not in out.stderr
     for bad in ("0", "70000"):
         out = subprocess.run(
             [sys.executable, "-m", "memearena", "view", str(demo_run), "--port", bad],

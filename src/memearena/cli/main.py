@@ -111,7 +111,8 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """Run the Arena offline on the bundled demo memes with simulated models."""
+    """Run the Judge audit, the Arena and Adapt offline on the bundled demo memes with
+    simulated models."""
     from memearena.demo import demo_run_dir, run_demo
 
     run_demo(

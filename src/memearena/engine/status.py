@@ -151,8 +151,10 @@ def print_run_status(console: Console, status: RunStatus) -> None:
     that line when the spend cap stopped the run: what is missing then is simply not run yet)."""
     if not status.complete and not status.stopped:
         table = Table(title="What is missing")
-        for col in ("model", "role", "planned", "done", "refused/unparsed", "failed calls"):
-            table.add_column(col, justify="left" if col in ("model", "role") else "right")
+        # Names and reasons wrap, never end in "…": on 80 columns every cell is read in full.
+        for col in ("model", "role", "planned", "done", "refused / unparsed", "failed calls"):
+            left = col in ("model", "role", "failed calls")
+            table.add_column(col, justify="left" if left else "right", overflow="fold")
         for r in status.models:
             errs = ", ".join(f"{k} {n}" for k, n in sorted(r.errors.items())) or "—"
             style = "red" if (r.planned and r.done == 0) or r.missing else None

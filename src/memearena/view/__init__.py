@@ -7,6 +7,7 @@ viewer loads nothing from the network and binds 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,8 +34,17 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
     if not 1 <= port <= 65535:
         raise ViewError(f"--port: must be between 1 and 65535, got {port}")
     app = make_app(root, host)
-    print(f"memearena view: http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
+    shown = f"[{host}]" if ":" in host else host
+    banner = f"memearena view: http://{shown}:{port}/  (Ctrl-C to stop)"
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        # aiohttp calls ``print`` once every socket listens: a busy port announces nothing.
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            print=lambda _msg: print(banner, flush=True),
+            access_log=None,
+        )
     except OSError as e:
-        raise ViewError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        raise ViewError(f"cannot listen on {shown}:{port} ({reason})") from None
