@@ -253,6 +253,31 @@ def test_mami_reads_the_published_format(tmp_path: Path) -> None:
     assert c.labels == ["shaming", "violence"] and c.text == 'unbalanced " quote'
 
 
+def test_a_comma_separated_mami_file_is_one_line_naming_the_separator(tmp_path: Path) -> None:
+    # MAMI is tab-separated; a copy re-saved with commas reads as one column.
+    path = tmp_path / "training.csv"
+    path.write_text(MAMI_HEADER.replace("\t", ",") + "\n1.jpg,0,0,0,0,0,text\n", "utf-8")
+    with pytest.raises(DataError) as e:
+        load_dataset(DatasetConfig(format="mami", path=path))
+    msg = str(e.value)
+    assert msg.startswith(f"{path}:1: missing column(s) 'file_name'")
+    assert "(header has 1 column(s): 'file_name,misogynous,shaming," in msg
+    assert msg.endswith("; the file looks comma-separated, this format reads tab-separated columns")
+    assert "[" not in msg  # the header is listed as names, not a Python list
+
+
+def test_a_missing_column_lists_the_header_as_names(tmp_path: Path) -> None:
+    path = tmp_path / "training.csv"
+    write_image(tmp_path / "1.jpg")
+    path.write_text("name\tText Transcription\n1.jpg\tsome text\n", "utf-8")
+    with pytest.raises(DataError) as e:
+        load_dataset(DatasetConfig(format="mami", path=path))
+    assert str(e.value) == (
+        f"{path}:1: missing column(s) 'file_name' "
+        "(header has 2 column(s): 'name', 'Text Transcription')"
+    )
+
+
 def test_mami_test_file_without_labels_is_unlabelled(tmp_path: Path) -> None:
     write_image(tmp_path / "15236.jpg")
     path = tmp_path / "Test.csv"

@@ -27,7 +27,9 @@ DryRunOpt = Annotated[
 MaxCostOpt = Annotated[
     float | None, typer.Option("--max-cost", help="Stop cleanly before spending more USD.")
 ]
-NoProgressOpt = Annotated[bool, typer.Option("--no-progress")]
+NoProgressOpt = Annotated[
+    bool, typer.Option("--no-progress", help="No progress bars (the summary is still printed).")
+]
 
 
 def run_or_plan(

@@ -222,9 +222,18 @@ def _table_rows(
         )
     missing = [c for c in required if c not in header]
     if missing:
+        shown = ", ".join(repr(h[:40]) for h in header[:12]) + (", ..." if len(header) > 12 else "")
+        hint = ""
+        names = {"\t": "tab", ",": "comma"}
+        other = {"\t": ",", ",": "\t"}.get(delimiter)
+        if other is not None and len(header) == 1 and other in header[0]:
+            hint = (
+                f"; the file looks {names[other]}-separated, this format reads "
+                f"{names[delimiter]}-separated columns"
+            )
         raise DataError(
             f"{path}:1: missing column(s) {', '.join(repr(c) for c in missing)} "
-            f"(header has {header})"
+            f"(header has {len(header)} column(s): {shown}){hint}"
         )
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:

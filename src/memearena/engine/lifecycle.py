@@ -201,7 +201,9 @@ def _execute(
 def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
     """Dry run of method ``name``: its own code path with every model stood in for by a
     simulated one of the same name (``memearena.engine.plan``); nothing is called."""
-    _method(name, cfg, options)  # a missing section is one ConfigError line, before anything
+    # A missing section, a bad input file (the Arena's human guidelines): one ConfigError line,
+    # before anything; the method's warnings (flagged judges) are printed as a run prints them.
+    _method(name, cfg, options).prepare(None)
     sim_cfg = stand_in_config(cfg)
     method = _method(name, sim_cfg, options)
     with tempfile.TemporaryDirectory(prefix="memearena-plan-") as tmp:

@@ -344,3 +344,33 @@ def test_a_started_step_is_always_found_by_the_key_filter() -> None:
     assert all(f.add(k) for k in keys) and all(k in f for k in keys)
     others = [("ja_pairwise", f"sim-judge-{k % 9}|{k:064x}") for k in range(10_000)]
     assert sum(k in f for k in others) < 100
+
+
+def test_the_arena_dry_run_warns_about_flagged_panel_judges_as_a_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memearena.engine.lifecycle import plan_method
+
+    audit = {"judge_audit": {"leaderboard": [{"judge": "j1", "flags": ["position"]}]}}
+    (tmp_path / "leaderboard.json").write_text(json.dumps(audit))
+    raw = {
+        "models": {
+            "a": {"provider": "sim"},
+            "b": {"provider": "sim"},
+            "j1": {"provider": "sim"},
+            "j2": {"provider": "sim"},
+        },
+        "data": [{"format": "demo", "limit": 2}],
+        "arena": {
+            "targets": ["a", "b"],
+            "judges": ["j1", "j2"],
+            "context_model": "j1",
+            "fusion_rounds": 2,
+            "contexts": 1,
+            "judge_audit": str(tmp_path / "leaderboard.json"),
+        },
+    }
+    plan = plan_method("arena", parse_config(raw))
+    assert plan.calls > 0  # the dry run still plans its calls
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: judge 'j1' is flagged by the judge audit: position" in err
