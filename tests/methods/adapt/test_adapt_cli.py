@@ -134,11 +134,24 @@ def test_human_labels_round_trip(tmp_path: Path) -> None:
     assert rows and set(rows[0]) == {"item", "image", "text", "harmful", "category"}
     kinds = {key[r["item"]]["kind"] for r in rows}
     assert kinds == {"refined", "original"}  # blind: the sheet itself does not say which
-    # A refined item is labelled on the image its target saw: the text-erased one.
+    # A refined item is labelled on the image its target saw: the text-erased one, listed
+    # under the item's own name, so that no path tells a rewrite from an original or names
+    # its meme; the key says where each image came from.
+    assert {p.name for p in (run / "adapt_human_images").iterdir()} == {
+        Path(r["image"]).name for r in rows
+    }
     for r in rows:
-        erased = "/erased/" in r["image"]
+        assert r["image"] == f"adapt_human_images/{r['item']}.png", r
+        source = key[r["item"]]["image"]
+        erased = "/erased/" in source
         assert erased == (key[r["item"]]["kind"] == "refined"), r
-        assert Path(r["image"]).is_file()
+        assert (run / r["image"]).read_bytes() == Path(source).read_bytes()
+    # A second export replaces the first's images, none left over.
+    assert (
+        runner.invoke(app, ["adapt", str(cfg), "--out", str(out), "--no-progress"]).exit_code == 0
+    )
+    assert len(list((run / "adapt_human_images").iterdir())) == len(rows)
+    assert not [p for p in run.iterdir() if p.name.startswith(".adapt_human_images")]
     # Labellers: every original harmful, refined ones harmful only if a group name survived.
     labelled = run / "labels.csv"
     with labelled.open("w", newline="") as f:

@@ -9,6 +9,8 @@ human-labelling files, and what an incomplete Adapt run lacks."""
 from __future__ import annotations
 
 import csv
+import os
+import shutil
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -182,6 +184,9 @@ HUMAN_LABELS_FILE = "adapt_human_labels.csv"
 """Blind labelling sheet: item, image, text, and empty ``harmful`` / ``category`` columns."""
 HUMAN_KEY_FILE = "adapt_human_key.csv"
 """What each item of the labelling sheet is (kept apart so the labellers stay blind)."""
+HUMAN_IMAGES_DIR = "adapt_human_images"
+"""The sheet's images under neutral names (``item-00001.png``): a path such as
+``img/erased/m10.png`` would tell a labeller which items are rewrites, and of which meme."""
 
 
 def csv_cell(value: object) -> object:
@@ -230,19 +235,53 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
     rows = sorted(items.values(), key=lambda r: (r["meme"], r["kind"], r["text"]))
     seeded_rng(cfg.seed, "adapt.human_export").shuffle(rows)
     labels: list[list[object]] = [["item", "image", "text", "harmful", "category"]]
-    key: list[list[object]] = [["item", "kind", "meme", "category", "text"]]
+    key: list[list[object]] = [["item", "kind", "meme", "category", "text", "image"]]
+    shown = run_dir / HUMAN_IMAGES_DIR
+    staging = run_dir / f".{HUMAN_IMAGES_DIR}.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
     for i, r in enumerate(rows, start=1):
         item = f"item-{i:05d}"
         image = r["image"] if r.get("image") is not None else memes.get(r["meme"])
-        labels.append([item, csv_cell(image), csv_cell(r["text"]), "", ""])
+        listed = _neutral_copy(Path(image), staging, item) if image else ""
+        labels.append([item, csv_cell(listed), csv_cell(r["text"]), "", ""])
         key.append(
-            [item, r["kind"], csv_cell(r["meme"]), csv_cell(r["category"]), csv_cell(r["text"])]
+            [
+                item,
+                r["kind"],
+                csv_cell(r["meme"]),
+                csv_cell(r["category"]),
+                csv_cell(r["text"]),
+                csv_cell(image),
+            ]
         )
+    # The images of the previous export go as the new ones take their place.
+    old = run_dir / f".{HUMAN_IMAGES_DIR}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if shown.exists():
+        shown.rename(old)
+    staging.rename(shown)
+    shutil.rmtree(old, ignore_errors=True)
     for name, table in ((HUMAN_LABELS_FILE, labels), (HUMAN_KEY_FILE, key)):
         buf = _Buffer()
         csv.writer(buf).writerows(table)
         atomic_write(run_dir / name, buf.text())
     return len(rows)
+
+
+def _neutral_copy(src: Path, staging: Path, item: str) -> str:
+    """``src`` under the item's own name in the sheet's image folder (a hard link where the
+    file system allows, else a copy); its path relative to the run directory, or "" when the
+    image is gone."""
+    dst = staging / f"{item}{src.suffix.lower()}"
+    try:
+        os.link(src, dst)
+    except OSError:
+        try:
+            shutil.copyfile(src, dst)
+        except OSError:
+            return ""
+    return f"{HUMAN_IMAGES_DIR}/{dst.name}"
 
 
 class _Buffer:
