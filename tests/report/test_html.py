@@ -539,3 +539,32 @@ def test_the_audit_examples_say_they_are_a_sample_and_where_the_rest_is() -> Non
     text = _text(render_report({"judge_audit": section}))
     assert "3 example(s) of 2 bias type(s), at most 2 per type" in text
     assert "judge_audit_scores.jsonl" in text
+
+
+def test_the_overall_leaderboard_shows_each_win_rate_with_its_interval(
+    board: dict[str, Any],
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from memearena.methods.arena.view import print_arena_summary
+
+    rows = board["arena"]["overall"]
+    board["arena"]["win_rates"] = {
+        r["model"]: {"value": r["win_rate"], "ci_low": r["win_rate"] - 0.038, "ci_high": 0.6875}
+        for r in rows
+    }
+    text = _text(render_report(board))
+    first = rows[0]
+    assert first["win_rate"] == 0.65
+    assert "65.0% (61.2–68.8)" in text
+    assert "online Elo, one pass in battle order, for comparison only" in text
+    out = io.StringIO()
+    print_arena_summary(Console(file=out, width=80), board)
+    printed = out.getvalue()
+    assert "65.0 (61–69)" in printed
+    assert "…" not in printed.split("\n\n")[0]
+    # A board without the intervals (an older run) shows the bare rate, as before.
+    del board["arena"]["win_rates"]
+    assert f"{100 * first['win_rate']:.1f}% (" not in _text(render_report(board))

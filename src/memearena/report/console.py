@@ -78,21 +78,35 @@ def print_plan(
     )
 
 
-def leaderboard_table(title: str, rows: list[dict[str, Any]]) -> Table:
-    """A leaderboard as a rich table (rows as in ``rank --json``)."""
-    table = Table(title=title, caption="BT: Bradley–Terry on the Elo scale, mean-anchored to 1000")
+def leaderboard_table(
+    title: str,
+    rows: list[dict[str, Any]],
+    win_rates: Mapping[str, Any] | None = None,
+) -> Table:
+    """A leaderboard as a rich table (rows as in ``rank --json``); ``win_rates``: each model's
+    win-rate interval (``arena.win_rates``), shown beside its win rate."""
+    caption = "BT: Bradley–Terry on the Elo scale, mean-anchored to 1000"
+    if win_rates:
+        caption += "; win % with its 95% interval; Elo: online, in battle order (no interval)"
+    table = Table(title=title, caption=caption)
     _number_column(table, "rank")
     _name_column(table, "model", [str(r["model"]) for r in rows])
-    for col in ("BT", "95% CI", "Elo", "win rate", "battles"):
+    for col in ("BT", "95% CI", "Elo", "win %" if win_rates else "win rate", "battles"):
         _number_column(table, col)
     for r in rows:
+        wr = (win_rates or {}).get(r["model"]) or {}
+        lo, hi = wr.get("ci_low"), wr.get("ci_high")
+        if lo is not None and hi is not None:
+            win = f"{100 * r['win_rate']:.1f} ({100 * lo:.0f}–{100 * hi:.0f})"
+        else:
+            win = f"{r['win_rate']:.1%}"
         table.add_row(
             str(r["rank"]),
             name_cell(r["model"]),
             f"{r['bt']:.0f}",
             f"{r['ci_low']:.0f}–{r['ci_high']:.0f}",
             f"{r['elo']:.0f}",
-            f"{r['win_rate']:.1%}",
+            win,
             str(r["battles"]),
         )
     return table

@@ -256,7 +256,22 @@ def bar_chart(items: list[tuple[str, Any]], *, maximum: float = 1.0) -> dict[str
 # view model -------------------------------------------------------------------------------
 
 
-def _leaderboard(rows: Any) -> list[dict[str, Any]]:
+def _win_rate_cell(value: Any, interval: Any) -> str:
+    """A win rate, with its interval when the analysis computed one (the overall board's)."""
+    shown = fmt_pct(value)
+    if not isinstance(interval, dict):
+        return shown
+    lo: Any = interval.get("ci_low")
+    hi: Any = interval.get("ci_high")
+    if not (_is_number(lo) and _is_number(hi)) or math.isnan(lo) or math.isnan(hi):
+        return shown
+    return f"{shown} ({100 * lo:.1f}–{100 * hi:.1f})"
+
+
+def _leaderboard(rows: Any, win_rates: Any = None) -> list[dict[str, Any]]:
+    """Leaderboard rows for the template; ``win_rates``: the interval of each model's win rate
+    (``arena.win_rates``), shown beside it."""
+    intervals = win_rates if isinstance(win_rates, dict) else {}
     out = []
     for r in _rows(rows):
         low, high = r.get("ci_low"), r.get("ci_high")
@@ -267,7 +282,7 @@ def _leaderboard(rows: Any) -> list[dict[str, Any]]:
                 "bt": fmt_num(r.get("bt")),
                 "ci": f"{fmt_num(low)} – {fmt_num(high)}" if low is not None else "—",
                 "elo": fmt_num(r.get("elo")),
-                "win_rate": fmt_pct(r.get("win_rate")),
+                "win_rate": _win_rate_cell(r.get("win_rate"), intervals.get(r.get("model"))),
                 "battles": fmt_num(r.get("battles")),
             }
         )
@@ -564,7 +579,7 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
         "battles": fmt_num(arena["battles"]) if arena.get("battles") is not None else None,
         "no_battles": not overall or arena.get("battles") == 0,
         "models": len(overall),
-        "overall": _leaderboard(overall),
+        "overall": _leaderboard(overall, arena.get("win_rates")),
         "overall_chart": rating_chart(overall),
         "groups": groups,
         "judges": judges,

@@ -34,6 +34,7 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
                 f"Arena — setting {console_safe(repr(arena['setting']))}, "
                 f"{arena['battles']:,} battles (intervals resample {unit}s)",
                 arena["overall"],
+                arena.get("win_rates"),
             )
         )
         if arena.get("self_judged_battles"):
