@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,8 +64,20 @@ def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
         for err in loaded.errors:
             store.record_error("data", f"{err.source}|{err.item}", err.reason)
     if not loaded.memes:
-        raise DataError("no usable items in the configured datasets")
+        raise DataError(no_usable_items([(e.source, e.item, e.reason) for e in loaded.errors]))
     return loaded
+
+
+def no_usable_items(errors: Sequence[tuple[str, str, str]]) -> str:
+    """The one-line error of datasets that gave no item: how many were refused and the first
+    reason (``memearena data check CONFIG`` lists them all)."""
+    if not errors:
+        return "no usable items in the configured datasets (they hold none)"
+    source, item, reason = errors[0]
+    return (
+        f"no usable items in the configured datasets: {len(errors):,} refused; the first, "
+        f"{item} of {source}: {reason} (memearena data check CONFIG lists every one)"
+    )
 
 
 def run_identity(config: dict[str, Any]) -> list[list[Any]]:

@@ -23,7 +23,7 @@ import numpy as np
 from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
-from memearena.engine.rundir import atomic_write
+from memearena.engine.rundir import atomic_write, no_usable_items
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.errors import ConfigError, DataError
 from memearena.jsonsafe import dumps_strict
@@ -255,5 +255,5 @@ def load_audit_inputs(
         for source, item, reason in errors:
             store.record_error("data", f"{source}|{item}", reason)
     if not memes and not rows:
-        raise DataError("no usable items in the configured datasets")
+        raise DataError(no_usable_items(errors))
     return memes, rows
