@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import openai
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -124,6 +125,36 @@ def test_models_check_reports_an_unreachable_endpoint(tmp_path: Path) -> None:
     result = runner.invoke(app, ["models", "check", str(_write(tmp_path, cfg))])
     assert result.exit_code == 1
     assert "failed" in result.output
+
+
+def test_models_check_names_each_failure_once_with_what_to_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_ENV", raising=False)
+    with BackgroundServer(demo_world()) as srv:
+        cfg = {
+            **SMALL,
+            "models": {
+                "badpath": {
+                    "provider": "openai",
+                    "model": "sim-aurora",
+                    "base_url": srv.base_url.removesuffix("/v1") + "/api",
+                },
+                "nokey": {"provider": "openai", "model": "x", "api_key_env": "NO_SUCH_KEY_ENV"},
+            },
+            "arena": None,
+        }
+        with caplog.at_level("WARNING", logger="memearena.models"):
+            result = runner.invoke(app, ["models", "check", str(_write(tmp_path, cfg))])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "HTTP 404" in out and "check the model's 'model' id and its base_url" in out
+    # Each failure: its table row, and its whole reason once below; no warning or log beside.
+    for name in ("badpath", "nokey"):
+        assert out.count(f"failed: model '{name}'") == 1
+    assert "environment variable NO_SUCH_KEY_ENV is not set" in out
+    assert "warning:" not in out  # the missing key is its row's failure, not also a warning
+    assert not [r for r in caplog.records if "call failed" in r.getMessage()]
 
 
 def _free_port() -> int:

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import hashlib
 import io
+import logging
 import os
 import time
 
@@ -53,10 +54,21 @@ def warn_missing_keys(cfg: RunConfig, console: Console) -> list[str]:
     return found
 
 
+def _reason(name: str, text: str) -> str:
+    """A failure without its ``model 'name' (id at endpoint): `` prefix (the table's first
+    column names the model; the line below the table keeps the whole message)."""
+    head = f"model {name!r} ("
+    if text.startswith(head) and "): " in text:
+        text = text.split("): ", 1)[1]
+    if " (check " in text:  # what to check is on the line below too
+        text = text.split(" (check ", 1)[0] + " (see below)"
+    return text
+
+
 def check_models(cfg: RunConfig, console: Console) -> bool:
     """Ping each model (no cache); print a table; True when every model answered. Endpoint
     failures (refused, unknown host, bad key, unknown model) fail at once, naming the model."""
-    warn_missing_keys(cfg, console)
+    # A missing key fails its row below, naming the variable: no warning ahead of the table.
     messages = build_messages("common/ping.j2", image=ping_image())
     pool = ModelPool(cfg.models, responder=demo_world(cfg.seed))
 
@@ -75,7 +87,14 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
         finally:
             await pool.aclose()
 
-    rows = asyncio.run(go())
+    # Each failure is this command's output (its row and its line below), not also a log line.
+    log = logging.getLogger("memearena.models")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        rows = asyncio.run(go())
+    finally:
+        log.setLevel(level)
     table = Table(title="models check")
     for col in ("model", "provider", "status", "latency", "reply / error"):
         table.add_column(col)
@@ -86,7 +105,8 @@ def check_models(cfg: RunConfig, console: Console) -> bool:
             cfg.models[name].provider,
             f"[{colour}]{status}[/]",
             f"{dt * 1000:.0f} ms",
-            console_safe(text),
+            # A failure's model is in the first column; its whole reason is on a line below.
+            console_safe(_reason(name, text) if status == "failed" else text),
         )
     console.print(table)
     for _name, status, _dt, text in rows:

@@ -291,8 +291,19 @@ def status_error(msg: str, status: int, headers: Any) -> ModelError:
         kind = "rate_limit" if status == 429 else f"http_{status}"
         return TransientModelError(msg, parse_retry_after(headers), kind=kind)
     if status in _ENDPOINT_STATUS:
-        return EndpointError(msg, kind=_ENDPOINT_STATUS[status])
+        return EndpointError(msg + _ENDPOINT_HINT[status], kind=_ENDPOINT_STATUS[status])
     return ModelError(msg, kind=f"http_{status}")
+
+
+_ENDPOINT_HINT = {
+    401: " (check the key in the model's api_key_env)",
+    403: " (check the key in the model's api_key_env and its access to this model)",
+    404: (
+        " (check the model's 'model' id and its base_url: most servers answer at"
+        " <base_url>/chat/completions with a base_url ending in /v1)"
+    ),
+}
+"""What to check when an endpoint refuses every request, appended to its error."""
 
 
 class OpenAIBackend:
