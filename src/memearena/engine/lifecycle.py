@@ -146,7 +146,13 @@ def run_method(
         stages = run.stages or {kind: tally[kind] for kind in tally}
         finished = method.finish(ctx, run, bootstrap=bootstrap)
         status = _directory_status(store, method.name, finished.status)
-        parts = {**finished.parts, "run": run_facts(cfg), "status": status}
+        facts = run_facts(cfg)
+        parts = {**finished.parts, "run": facts, "status": status}
+        own = parts.get(method.keys[0])
+        if isinstance(own, dict):
+            # Its own facts too: a directory holding several methods (the demo's) keeps each
+            # method's config and date, where the top-level "run" is the latest method's.
+            parts[method.keys[0]] = {**own, "run": facts}
         board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
         write_run_report(run_dir, board)
         if finished.written is not None:

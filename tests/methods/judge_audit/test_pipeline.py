@@ -374,3 +374,39 @@ def test_the_arena_dry_run_warns_about_flagged_panel_judges_as_a_run_does(
     assert plan.calls > 0  # the dry run still plans its calls
     err = " ".join(capsys.readouterr().err.split())
     assert "warning: judge 'j1' is flagged by the judge audit: position" in err
+
+
+def test_each_method_of_a_shared_directory_keeps_its_own_run_facts(tmp_path: Path) -> None:
+    # The demo's directory holds several methods: the top-level facts are the latest
+    # method's; each section keeps its own config and date, and the report shows both.
+    from memearena.engine.lifecycle import run_method
+
+    run_dir = tmp_path / "shared"
+    arena = {
+        "run": "arena-run",
+        "models": {
+            "a": {"provider": "sim", "skill": 0.9},
+            "b": {"provider": "sim", "skill": 0.2},
+            "j1": {"provider": "sim"},
+        },
+        "data": [{"format": "demo", "limit": 2}],
+        "arena": {
+            "targets": ["a", "b"],
+            "judges": ["j1"],
+            "context_model": "j1",
+            "fusion_rounds": 1,
+            "contexts": 1,
+            "bootstrap": 10,
+        },
+    }
+    run_method("arena", parse_config(arena), run_dir, show_progress=False)
+    audit = {**_raw(), "run": "audit-run"}
+    run_method("judge_audit", parse_config(audit), run_dir, show_progress=False)
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    assert board["run"]["name"] == "audit-run"
+    assert board["arena"]["run"]["name"] == "arena-run"
+    assert board["arena"]["run"]["config"]["arena"]["judges"] == ["j1"]
+    assert board["judge_audit"]["run"]["name"] == "audit-run"
+    page = (run_dir / "report.html").read_text()
+    assert 'id="arena-run"' in page and "arena-run" in page  # the Arena's facts, with it
+    assert 'id="judge-audit-run"' not in page  # the same facts as the page's: said once
