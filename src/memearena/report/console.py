@@ -20,15 +20,29 @@ def _fmt(x: Any, digits: int = 3) -> str:
     if isinstance(x, dict):
         if x.get("value") is None:
             return "—"
-        if x.get("ci_low") is None:
+        if x.get("ci_low") is None or x.get("ci_high") is None:
             return _fmt(x["value"], digits)
-        half = (x["ci_high"] - x["ci_low"]) / 2
-        return f"{x['value']:.2f}±{half:.2f}"
+        return interval_text(x["value"], x["ci_low"], x["ci_high"])
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+INTERVAL_NOTE = "v±h, or v (lo–hi) where not centred on v"
+"""How ``interval_text`` writes an interval, for a table's caption."""
+
+
+def interval_text(value: float, low: float, high: float) -> str:
+    """``v±h`` when the interval is centred on the value (each side within a tenth of the
+    width, as shown to 2 decimals), else ``v (lo–hi)``: a percentile interval of [0.80, 1.00]
+    around 1.00 is not ``1.00±0.10``."""
+    v, lo, hi = (round(float(t), 2) for t in (value, low, high))
+    if abs((v - lo) - (hi - v)) <= max(0.011, 0.1 * (hi - lo)):
+        return f"{v:.2f}±{(hi - lo) / 2:.2f}"
+    return f"{v:.2f} ({lo:.2f}–{hi:.2f})"
+
+
 def fmt_estimate(x: Any, digits: int = 3) -> str:
-    """A number, an estimate ``{"value", "ci_low", "ci_high"}`` as ``v±half``, or —."""
+    """A number, an estimate ``{"value", "ci_low", "ci_high"}`` with its interval
+    (``interval_text``), or —."""
     return _fmt(x, digits)
 
 
@@ -226,8 +240,8 @@ def judge_tables(
     names = [name_cell(j["judge"]) for j in judges]
     cells = [[_judge_cell(j, key, digits) for _, key, digits in _JUDGE_COLUMNS] for j in judges]
     caption = (
-        f"±: 95% interval over {unit}s; vs panel: P(longer) minus the other judges' on the "
-        "same presentations (* flagged)"
+        f"95% intervals over {unit}s: {INTERVAL_NOTE}; vs panel: P(longer) minus the other "
+        "judges' on the same presentations (* flagged)"
     )
     return fitted_tables(
         "Judges vs the leave-one-out joint vote",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from memearena.report.console import fitted_tables
+from memearena.report.console import INTERVAL_NOTE, fitted_tables, interval_text
 from memearena.report.html import Section, register_section
 from memearena.report.safe import console_safe, name_cell, strip_control
 from memearena.report.svg import estimate, interval_chart
@@ -55,19 +56,23 @@ def _fig(e: Any, digits: int = 2) -> str:
 
 
 def _short(e: Any) -> str:
-    """``value±half-width`` of an estimate (console), or ``—``."""
+    """An estimate with its interval for the console (``report.console.interval_text``), or
+    ``—``."""
     if not isinstance(e, dict) or e.get("value") is None:
         return "—"
     if e.get("ci_low") is None or e.get("ci_high") is None:
         return _num(e["value"])
-    return f"{_num(e['value'])}±{_num((e['ci_high'] - e['ci_low']) / 2)}"
+    values = (e["value"], e["ci_low"], e["ci_high"])
+    if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+        return _num(e["value"])
+    return interval_text(*values)
 
 
 def judge_audit_table(section: dict[str, Any]) -> Table:
     """The evaluator leaderboard as a rich table (untrusted strings escaped)."""
     table = Table(
         title="Judge audit — evaluator leaderboard (BD/BC, higher is better)",
-        caption="± half-width of the 95% bootstrap interval over items",
+        caption=f"95% bootstrap intervals over items: {INTERVAL_NOTE}",
     )
     for c in ("#", "judge", "overall", *BIAS_CATEGORIES, "flags"):
         table.add_column(c, justify="left" if c in ("judge", "flags") else "right")
@@ -180,7 +185,7 @@ def print_judge_audit_summary(console: Console, section: dict[str, Any]) -> None
         console.width,
         caption=(
             "trust = 1 − mean shortfall (BD/BC, position, verbosity, self-enhancement); "
-            "± half-width of the 95% bootstrap interval over items"
+            f"95% bootstrap intervals over items: {INTERVAL_NOTE}"
         ),
     ):
         console.print(table)
