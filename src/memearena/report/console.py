@@ -36,8 +36,8 @@ def interval_text(value: float, low: float, high: float) -> str:
     around 1.00 is not ``1.00±0.10``."""
     v, lo, hi = (round(float(t), 2) for t in (value, low, high))
     if abs((v - lo) - (hi - v)) <= max(0.011, 0.1 * (hi - lo)):
-        return f"{v:.2f}±{(hi - lo) / 2:.2f}"
-    return f"{v:.2f} ({lo:.2f}–{hi:.2f})"
+        return f"{value:.2f}±{(high - low) / 2:.2f}"
+    return f"{value:.2f} ({low:.2f}–{high:.2f})"
 
 
 def fmt_estimate(x: Any, digits: int = 3) -> str:
