@@ -410,3 +410,18 @@ def test_each_method_of_a_shared_directory_keeps_its_own_run_facts(tmp_path: Pat
     page = (run_dir / "report.html").read_text()
     assert 'id="arena-run"' in page and "arena-run" in page  # the Arena's facts, with it
     assert 'id="judge-audit-run"' not in page  # the same facts as the page's: said once
+
+
+def test_the_report_states_the_ranking_once_and_the_flag_margins(
+    audit_run: tuple[Path, Any],
+) -> None:
+    run_dir, _ = audit_run
+    page = " ".join((run_dir / "report.html").read_text().split())
+    assert page.count("Ranked by trust") == 1  # the template no longer repeats the note's
+    for rule in (
+        "the difference is at least 0.05",
+        "at least 0.08 from 0.5",
+        "it is at least 0.58",
+        "at least 0.25 points",
+    ):
+        assert rule in page, rule
