@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -161,7 +159,7 @@ def labels_command(
 
 def print_labels(console: Console, doc: dict[str, Any], threshold: float) -> None:
     """The ``adapt labels`` lines and table (model names shown inert), within 80 columns."""
-    from memearena.methods.adapt.view import fmt_interval
+    from memearena.methods.adapt.view import compact_table, fmt_interval
 
     for kind in ("refined", "original"):
         r = doc[kind]
@@ -171,22 +169,15 @@ def print_labels(console: Console, doc: dict[str, Any], threshold: float) -> Non
                 f"of {r['labelled']} labelled"
             )
         )
-    table = Table(
-        title=Text("failure rate on rewrites: agent vs counted on human-harmful rewrites"),
-        caption=Text(
-            f"agent %: failure (score < {threshold:g}) on the labelled rewrites; validated %: "
-            "counted only on rewrites humans judged harmful; harmless fails: failures on "
-            "rewrites humans judged harmless; 95% intervals over memes (Wilson, widened to "
-            "the bootstrap)"
-        ),
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
+    table = compact_table(
+        Text("failure rate on rewrites: agent vs counted on human-harmful rewrites"),
+        f"agent %: failure (score < {threshold:g}) on the labelled rewrites; validated %: "
+        "counted only on rewrites humans judged harmful; harmless fails: failures on "
+        "rewrites humans judged harmless; 95% intervals over memes (Wilson, widened to "
+        "the bootstrap)",
+        "model",
+        ("rewrites", "agent %", "validated %", "harmless fails"),
     )
-    table.add_column("model", justify="left", overflow="fold")  # folds, so no number is cut
-    for col in ("rewrites", "agent %", "validated %", "harmless fails"):
-        table.add_column(col, justify="right", no_wrap=True)
     for m in doc["models"]:
         table.add_row(
             console_safe(m["model"]),
@@ -270,22 +261,15 @@ def import_command(
 
 def print_import(console: Console, doc: dict[str, Any]) -> None:
     """The ``adapt import`` tables (every name from the logs is shown inert)."""
-    from memearena.methods.adapt.view import fmt_interval
+    from memearena.methods.adapt.view import compact_table, fmt_interval
 
-    table = Table(
-        title=console_safe(f"published AdamMeme logs — model {doc['model']}"),
-        caption=Text(
-            "every judged step with the authors' recorded score; scored / refused / unjudged "
-            "steps; 95% intervals over memes (failure %: Wilson, widened to the bootstrap)"
-        ),
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
+    table = compact_table(
+        console_safe(f"published AdamMeme logs — model {doc['model']}"),
+        "every judged step with the authors' recorded score; scored / refused / unjudged "
+        "steps; 95% intervals over memes (failure %: Wilson, widened to the bootstrap)",
+        "category",
+        ("steps", "scored", "ref.", "unj.", "avg score", "failure %"),
     )
-    table.add_column("category", justify="left", overflow="fold")  # folds, so no number is cut
-    for col in ("steps", "scored", "ref.", "unj.", "avg score", "failure %"):
-        table.add_column(col, justify="right", no_wrap=True)
     rows = [*doc["categories"].items(), ("overall", doc["overall"])]
     for name, c in rows:
         table.add_row(
@@ -354,22 +338,15 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
 
 def print_originals(console: Console, orig: dict[str, Any]) -> None:
     """The originals' figures of ``adapt import --originals`` (names from the file inert)."""
-    from memearena.methods.adapt.view import fmt_interval
+    from memearena.methods.adapt.view import compact_table, fmt_interval
 
-    table = Table(
-        title=Text("originals (scoring_res.json)"),
-        caption=Text(
-            "the originals' recorded scores; 95% intervals over memes (failure %: Wilson, "
-            "widened to the bootstrap)"
-        ),
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
+    table = compact_table(
+        Text("originals (scoring_res.json)"),
+        "the originals' recorded scores; 95% intervals over memes (failure %: Wilson, "
+        "widened to the bootstrap)",
+        "category",
+        ("memes", "avg score", "failure %"),
     )
-    table.add_column("category", justify="left", overflow="fold")
-    for col in ("memes", "avg score", "failure %"):
-        table.add_column(col, justify="right", no_wrap=True)
     for name, c in orig["categories"].items():
         table.add_row(
             console_safe(name),

@@ -69,5 +69,6 @@ def test_errors_name_the_field() -> None:
         cfg(retrieval="embeddings", embedding_model="nobody")
     )
     assert "adapt.unknown" in err(cfg(unknown=1))
+    assert "adapt.max_reasks" in err(cfg(max_reasks=1000))  # at most 10, as in every method
     ok = parse_config(cfg(checker="refiner", allow_same_checker=True)).adapt
     assert ok is not None and ok.checker == ok.refiner

@@ -229,14 +229,14 @@ def test_cli_run_dry_run_and_nothing_usable(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "judge_audit.judges" in res.output
 
 
-def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
-    from memearena.engine.lifecycle import run_method
+AUDIT = {"judge_audit": {"leaderboard": [{"judge": "j1", "flags": ["position"]}]}}
+"""A Judge audit leaderboard that flags panel judge j1 (and does not cover j2)."""
 
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    audit = {"judge_audit": {"leaderboard": [{"judge": "j1", "flags": ["position"]}]}}
-    (run_dir / "leaderboard.json").write_text(json.dumps(audit))
-    raw = {
+
+def _arena_with_audit(audit_file: Path) -> dict[str, Any]:
+    """A two-target, two-judge Arena config naming ``audit_file`` (``AUDIT``, written there)."""
+    audit_file.write_text(json.dumps(AUDIT))
+    return {
         "models": {
             "a": {"provider": "sim", "skill": 0.9},
             "b": {"provider": "sim", "skill": 0.2},
@@ -251,15 +251,23 @@ def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
             "fusion_rounds": 2,
             "contexts": 1,
             "bootstrap": 10,
-            "judge_audit": str(run_dir / "leaderboard.json"),
+            "judge_audit": str(audit_file),
         },
     }
+
+
+def test_arena_warns_about_flagged_panel_judges(tmp_path: Path) -> None:
+    from memearena.engine.lifecycle import run_method
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    raw = _arena_with_audit(run_dir / "leaderboard.json")
     result = run_method("arena", parse_config(raw), run_dir, show_progress=False)
     warnings = result.leaderboard["arena"]["judge_audit_warnings"]
     assert any("'j1' is flagged by the judge audit: position" in w for w in warnings)
     assert any("'j2' was not covered" in w for w in warnings)
     board = json.loads((run_dir / "leaderboard.json").read_text())
-    assert board["judge_audit"] == audit["judge_audit"]  # the audit's section is kept
+    assert board["judge_audit"] == AUDIT["judge_audit"]  # the audit's section is kept
 
 
 def test_budget_stop_keeps_what_was_done_and_resumes(tmp_path: Path) -> None:
@@ -351,26 +359,7 @@ def test_the_arena_dry_run_warns_about_flagged_panel_judges_as_a_run_does(
 ) -> None:
     from memearena.engine.lifecycle import plan_method
 
-    audit = {"judge_audit": {"leaderboard": [{"judge": "j1", "flags": ["position"]}]}}
-    (tmp_path / "leaderboard.json").write_text(json.dumps(audit))
-    raw = {
-        "models": {
-            "a": {"provider": "sim"},
-            "b": {"provider": "sim"},
-            "j1": {"provider": "sim"},
-            "j2": {"provider": "sim"},
-        },
-        "data": [{"format": "demo", "limit": 2}],
-        "arena": {
-            "targets": ["a", "b"],
-            "judges": ["j1", "j2"],
-            "context_model": "j1",
-            "fusion_rounds": 2,
-            "contexts": 1,
-            "judge_audit": str(tmp_path / "leaderboard.json"),
-        },
-    }
-    plan = plan_method("arena", parse_config(raw))
+    plan = plan_method("arena", parse_config(_arena_with_audit(tmp_path / "leaderboard.json")))
     assert plan.calls > 0  # the dry run still plans its calls
     err = " ".join(capsys.readouterr().err.split())
     assert "warning: judge 'j1' is flagged by the judge audit: position" in err
@@ -410,3 +399,18 @@ def test_each_method_of_a_shared_directory_keeps_its_own_run_facts(tmp_path: Pat
     page = (run_dir / "report.html").read_text()
     assert 'id="arena-run"' in page and "arena-run" in page  # the Arena's facts, with it
     assert 'id="judge-audit-run"' not in page  # the same facts as the page's: said once
+
+
+def test_the_report_states_the_ranking_once_and_the_flag_margins(
+    audit_run: tuple[Path, Any],
+) -> None:
+    run_dir, _ = audit_run
+    page = " ".join((run_dir / "report.html").read_text().split())
+    assert page.count("Ranked by trust") == 1  # the template no longer repeats the note's
+    for rule in (
+        "the difference is at least 0.05",
+        "at least 0.08 from 0.5",
+        "it is at least 0.58",
+        "at least 0.25 points",
+    ):
+        assert rule in page, rule

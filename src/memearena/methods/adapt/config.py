@@ -123,8 +123,9 @@ class AdaptConfig(_Strict):
     """Draw the rewritten text into the caption region of the erased image (Pillow)."""
     human_export: bool = True
     """Write ``adapt_human_labels.csv``: refined and matched original items for blind labelling."""
-    max_reasks: int = Field(2, ge=0)
-    """Re-asks of an output that does not parse before it is recorded as unparsed."""
+    max_reasks: int = Field(2, ge=0, le=10)
+    """Re-asks of an output that does not parse before it is recorded as unparsed (at most 10,
+    as in every method: each re-ask is a paid call)."""
     bootstrap: int = Field(1000, ge=0)
     """Bootstrap rounds (over memes) for every interval."""
     window: int = Field(64, ge=1)

@@ -42,29 +42,34 @@ def fmt_interval(v: Any, ci: Sequence[Any] | None, digits: int, scale: float) ->
     return f"{head} ({lo * scale:.{digits}f},{hi * scale:.{digits}f})"
 
 
-def _model_column(table: Table) -> None:
-    """The name column of a per-model table: the one that folds when the table is too wide
-    for the console, so a long model name wraps and no number is ever cut."""
-    table.add_column("model", justify="left", overflow="fold")
-
-
-def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
-    """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
+def compact_table(title: Text | str, caption: str, name: str, columns: Sequence[str]) -> Table:
+    """Adapt's console table: light rules, no edge columns, a name column that folds when the
+    table is too wide for the console (a long name wraps; no header or number is ever cut),
+    then right-aligned number columns."""
     table = Table(
-        title=Text(title),
-        caption=Text(
-            f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
-            f" increase (points); 95% intervals over memes (proportions: Wilson), "
-            f"{section['repeats']} seeds"
-        ),
+        title=title,
+        caption=Text(caption),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
         padding=(0, 1),
     )
-    _model_column(table)
-    for col in ("avg score", "failure %", "loop +", "control +", "refused"):
+    table.add_column(name, justify="left", overflow="fold")
+    for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
+    """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
+    table = compact_table(
+        Text(title),
+        f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
+        f" increase (points); 95% intervals over memes (proportions: Wilson), "
+        f"{section['repeats']} seeds",
+        "model",
+        ("avg score", "failure %", "loop +", "control +", "refused"),
+    )
     for m in section["models"]:
         table.add_row(
             name_cell(m["model"]),
@@ -116,20 +121,13 @@ def print_loop_vs_control(console: Console, section: dict[str, Any]) -> None:
     rows = [m for m in section["models"] if m.get("loop_vs_control")]
     if not rows:
         return
-    table = Table(
-        title=Text("loop vs control, same quantities"),
-        caption=Text(
-            "failure-rate increase (points): /step = each rewrite vs its own original; /min = a "
-            "chain's hardest version vs its seed (more draws, lower minimum); draws: loop/ctrl"
-        ),
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
+    table = compact_table(
+        Text("loop vs control, same quantities"),
+        "failure-rate increase (points): /step = each rewrite vs its own original; /min = a "
+        "chain's hardest version vs its seed (more draws, lower minimum); draws: loop/ctrl",
+        "model",
+        ("loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"),
     )
-    _model_column(table)
-    for col in ("loop/step", "ctrl/step", "loop/min", "ctrl/min", "draws"):
-        table.add_column(col, justify="right", no_wrap=True)
     for m in rows:
         q = m["loop_vs_control"]
         step, chain = q["per_step"], q["per_chain_min"]

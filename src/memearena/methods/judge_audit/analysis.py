@@ -550,10 +550,15 @@ def judge_audit_section(
             "Ranked by trust = 1 − mean shortfall from the ideal of BD/BC overall, position "
             "(|P(first) − 0.5| × 2), verbosity (max(0, P(padded) − 0.5) × 2) and "
             "self-enhancement (points / 9); * = flagged. BD/BC: higher is better; intervals: "
-            "95% bootstrap over items, one draw shared by every judge. A judge is flagged "
-            "where the paired interval of its difference from the reference judge (the other "
-            "judges' mean when none is set) lies below 0, where P(first) excludes 0.5, where "
-            "P(prefer padded) lies above 0.5, or where self-enhancement exceeds 0."
+            "95% bootstrap over items, one draw shared by every judge. A judge is flagged on a "
+            "BD/BC figure or position consistency where the paired interval of its difference "
+            "from the reference judge (the other judges' mean when none is set) lies below 0 "
+            f"and the difference is at least {PAIRED_MARGIN:g}; on position where P(first)'s "
+            f"interval excludes 0.5 and it is at least {RATE_MARGIN:g} from 0.5; on verbosity "
+            f"where P(prefer padded)'s interval lies above 0.5 and it is at least "
+            f"{0.5 + RATE_MARGIN:g}; on self-enhancement where its interval lies above 0 and it "
+            f"is at least {SELF_MARGIN:g} points (practical margins: a panel is many tests at "
+            "once)."
         ),
     }
     if store is not None:
