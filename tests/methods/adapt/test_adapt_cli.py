@@ -146,6 +146,8 @@ def test_human_labels_round_trip(tmp_path: Path) -> None:
         erased = "/erased/" in source
         assert erased == (key[r["item"]]["kind"] == "refined"), r
         assert (run / r["image"]).read_bytes() == Path(source).read_bytes()
+        # A copy, not a link: editing the sheet's image never reaches the dataset.
+        assert not (run / r["image"]).samefile(source)
     # A second export replaces the first's images, none left over.
     assert (
         runner.invoke(app, ["adapt", str(cfg), "--out", str(out), "--no-progress"]).exit_code == 0

@@ -9,7 +9,6 @@ human-labelling files, and what an incomplete Adapt run lacks."""
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -185,7 +184,7 @@ HUMAN_LABELS_FILE = "adapt_human_labels.csv"
 HUMAN_KEY_FILE = "adapt_human_key.csv"
 """What each item of the labelling sheet is (kept apart so the labellers stay blind)."""
 HUMAN_IMAGES_DIR = "adapt_human_images"
-"""The sheet's images under neutral names (``item-00001.png``): a path such as
+"""The sheet's images, copied under neutral names (``item-00001.png``): a path such as
 ``img/erased/m10.png`` would tell a labeller which items are rewrites, and of which meme."""
 
 
@@ -270,17 +269,14 @@ def _human_export(run_dir: Path, cfg: RunConfig, outcome: Any, memes: dict[str, 
 
 
 def _neutral_copy(src: Path, staging: Path, item: str) -> str:
-    """``src`` under the item's own name in the sheet's image folder (a hard link where the
-    file system allows, else a copy); its path relative to the run directory, or "" when the
-    image is gone."""
+    """A copy of ``src`` under the item's own name in the sheet's image folder (a copy, not a
+    link: a labelling tool that edits an image in place must never reach the dataset); its
+    path relative to the run directory, or "" when the image is gone."""
     dst = staging / f"{item}{src.suffix.lower()}"
     try:
-        os.link(src, dst)
+        shutil.copyfile(src, dst)
     except OSError:
-        try:
-            shutil.copyfile(src, dst)
-        except OSError:
-            return ""
+        return ""
     return f"{HUMAN_IMAGES_DIR}/{dst.name}"
 
 
