@@ -39,3 +39,17 @@ def test_the_demo_finds_the_weakness_and_measures_the_selection_artefact(tmp_pat
     printed = (tmp_path / "out.txt").read_text()
     assert "hidden weakness: sim-borealis fails most in Disability" in printed
     assert "null world: conditional loop raises the failure rate" in printed
+
+
+def test_every_weakness_row_is_told_apart_by_its_chain(tmp_path: Path) -> None:
+    # Two chains from different seeds can reach the same rewrite (the same meme, misbelief
+    # and step): their rows differ by the chain's seed, so no two rows read the same.
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)  # noqa: SIM115
+    got = run_adapt_demo(tmp_path / "demo", console=console, show_progress=False)
+    console.file.close()
+    rows = got["world"]["weaknesses"]
+    assert rows and all(w["chain_seed"] for w in rows)
+    keys = [tuple(sorted(w.items())) for w in rows]
+    assert len(set(keys)) == len(keys)
+    without_seed = [tuple(sorted((k, v) for k, v in w.items() if k != "chain_seed")) for w in rows]
+    assert len(set(without_seed)) < len(without_seed)  # the demo has such a pair

@@ -335,6 +335,9 @@ def adapt_section(
             "steps": s["step"],
             "score_drop": s["score_before"] - s["score_after"],
             "meme": s["meme"],
+            # Two chains can reach the same rewrite (one meme's step from two seeds): the
+            # chain's seed tells their rows apart.
+            "chain_seed": c["seed"],
             "repeat": c["repeat"],
         }
         for c in chains
@@ -342,7 +345,9 @@ def adapt_section(
         for s in c["steps"]
         if s.get("score_after") is not None and s["score_after"] < s["score_before"]
     ]
-    weaknesses.sort(key=lambda w: (-w["score_drop"], w["model"], w["category"], w["meme"]))
+    weaknesses.sort(
+        key=lambda w: (-w["score_drop"], w["model"], w["category"], w["meme"], w["chain_seed"])
+    )
     shown_chains = sorted(
         (c for c in chains if c["steps"]),
         key=lambda c: (

@@ -277,6 +277,7 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
                 "model": w.get("model", ""),
                 "category": w.get("category", ""),
                 "meme": w.get("meme", ""),
+                "chain_seed": w.get("chain_seed", ""),
                 "repeat": w.get("repeat", ""),
                 "misbelief": w.get("misbelief", ""),
                 "steps": w.get("steps", ""),
