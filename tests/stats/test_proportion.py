@@ -33,3 +33,14 @@ def test_bad_counts_are_refused() -> None:
         wilson_interval(0, 0)
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+
+
+def test_widened_interval_is_wilsons_or_the_wider_given_bounds() -> None:
+    from memearena.stats.proportion import widened_interval
+
+    lo, hi = wilson_interval(0, 20)
+    assert widened_interval(0.0, 20, 0.0, 0.0) == (0.0, hi)  # a collapsed bootstrap widened
+    assert widened_interval(0.5, 20, 0.1, 0.95) == (0.1, 0.95)  # a wider bootstrap kept
+    assert widened_interval(0.0, 20, None, None) == (lo, hi)
+    assert widened_interval(None, 20, 0.2, 0.3) == (0.2, 0.3)  # nothing to widen
+    assert widened_interval(0.4, 0, 0.2, 0.3) == (0.2, 0.3)

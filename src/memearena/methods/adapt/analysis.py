@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from memearena.config import RunConfig
-from memearena.stats.proportion import MIN_CELL, wilson_interval
+from memearena.stats.proportion import MIN_CELL, widened_interval
 from memearena.store import RunStore
 
 __all__ = [
@@ -93,13 +93,7 @@ def _prop(values: Sequence[float], units: Sequence[Hashable], rounds: int, seed:
     est = _est(values, units, rounds, seed)
     if est["value"] is None:
         return est
-    k = est["units"]
-    lo, hi = wilson_interval(est["value"] * k, k)
-    b_lo, b_hi = est["ci"]
-    est["ci"] = [
-        min(lo, b_lo) if b_lo is not None else lo,
-        max(hi, b_hi) if b_hi is not None else hi,
-    ]
+    est["ci"] = list(widened_interval(est["value"], est["units"], *est["ci"]))
     return est
 
 

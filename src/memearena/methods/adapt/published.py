@@ -48,7 +48,7 @@ from memearena.data._json import raw_decode as bounded_raw_decode
 from memearena.errors import DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.prompts.scores import parse_score
-from memearena.stats.proportion import wilson_interval
+from memearena.stats.proportion import widened_interval
 
 __all__ = [
     "ORIGINALS_NOTE",
@@ -408,12 +408,8 @@ def _point(num: float, den: float) -> float | None:
 
 def _rate_ci(rate: float | None, ci: list[float | None], units: int) -> list[float | None]:
     """A failure rate's bootstrap interval widened to the Wilson interval over its ``units``
-    independent units (``analysis._prop``'s rule): never zero width at 0% or 100%."""
-    if rate is None or not math.isfinite(rate) or units <= 0:
-        return ci
-    lo, hi = wilson_interval(rate * units, units)
-    b_lo, b_hi = ci
-    return [lo if b_lo is None else min(lo, b_lo), hi if b_hi is None else max(hi, b_hi)]
+    independent units (``stats.proportion.widened_interval``)."""
+    return list(widened_interval(rate, units, *ci))
 
 
 # ---- analysis -----------------------------------------------------------------------------

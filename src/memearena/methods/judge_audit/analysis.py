@@ -59,7 +59,7 @@ from memearena.stats.judge_bias import (
     type_values,
     unit_ratios,
 )
-from memearena.stats.proportion import wilson_interval
+from memearena.stats.proportion import widened_interval
 from memearena.store import RunStore
 
 __all__ = [
@@ -188,12 +188,9 @@ def _widened(est: dict[str, Any], units: int) -> dict[str, Any]:
     """A rate's bootstrap interval widened to the Wilson interval over its ``units`` items:
     a percentile bootstrap of 0 abstentions is [0, 0], which claims a certainty the sample
     does not give."""
-    v = est["value"]
-    if v is None or units <= 0:
-        return est
-    lo, hi = wilson_interval(min(max(v, 0.0), 1.0) * units, units)
-    est["ci_low"] = lo if est["ci_low"] is None else min(lo, est["ci_low"])
-    est["ci_high"] = hi if est["ci_high"] is None else max(hi, est["ci_high"])
+    est["ci_low"], est["ci_high"] = widened_interval(
+        est["value"], units, est["ci_low"], est["ci_high"]
+    )
     return est
 
 
