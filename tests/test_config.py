@@ -8,6 +8,7 @@ import pytest
 
 from memearena.config import OpenAIModelConfig, load_config, parse_config
 from memearena.errors import ConfigError
+from memearena.models.types import GenParams
 
 BASE = {
     "models": {"a": {"provider": "sim"}, "b": {"provider": "sim"}},
@@ -51,7 +52,7 @@ arena: {targets: [gpt, s], judges: [gpt], context_model: gpt, fusion_rounds: 2}
     gpt = cfg.models["gpt"]
     assert isinstance(gpt, OpenAIModelConfig)
     assert gpt.urls() == ["http://h1:8000/v1", "http://h2:8000/v1"]
-    assert gpt.gen_params().max_tokens == 512
+    assert GenParams.of(gpt).max_tokens == 512
     assert cfg.data[0].path == (tmp_path / "data" / "dev.jsonl").resolve()
     assert cfg.arena is not None and cfg.arena.fusion_rounds == 2
 

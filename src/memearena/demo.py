@@ -13,10 +13,11 @@ from typing import Any
 
 from rich.console import Console
 
-from memearena.config import ArenaConfig, DatasetConfig, RunConfig
+from memearena.config import DatasetConfig, RunConfig
 from memearena.engine.lifecycle import RunResult, print_run_summary, run_method
 from memearena.methods.adapt.config import AdaptConfig, AdaptSimConfig
 from memearena.methods.adapt.view import print_adapt_summary
+from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.view import demo_check, print_judge_audit_summary
 from memearena.report.safe import console_safe

@@ -16,13 +16,13 @@ from memearena.cli import app
 from memearena.config import (
     MAX_BOOTSTRAP,
     RunConfig,
-    arena_call_estimate,
     check_wall_time,
     load_config,
     parse_config,
 )
 from memearena.engine.lifecycle import run_method
 from memearena.errors import ConfigError
+from memearena.methods.arena.config import arena_call_estimate
 from memearena.prompts.budget import shown_pair, truncate_to_tokens
 
 runner = CliRunner()

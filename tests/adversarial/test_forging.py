@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from memearena.config import CRITERIA, ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.engine.lifecycle import run_method
 from memearena.errors import ParseError
+from memearena.methods.arena.config import CRITERIA, ArenaConfig
 from memearena.models.types import GenParams, Message, TextPart
 from memearena.prompts import (
     extract_json_objects,

@@ -21,7 +21,7 @@ CFGS = {"a": sim_cfg(), "b": sim_cfg(temperature=0.3)}
 def _oracle(model: str, msgs: list[Message], params: GenParams | None) -> str:
     """The key of the request, computed without the pool."""
     cfg = CFGS[model]
-    return independent_key(cfg, model, msgs, cfg.gen_params().merged(params))
+    return independent_key(cfg, model, msgs, GenParams.of(cfg).merged(params))
 
 
 def _msgs(text: str) -> list[Message]:

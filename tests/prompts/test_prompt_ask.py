@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from memearena.config import CRITERIA
 from memearena.errors import BudgetExceeded, ModelError, ParseError
 from memearena.models.types import Completion, GenParams, Message
 from memearena.prompts import AskResult, ModelPoolLike, ask, parse_verdicts, render
+from memearena.prompts.schemas import CRITERIA
 
 GOOD = (
     '{"verdicts": {'

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memearena.config import CRITERIA
 from memearena.errors import ParseError
 from memearena.prompts import (
     extract_json_objects,
@@ -20,6 +19,7 @@ from memearena.prompts import (
     parse_verdicts,
     render,
 )
+from memearena.prompts.schemas import CRITERIA
 
 
 def _verdicts(**winners: str) -> str:

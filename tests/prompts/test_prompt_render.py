@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from jinja2 import UndefinedError
 
-from memearena.config import CRITERIA
 from memearena.models.types import ImagePart, TextPart
 from memearena.prompts import (
     DELIMITER_TAGS,
@@ -17,6 +16,7 @@ from memearena.prompts import (
     render,
     template_hashes,
 )
+from memearena.prompts.schemas import CRITERIA
 
 VARS: dict[str, dict[str, Any]] = {
     "arena.context": {"meme_text": "SOME MEME", "n_contexts": 3},

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from memearena.methods.base import get_method, method_names
+from memearena.engine.registry import get_method, method_names
 
 for _name in method_names():
     get_method(_name)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memearena.config import CRITERIA, SimModelConfig
+from memearena.config import SimModelConfig
 from memearena.errors import ParseError
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts import (
@@ -20,6 +20,7 @@ from memearena.prompts import (
     parse_verdicts,
     reask_message,
 )
+from memearena.prompts.schemas import CRITERIA
 from memearena.sim import (
     DEMO_CONTEXT_MODEL,
     DEMO_JUDGES,

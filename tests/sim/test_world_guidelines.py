@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from memearena.config import CRITERIA, SimModelConfig
+from memearena.config import SimModelConfig
 from memearena.models.types import GenParams
 from memearena.prompts import build_messages, parse_guideline, parse_verdicts
+from memearena.prompts.schemas import CRITERIA
 from memearena.sim.world import SimWorld
 
 MEME = "When the Quorvish neighbours move in next door"

@@ -5,35 +5,31 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from memearena.errors import ConfigError
-from memearena.methods.adapt.config import AdaptConfig
-from memearena.methods.judge_audit.config import JudgeAuditConfig
-from memearena.models.types import GenParams
-
-CRITERIA: tuple[str, ...] = (
-    "instruction_following",
-    "redundancy",
-    "correctness",
-    "relevance",
-    "accuracy",
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
 )
-"""The Arena's five judging criteria, in the order judges are asked for them."""
+from pydantic_core import ErrorDetails, InitErrorDetails
+
+from memearena.config.sections import section_models
+from memearena.errors import ConfigError
 
 MAX_BOOTSTRAP = 100_000
 """Most bootstrap rounds any option accepts (every ``bootstrap`` in a config, ``--bootstrap``):
 rounds x models x models counts must fit in memory."""
 MAX_ABS_NUMBER = 1e15
 """Largest magnitude of any number in a config (a sanity bound: no option needs more)."""
-MAX_FUSION_ROUNDS = 1_000
-"""Most guideline refinement rounds per meme."""
 
 # Key shapes of the major providers: a pasted key must never be stored as an env-var name.
 _KEY_PREFIXES = (
@@ -91,12 +87,30 @@ def _clip(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A config model: unknown keys are errors, and infinity or NaN is never an option."""
+
     # Infinity and NaN are never a meaningful option (timeout .inf hangs, price .inf is not JSON).
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class Price(_Strict):
+class ConfigSection(StrictModel):
+    """A method's section of the run config. Its hooks, called by :class:`RunConfig`:
+    ``model_refs`` (checked against ``models``), ``resolve_paths`` and ``check_files``."""
+
+    def model_refs(self) -> Iterable[tuple[str, str]]:
+        """Every ``(field, model name)`` this section refers to."""
+        return ()
+
+    def resolve_paths(self, fix: Callable[[Path], Path]) -> Self:
+        """A copy with every relative path resolved by ``fix`` (against the config's folder)."""
+        return self
+
+    def check_files(self, source: str) -> None:
+        """ConfigError when a file the section names is missing (before any call)."""
+
+
+class Price(StrictModel):
     """USD per one million tokens."""
 
     input: float = Field(0.0, ge=0, le=10_000)
@@ -105,7 +119,7 @@ class Price(_Strict):
     """USD per 1M output (completion) tokens."""
 
 
-class _ModelCommon(_Strict):
+class _ModelCommon(StrictModel):
     max_concurrency: int = Field(16, gt=0, le=4096)
     """Most requests in flight to this model at once."""
     rpm: float | None = Field(None, gt=0, le=1_000_000)
@@ -132,16 +146,6 @@ class _ModelCommon(_Strict):
     schema (Arena judges); set it only for endpoints that support structured outputs."""
     max_response_bytes: int = Field(2_000_000, gt=0, le=1_000_000_000)
     """Largest reply accepted, in bytes: reading stops there and the call fails (never cached)."""
-
-    def gen_params(self) -> GenParams:
-        """The generation parameters this model is called with."""
-        return GenParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            reasoning_effort=self.reasoning_effort,
-        )
 
 
 class OpenAIModelConfig(_ModelCommon):
@@ -249,7 +253,7 @@ ModelConfig = Annotated[OpenAIModelConfig | SimModelConfig, Field(discriminator=
 DatasetFormat = Literal["fhm", "harm", "mami", "mm-judgebias", "folder", "jsonl", "csv", "demo"]
 
 
-class DatasetConfig(_Strict):
+class DatasetConfig(StrictModel):
     """One dataset to load; paths are relative to the config file."""
 
     format: DatasetFormat
@@ -302,7 +306,7 @@ class DatasetConfig(_Strict):
         return self
 
 
-class ImageConfig(_Strict):
+class ImageConfig(StrictModel):
     """How images are prepared before they are sent."""
 
     max_side: int = Field(1024, ge=64, le=16_384)
@@ -311,80 +315,11 @@ class ImageConfig(_Strict):
     """Images with more pixels are rejected (decompression-bomb guard)."""
 
 
-class ArenaConfig(_Strict):
-    """The Arena method: contexts, answers, guideline fusion, pairwise battles."""
+class RunConfig(StrictModel):
+    """A whole run: models, datasets and one section per registered method, named as the
+    method; each section's model is the method's own."""
 
-    targets: list[str] = Field(min_length=2)
-    """Models being evaluated (keys of ``models``)."""
-    judges: list[str] = Field(min_length=1)
-    """Judge panel (keys of ``models``)."""
-    context_model: str
-    """Model that writes the interpretive contexts."""
-    contexts: Literal[1, 2, 3] = 3
-    """Contexts per meme: highly relevant, moderately relevant, unrelated (first n)."""
-    fusion_rounds: int = Field(8, ge=0, le=MAX_FUSION_ROUNDS)
-    """Guideline refinement rounds per meme (must be >= number of judges; at most 1,000)."""
-    setting: Literal["memearena", "none", "self", "human"] = "memearena"
-    """Guideline used when judging: fused, none, each judge's own, or from a file."""
-    human_guidelines: Path | None = None
-    """JSONL of {"meme": id, "guideline": text} for ``setting: human``."""
-    pairs: Literal["all", "active"] = "all"
-    """Which target pairs are compared per task: all (round-robin) or active sampling."""
-    battle_budget: int | None = Field(None, gt=0, le=1_000_000_000)
-    """With ``pairs: active``: number of (task, pair) comparisons to run."""
-    resolution: Literal["tie", "both"] = "tie"
-    """Both orders are always judged: ``tie`` resolves disagreement to a tie, ``both`` keeps
-    each order as its own battle."""
-    criteria: list[str] = Field(default_factory=lambda: list(CRITERIA))
-    """Criteria to judge on (subset of the five)."""
-    max_reasks: int = Field(2, ge=0, le=10)
-    """Re-asks of an output that does not parse before it is recorded as a failure."""
-    elo_k: float = Field(4.0, gt=0, le=1000)
-    """Online Elo K factor."""
-    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP)
-    """Bootstrap rounds for the Bradley–Terry confidence intervals (at most 100,000)."""
-    answer_max_tokens: int = Field(4000, gt=0, le=1_000_000)
-    """Answers are cut to about this many tokens (4 characters each) before any judge reads
-    them, so an endless answer is not paid for at every judge; verdicts record the cut."""
-    bootstrap_unit: Literal["meme", "task", "battle"] = "meme"
-    """What every bootstrap interval resamples: memes (all battles of a meme are correlated),
-    tasks (meme × context), or single battles (too narrow when battles are correlated)."""
-    self_judging: Literal["exclude", "include"] = "exclude"
-    """Battles in which a judge compares a model of its own family: left out of the
-    leaderboards (kept for the self-preference measure), or included."""
-    judge_audit: Path | None = None
-    """A Judge audit run's ``leaderboard.json``: the Arena warns when a panel judge is flagged."""
-
-    @field_validator("criteria")
-    @classmethod
-    def _known_criteria(cls, v: list[str]) -> list[str]:
-        bad = [c for c in v if c not in CRITERIA]
-        if bad:
-            raise ValueError(
-                f"unknown criteria {', '.join(map(repr, bad))}; choose from {', '.join(CRITERIA)}"
-            )
-        if not v:
-            raise ValueError("must name at least one criterion")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ArenaConfig:
-        if self.setting == "memearena" and self.fusion_rounds < len(self.judges):
-            raise ValueError(
-                f"fusion_rounds ({self.fusion_rounds}) must be >= number of judges "
-                f"({len(self.judges)}) so every judge refines at least once"
-            )
-        if self.setting == "human" and self.human_guidelines is None:
-            raise ValueError("setting 'human' needs 'human_guidelines'")
-        if self.pairs == "active" and self.battle_budget is None:
-            raise ValueError("pairs 'active' needs 'battle_budget'")
-        if len(set(self.targets)) != len(self.targets):
-            raise ValueError("targets must be distinct")
-        return self
-
-
-class RunConfig(_Strict):
-    """A whole run: models, datasets and one section per method."""
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     run: str = "run"
     """Run directory name under --out: one path component (no ``/``, ``..`` or absolute path)."""
@@ -401,12 +336,6 @@ class RunConfig(_Strict):
     max_wall_hours: float = Field(72.0, gt=0, le=24 * 366)
     """Ceiling on a run's wall time implied by the models' ``rpm`` limits: a plan that needs
     longer is refused, with the estimate, before any call."""
-    arena: ArenaConfig | None = None
-    """The Arena method."""
-    adapt: AdaptConfig | None = None
-    """The Adapt method (AdamMeme)."""
-    judge_audit: JudgeAuditConfig | None = None
-    """The Judge audit method (``memearena.methods.judge_audit.config``)."""
 
     @field_validator("run")
     @classmethod
@@ -425,24 +354,74 @@ class RunConfig(_Strict):
             )
         return v
 
-    @model_validator(mode="after")
-    def _models_exist(self) -> RunConfig:
-        if self.arena is not None:
-            a = self.arena
-            named = [("arena.targets", m) for m in a.targets]
-            named += [("arena.judges", m) for m in a.judges]
-            named.append(("arena.context_model", a.context_model))
-            for where, name in named:
-                if name not in self.models:
-                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
-        for where, name in self.adapt.model_refs() if self.adapt is not None else []:
-            if name not in self.models:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sections(cls, data: Any, handler: ModelWrapValidatorHandler[RunConfig]) -> RunConfig:
+        """The method sections, validated by the models the registry gave (each error located
+        under its section, as a field's would be); an unknown top-level key is an error."""
+        if not isinstance(data, Mapping):
+            return handler(data)
+        models = section_models()
+        core: dict[str, Any] = {}
+        sections: dict[str, BaseModel | None] = dict.fromkeys(models)
+        errors: list[InitErrorDetails] = []
+        for key, value in data.items():
+            model = models.get(key) if isinstance(key, str) else None
+            if model is None and key not in cls.model_fields:
+                errors.append({"type": "extra_forbidden", "loc": (key,), "input": value})
+            elif model is None:
+                core[key] = value
+            elif value is None or isinstance(value, model):
+                sections[key] = value
+            else:
+                try:
+                    sections[key] = model.model_validate(value)
+                except ValidationError as e:
+                    errors += [_located(key, err) for err in e.errors()]
+        try:
+            cfg = handler(core)
+        except ValidationError as e:
+            raise ValidationError.from_exception_data(
+                cls.__name__, [*(_located(None, err) for err in e.errors()), *errors]
+            ) from None
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        assert cfg.__pydantic_extra__ is not None  # extra="allow"
+        cfg.__pydantic_extra__.update(sections)
+        for where, name in cfg.model_refs():
+            if name not in cfg.models:
                 raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
-        if self.judge_audit is not None:
-            for where, name in self.judge_audit.named_models():
-                if name not in self.models:
-                    raise ValueError(f"{where}: model {name!r} is not defined under 'models'")
-        return self
+        return cfg
+
+    def sections(self) -> dict[str, BaseModel]:
+        """The method sections this config holds, by name (absent ones left out)."""
+        extra = self.__pydantic_extra__ or {}
+        return {k: v for k, v in extra.items() if isinstance(v, BaseModel)}
+
+    def section(self, name: str) -> BaseModel | None:
+        """The section of method ``name``, or None when the config has none."""
+        return self.sections().get(name)
+
+    def model_refs(self) -> Iterator[tuple[str, str]]:
+        """Every ``(field, model name)`` the sections refer to (each section's ``model_refs``)."""
+        for sec in self.sections().values():
+            refs = getattr(sec, "model_refs", None)
+            if callable(refs):
+                yield from refs()
+
+    if TYPE_CHECKING:
+        # A method's section is an attribute named as the method (``cfg.arena``), None when the
+        # config has none; the method reads it typed through its own section model.
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def _located(section: str | None, err: ErrorDetails) -> InitErrorDetails:
+    """A validation error of a section, located under it (``arena.targets``)."""
+    loc = (section, *err["loc"]) if section is not None else tuple(err["loc"])
+    out: InitErrorDetails = {"type": err["type"], "loc": loc, "input": err["input"]}
+    if "ctx" in err:
+        out["ctx"] = err["ctx"]
+    return out
 
 
 def _loc_text(loc: tuple[Any, ...]) -> str:
@@ -462,8 +441,12 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     """The field names valid beside ``loc``'s last part (the section it sits in): a hint for
     a misspelt key. Parts that name no field (a model's name, a list index, a union's tag) are
     stepped over."""
-    current: list[type[BaseModel]] = [RunConfig]
-    for part in loc[:-1]:
+    sections = section_models()
+    if not loc[:-1]:
+        return sorted({*RunConfig.model_fields, *sections})
+    first = sections.get(loc[0]) if isinstance(loc[0], str) else None
+    current: list[type[BaseModel]] = [first] if first is not None else [RunConfig]
+    for part in loc[1:-1] if first is not None else loc[:-1]:
         inner = [
             m
             for model in current
@@ -561,34 +544,35 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
 
 def _check_files(cfg: RunConfig, source: str) -> None:
     # Found now, not after the first paid calls of a run.
-    hg = cfg.arena.human_guidelines if cfg.arena is not None else None
-    if hg is not None and not hg.is_file():
-        what = "is not a file" if hg.exists() else "does not exist"
-        raise ConfigError(f"{source}: arena.human_guidelines: {hg} {what}")
+    for sec in cfg.sections().values():
+        check = getattr(sec, "check_files", None)
+        if callable(check):
+            check(source)
 
 
 def _resolve_paths(cfg: RunConfig, base: Path) -> RunConfig:
-    def fix(p: Path | None) -> Path | None:
-        return None if p is None or p.is_absolute() else (base / p).resolve()
+    def fix(p: Path) -> Path:
+        return p if p.is_absolute() else (base / p).resolve()
 
     data = [
         d.model_copy(
             update={
-                "path": fix(d.path) or d.path,
-                "image_root": fix(d.image_root) or d.image_root,
-                "erased_dir": fix(d.erased_dir) or d.erased_dir,
+                k: fix(p)
+                for k, p in (
+                    ("path", d.path),
+                    ("image_root", d.image_root),
+                    ("erased_dir", d.erased_dir),
+                )
+                if p is not None
             }
         )
         for d in cfg.data
     ]
     update: dict[str, Any] = {"data": data}
-    if cfg.arena is not None and cfg.arena.human_guidelines is not None:
-        hg = fix(cfg.arena.human_guidelines) or cfg.arena.human_guidelines
-        update["arena"] = cfg.arena.model_copy(update={"human_guidelines": hg})
-    if cfg.arena is not None and cfg.arena.judge_audit is not None:
-        ja = fix(cfg.arena.judge_audit) or cfg.arena.judge_audit
-        arena = update.get("arena", cfg.arena)
-        update["arena"] = arena.model_copy(update={"judge_audit": ja})
+    for name, sec in cfg.sections().items():
+        resolve = getattr(sec, "resolve_paths", None)
+        if callable(resolve):
+            update[name] = resolve(fix)
     return cfg.model_copy(update=update)
 
 
@@ -703,35 +687,6 @@ def check_option_ranges(options: Mapping[str, Any]) -> None:
     scale = options.get("scale")
     if isinstance(scale, float | int) and not (math.isfinite(scale) and 0 < scale <= 1e6):
         raise ConfigError(f"--scale: must be a finite number > 0, got {scale}")
-
-
-def arena_call_estimate(
-    cfg: RunConfig, n_memes: int, settings: Sequence[str] | None = None
-) -> dict[str, float]:
-    """Expected calls per model of an Arena run over ``n_memes`` memes (no re-asks or refusals;
-    fusion rounds spread evenly over the panel): the input of the wall-time check."""
-    a = cfg.arena
-    if a is None:
-        return {}
-    out: dict[str, float] = dict.fromkeys(cfg.models, 0.0)
-    tasks = n_memes * a.contexts
-    out[a.context_model] += n_memes
-    for t in a.targets:
-        out[t] += tasks
-    n_targets, n_judges = len(a.targets), len(a.judges)
-    comparisons = (
-        min(a.battle_budget, tasks * n_targets * (n_targets - 1) // 2)
-        if a.pairs == "active" and a.battle_budget is not None
-        else tasks * n_targets * (n_targets - 1) // 2
-    )
-    for setting in settings or [a.setting]:
-        for j in a.judges:
-            if setting == "memearena":
-                out[j] += n_memes * (1 + a.fusion_rounds) / n_judges
-            elif setting == "self":
-                out[j] += n_memes
-            out[j] += 2 * comparisons
-    return out
 
 
 def check_wall_time(cfg: RunConfig, calls: Mapping[str, float]) -> None:

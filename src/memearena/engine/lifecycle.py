@@ -6,7 +6,8 @@ pool (cache, spend cap, batch), runs the method, accounts for it (spend and its 
 from the store, steps reused / new per stage) and finishes it: the status with its problems and
 exit code, the method's section merged into ``leaderboard.json`` atomically, the report, and
 the console summary (``print_run_summary``). ``plan_method`` is the dry run: the same code path
-against stand-ins. The lifecycle sees a method only through ``memearena.methods.base.Method``.
+against stand-ins. The lifecycle sees a method only through ``memearena.engine.protocol.Method``,
+found by name in ``memearena.engine.registry``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from memearena.engine.leaderboard import merge_leaderboard
 from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, stand_in_config
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
+from memearena.engine.protocol import Method, MethodRun, RunContext
+from memearena.engine.registry import get_method, method_names
 from memearena.engine.rundir import open_run_dir, run_facts
 from memearena.engine.status import RunStatus, directory_status, print_run_status
 from memearena.engine.steps import StageCount, counting_steps
-from memearena.methods.base import Method, MethodRun, RunContext, get_method, method_names
 from memearena.report.html import write_report
 from memearena.report.safe import console_safe
 from memearena.store import RunStore

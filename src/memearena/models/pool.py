@@ -144,7 +144,7 @@ class _Model:
     def __init__(self, name: str, cfg: ModelConfig) -> None:
         self.name = name
         self.cfg = cfg
-        self.params = cfg.gen_params()
+        self.params = GenParams.of(cfg)
         self.endpoint = endpoint_id(cfg, name)
         self.key_prefix = key_prefix(self.endpoint)
         self.params_part = params_json(self.params)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from memearena.config import ModelConfig
 
 Role = Literal["system", "user", "assistant"]
 
@@ -55,6 +58,17 @@ class GenParams:
     # JSON text of an OpenAI ``response_format`` (structured outputs with a JSON schema), kept
     # as text so the params stay hashable; None: free text.
     response_format: str | None = None
+
+    @classmethod
+    def of(cls, model: ModelConfig) -> GenParams:
+        """The generation parameters a configured model is called with."""
+        return cls(
+            temperature=model.temperature,
+            top_p=model.top_p,
+            max_tokens=model.max_tokens,
+            seed=model.seed,
+            reasoning_effort=model.reasoning_effort,
+        )
 
     def merged(self, other: GenParams | None) -> GenParams:
         """These params with every non-None field of ``other`` taking precedence."""

@@ -24,6 +24,15 @@ Winner = Literal["A", "B", "tie"]
 LEVELS: tuple[Level, ...] = ("high", "moderate", "unrelated")
 """Context levels, in the order a context agent writes them (the first n are asked for)."""
 
+CRITERIA: tuple[str, ...] = (
+    "instruction_following",
+    "redundancy",
+    "correctness",
+    "relevance",
+    "accuracy",
+)
+"""The Arena's five judging criteria, in the order judges are asked for them."""
+
 
 class Context(BaseModel):
     """One interpretive context: a viewer's background and the task built from it."""

@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memearena.config import CRITERIA, SimModelConfig
+from memearena.config import SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
-from memearena.prompts.schemas import LEVELS
+from memearena.prompts.schemas import CRITERIA, LEVELS
 from memearena.sim.adapt import AdaptWorld
 from memearena.sim.facts import SimMeme, SimProfile, digest, tag_block
 from memearena.sim.judge_audit import JudgeAuditSim

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memearena.config import ArenaConfig, DatasetConfig, Price, RunConfig, SimModelConfig
+from memearena.config import DatasetConfig, Price, RunConfig, SimModelConfig
 from memearena.demo import demo_config
 from memearena.engine.lifecycle import plan_method, run_method
+from memearena.methods.arena.config import ArenaConfig
 from memearena.stats import leaderboard, load_battles
 from memearena.store import RunStore
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.methods.arena.analysis import setting_section, write_battle_files
+from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.arena.stages import ArenaOutcome
 
 

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.engine.lifecycle import RunResult, run_method
 from memearena.errors import IncompatibleRunError
+from memearena.methods.arena.config import ArenaConfig
 from memearena.store import RunStore
 
 TEMPLATES = ("context", "answer", "guideline", "judge")

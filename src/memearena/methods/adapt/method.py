@@ -1,4 +1,4 @@
-"""Adapt as a method of the run lifecycle (``memearena.methods.base.Method``).
+"""Adapt as a method of the run lifecycle (``memearena.engine.protocol.Method``).
 
 Its stages are ``memearena.methods.adapt.stages`` (and the stage modules it runs); its analysis
 (records -> the ``adapt`` section, pure) is ``memearena.methods.adapt.analysis``; its view is
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memearena.config import RunConfig
+from memearena.engine.protocol import Finished, Inputs, MethodRun, RunContext
 from memearena.engine.rundir import atomic_write, load_memes
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.engine.steps import seeded_rng
@@ -23,7 +24,6 @@ from memearena.errors import ConfigError
 from memearena.jsonsafe import dumps_strict
 from memearena.methods.adapt import view
 from memearena.methods.adapt.stages import TYPICAL_OUTPUT_TOKENS, AdaptOutcome, AdaptPipeline
-from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.report.safe import csv_safe
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from memearena.config import ArenaConfig, RunConfig, SimModelConfig
+from memearena.config import RunConfig, SimModelConfig
+from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.arena.schedule import owns
 from memearena.methods.arena.stages import ArenaOutcome, JudgedStream
 from memearena.stats import (

@@ -1,4 +1,4 @@
-"""The Arena as a method of the run lifecycle (``memearena.methods.base.Method``).
+"""The Arena as a method of the run lifecycle (``memearena.engine.protocol.Method``).
 
 Its stages are ``memearena.methods.arena.stages``; its analysis (the store's battles -> the
 ``arena`` section, pure) is ``memearena.methods.arena.analysis``; its view is
@@ -15,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from memearena.config import RunConfig, arena_call_estimate, check_wall_time
+from memearena.config import RunConfig, check_wall_time
+from memearena.engine.protocol import Finished, Inputs, MethodRun, RunContext
 from memearena.engine.rundir import load_memes
 from memearena.engine.status import ModelStatus, RunStatus, clean_line, spend_cap_problem
 from memearena.errors import ConfigError
 from memearena.methods.arena import view
+from memearena.methods.arena.config import arena_call_estimate
 from memearena.methods.arena.stages import (
     ANSWERS_VIEW,
     ArenaOutcome,
@@ -27,7 +29,6 @@ from memearena.methods.arena.stages import (
     judged_view,
     load_human_guidelines,
 )
-from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.prompts import template_hashes
 
 if TYPE_CHECKING:

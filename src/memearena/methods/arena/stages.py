@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memearena.config import ArenaConfig, ImageConfig, RunConfig
+from memearena.config import ImageConfig, RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
 from memearena.engine.steps import StageCount, bounded_map, run_step, seeded_rng
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.jsonsafe import jsonl_lines, loads_bounded
+from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,

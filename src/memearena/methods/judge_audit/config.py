@@ -116,3 +116,7 @@ class JudgeAuditConfig(BaseModel):
         if self.describer is not None:
             named.append(("judge_audit.describer", self.describer))
         return named
+
+    def model_refs(self) -> list[tuple[str, str]]:
+        """Every (field, model name) this section refers to (checked against ``models``)."""
+        return self.named_models()

@@ -1,4 +1,4 @@
-"""The Judge audit as a method of the run lifecycle (``memearena.methods.base.Method``).
+"""The Judge audit as a method of the run lifecycle (``memearena.engine.protocol.Method``).
 
 Its stages are ``memearena.methods.judge_audit.stages`` (and the stage modules it runs); its
 analysis (records -> the ``judge_audit`` section, pure) is
@@ -23,11 +23,11 @@ import numpy as np
 from memearena.config import RunConfig
 from memearena.data import Meme, load_datasets
 from memearena.data.mmjudgebias import JudgeBiasRow, load_mmjudgebias
+from memearena.engine.protocol import Finished, Inputs, MethodRun, RunContext
 from memearena.engine.rundir import atomic_write, no_usable_items
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.errors import ConfigError, DataError
 from memearena.jsonsafe import dumps_strict
-from memearena.methods.base import Finished, Inputs, MethodRun, RunContext
 from memearena.methods.judge_audit import view
 from memearena.methods.judge_audit.records import MISSING
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline

@@ -1,0 +1,92 @@
+"""The method registry: every method the engine runs, by name.
+
+A method is its package plus one line here (or one :func:`register_method` call from a plug-in
+or a test): the package, the class in its ``method.py`` (implementing
+:class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``.
+Both are imported by name when first needed, so the engine, the config, the CLI, the notebook
+API and the viewer name no method: they read this registry. The order of registration is the
+report's page order of the sections."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memearena.config.sections import register_section, unregister_section
+from memearena.errors import ConfigError
+
+if TYPE_CHECKING:
+    from memearena.engine.protocol import Method
+
+__all__ = [
+    "MethodSpec",
+    "get_method",
+    "method_names",
+    "method_spec",
+    "register_method",
+    "unregister_method",
+]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One registered method."""
+
+    name: str
+    """Registry name, config section and leaderboard key (``arena``)."""
+    method: str
+    """Where its class is, ``module:Class`` (imported when first asked for)."""
+    section: str
+    """Where its config section model is, ``module:Class``."""
+
+
+_METHODS: dict[str, MethodSpec] = {}
+
+
+def register_method(name: str, package: str, method: str, section: str) -> None:
+    """Register method ``name``: ``package`` holds ``method.py`` with the class ``method`` and
+    ``config.py`` with the section model ``section``. Registering a name again replaces it."""
+    if not name.isidentifier():
+        raise ConfigError(f"method name {name!r} must be an identifier (it is a config key)")
+    spec = MethodSpec(name, f"{package}.method:{method}", f"{package}.config:{section}")
+    _METHODS[name] = spec
+    register_section(name, spec.section)
+
+
+def unregister_method(name: str) -> None:
+    """Remove method ``name`` (a plug-in's test cleaning up after itself)."""
+    _METHODS.pop(name, None)
+    unregister_section(name)
+
+
+def method_names() -> list[str]:
+    """Every registered method's name, in registration order."""
+    return list(_METHODS)
+
+
+def method_spec(name: str) -> MethodSpec:
+    """The registration of method ``name`` (ConfigError naming the known ones if none)."""
+    spec = _METHODS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown method {name!r}; expected one of {', '.join(_METHODS)}")
+    return spec
+
+
+def load(where: str) -> Any:
+    """The object at ``module:attr``."""
+    module, _, attr = where.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def get_method(name: str) -> type[Method]:
+    """The method class registered as ``name`` (importing it registers its view's report
+    section and its simulated responders)."""
+    cls: type[Method] = load(method_spec(name).method)
+    return cls
+
+
+# The built-in methods, one line each (the order is the report's).
+register_method("judge_audit", "memearena.methods.judge_audit", "JudgeAudit", "JudgeAuditConfig")
+register_method("arena", "memearena.methods.arena", "Arena", "ArenaConfig")
+register_method("adapt", "memearena.methods.adapt", "Adapt", "AdaptConfig")
