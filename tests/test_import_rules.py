@@ -25,8 +25,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "memearena"
 
-NOT_STAGES = {"__init__", "config", "analysis", "view", "method", "published"}
-"""Modules of a method package that are not stages (``published``: an analysis of logs)."""
+NOT_STAGES = {"__init__", "config", "analysis", "view", "method", "published", "sim"}
+"""Modules of a method package that are not stages (``published``: an analysis of logs;
+``sim``: the method's part of the simulated world)."""
 ENGINE_FOR_STAGES = {f"{PKG}.engine.steps", f"{PKG}.engine.progress", f"{PKG}.engine"}
 """The engine primitives stages may use (the rest of engine/ is the lifecycle)."""
 

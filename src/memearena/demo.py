@@ -19,6 +19,11 @@ from memearena.methods.adapt.config import AdaptConfig, AdaptSimConfig
 from memearena.methods.adapt.view import print_adapt_summary
 from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.judge_audit.config import JudgeAuditConfig
+from memearena.methods.judge_audit.sim import (
+    DEMO_AUDIT_JUDGES,
+    DEMO_AUDIT_REFERENCE,
+    DEMO_AUDIT_RESPONDERS,
+)
 from memearena.methods.judge_audit.view import demo_check, print_judge_audit_summary
 from memearena.report.safe import console_safe
 from memearena.sim.catalogue import (
@@ -27,11 +32,6 @@ from memearena.sim.catalogue import (
     DEMO_TARGETS,
     NULL_WORLD,
     demo_models,
-)
-from memearena.sim.judge_audit import (
-    DEMO_AUDIT_JUDGES,
-    DEMO_AUDIT_REFERENCE,
-    DEMO_AUDIT_RESPONDERS,
 )
 
 __all__ = [

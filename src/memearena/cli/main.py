@@ -181,8 +181,11 @@ def sim_serve(
 ) -> None:
     """Serve the simulated world as an OpenAI-compatible endpoint (with injected faults)."""
     from memearena.config import load_config
+    from memearena.engine.registry import get_method, method_names
     from memearena.sim.serve import serve_world
 
+    for name in method_names():
+        get_method(name)  # every registered method's part of the simulated world
     cfg = load_config(config) if config is not None else None
     # Announced once listening: a bad option or a port in use is one error line, no banner.
     banner = (

@@ -2,7 +2,8 @@
 
 A method is its package plus one line here (or one :func:`register_method` call from a plug-in
 or a test): the package, the class in its ``method.py`` (implementing
-:class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``.
+:class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``;
+a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``).
 Both are imported by name when first needed, so the engine, the config, the CLI, the notebook
 API and the viewer name no method: they read this registry. The order of registration is the
 report's page order of the sections."""
@@ -10,7 +11,9 @@ report's page order of the sections."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memearena.config.sections import register_section, unregister_section
@@ -52,6 +55,26 @@ def register_method(name: str, package: str, method: str, section: str) -> None:
     spec = MethodSpec(name, f"{package}.method:{method}", f"{package}.config:{section}")
     _METHODS[name] = spec
     register_section(name, spec.section)
+    templates = _templates_of(package)
+    if templates is not None:
+        from memearena.prompts import register_templates  # only for a package that has some
+
+        register_templates(name, templates)
+
+
+def _templates_of(package: str) -> Path | None:
+    """The package's own ``templates/`` folder (found without importing the package), or None."""
+    try:
+        found = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise ConfigError(f"method package {package!r} cannot be found")
+    for where in found.submodule_search_locations or []:
+        folder = Path(where) / "templates"
+        if folder.is_dir():
+            return folder
+    return None
 
 
 def unregister_method(name: str) -> None:

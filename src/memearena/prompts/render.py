@@ -8,8 +8,18 @@ import re
 from functools import cache, lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, Template
+from jinja2 import (
+    BaseLoader,
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    StrictUndefined,
+    Template,
+)
 
 from memearena.models.types import ImagePart, Message, TextPart
 from memearena.prompts.compiled import CompiledTemplate, compile_template
@@ -25,6 +35,7 @@ __all__ = [
     "compiled_templates",
     "defang",
     "reask_message",
+    "register_templates",
     "render",
     "render_jinja",
     "rendered_template_hashes",
@@ -190,11 +201,26 @@ def _defang(value: object) -> object:
     return _defang_text(value) if isinstance(value, str) else value
 
 
+_EXTRA_TEMPLATES: dict[str, Path] = {}
+"""Template folders of method packages, by prefix (``<prefix>/<file>.j2``)."""
+
+
+def register_templates(prefix: str, folder: Path) -> None:
+    """Load templates named ``<prefix>/...`` from ``folder`` too (a method package's own
+    ``templates/``); a name the package's ``templates/`` holds is found there first."""
+    _EXTRA_TEMPLATES[prefix] = Path(folder)
+    clear_template_cache()
+
+
 @cache
 def _env() -> Environment:
     # Templates ship with the package: loaded once, never re-checked on disk per render.
+    loader: BaseLoader = PackageLoader("memearena.prompts", "templates")
+    if _EXTRA_TEMPLATES:
+        extra = {p: FileSystemLoader(str(f)) for p, f in _EXTRA_TEMPLATES.items()}
+        loader = ChoiceLoader([loader, PrefixLoader(extra)])
     return Environment(
-        loader=PackageLoader("memearena.prompts", "templates"),
+        loader=loader,
         undefined=StrictUndefined,
         autoescape=False,
         trim_blocks=True,
@@ -301,6 +327,10 @@ def _walk(node: Traversable, prefix: str) -> list[tuple[str, bytes]]:
 
 
 def template_hashes() -> dict[str, str]:
-    """sha256 of every template file, keyed by its path under ``templates/`` (sorted)."""
-    root = files("memearena.prompts") / "templates"
-    return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(_walk(root, ""))}
+    """sha256 of every template file, keyed by its path under ``templates/`` (sorted), a
+    method package's own under its prefix."""
+    found = _walk(files("memearena.prompts") / "templates", "")
+    for prefix, folder in sorted(_EXTRA_TEMPLATES.items()):
+        if folder.is_dir():
+            found += _walk(folder, prefix + "/")
+    return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(dict(found).items())}

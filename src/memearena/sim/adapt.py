@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.sim.facts import digest
+from memearena.sim.parts import SimRequest, register_part
 
 if TYPE_CHECKING:
     from memearena.config import ImageConfig
@@ -271,6 +272,11 @@ class AdaptWorld:
         return base * len(cues & seen) / len(cues)
 
     # ---- the responder -------------------------------------------------------------------
+
+    def reply(self, request: SimRequest) -> str:
+        """The simulator's entry (``memearena.sim.parts.SimPart``)."""
+        r = request
+        return self.respond(r.profile, r.role, r.messages, r.params, r.rng, r.bad_format)
 
     def respond(
         self,
@@ -538,3 +544,6 @@ class AdaptWorld:
 def _category_of(instruction: str, default: str) -> str:
     m = re.search(r'category "([^"]+)"', instruction)
     return m.group(1) if m else default
+
+
+register_part("adapt", AdaptWorld)

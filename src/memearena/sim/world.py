@@ -39,9 +39,8 @@ from memearena.config import SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.prompts.parsers import parse_answer
 from memearena.prompts.schemas import CRITERIA, LEVELS
-from memearena.sim.adapt import AdaptWorld
 from memearena.sim.facts import SimMeme, SimProfile, digest, tag_block
-from memearena.sim.judge_audit import JudgeAuditSim
+from memearena.sim.parts import SimPart, SimRequest, part_factories
 
 if TYPE_CHECKING:
     from memearena.config import ImageConfig
@@ -198,9 +197,17 @@ class SimWorld:
         self.memes: dict[str, SimMeme] = {}
         self._knowledge: dict[tuple[str, str], _Knowledge] = {}
         self._scores: dict[tuple[str, _Beliefs, str], dict[str, float]] = {}
-        self._judge_audit = JudgeAuditSim(self)
-        self.adapt = AdaptWorld(self)
-        """The Adapt method's roles (``memearena.sim.adapt``)."""
+        self.parts: dict[str, SimPart] = {p: make(self) for p, make in part_factories().items()}
+        """The registered parts, by role prefix (``memearena.sim.parts``): each answers its
+        method's roles; the core answers the Arena's. A part is also an attribute named as its
+        prefix (``world.adapt``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not attributes: a registered part by its prefix.
+        parts = self.__dict__.get("parts") or {}
+        if name in parts:
+            return parts[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or part {name!r}")
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -208,7 +215,12 @@ class SimWorld:
         """Know every dataset image as a world behind ``sim-serve`` does (which meme and which
         caption it shows, by the hash of the bytes a client sends): a dry run's stand-ins for
         endpoint models then meet the world the run will meet. Returns the hashes registered."""
-        return self.adapt.register_dataset_images(memes, image_cfg)
+        known = 0
+        for part in self.parts.values():
+            register = getattr(part, "register_dataset_images", None)
+            if callable(register):
+                known = max(known, int(register(memes, image_cfg)))
+        return known
 
     def _profile(self, model: str) -> SimProfile:
         prof = self._profiles.get(model)
@@ -289,10 +301,9 @@ class SimWorld:
         if cfg.refusal_rate > 0 and rng.random() < cfg.refusal_rate:
             return REFUSAL_TEXT
         bad_format = cfg.format_error_rate > 0 and attempt.random() < cfg.format_error_rate
-        if role.startswith("judge_audit."):
-            return self._judge_audit.respond(prof, role, prompt, messages, rng, bad_format)
-        if role.startswith("adapt."):
-            return self.adapt.respond(prof, role, messages, params, rng, bad_format)
+        part = self.parts.get(role.partition(".")[0])
+        if part is not None:
+            return part.reply(SimRequest(prof, role, prompt, messages, params, rng, bad_format))
         if role == "arena.answer":
             return self.answer(prof, prompt, rng, bad_format)
         if role == "arena.judge":

@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from memearena.demo import demo_config, run_demo_audit
+from memearena.methods.judge_audit.sim import DEMO_AUDIT_REFERENCE
 from memearena.methods.judge_audit.view import demo_check
-from memearena.sim.judge_audit import DEMO_AUDIT_REFERENCE
 
 
 def test_demo_audit_recovers_every_injected_bias(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from memearena.engine.rundir import atomic_write, no_usable_items
 from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.errors import ConfigError, DataError
 from memearena.jsonsafe import dumps_strict
+from memearena.methods.judge_audit import sim as sim  # its simulated judges register
 from memearena.methods.judge_audit import view
 from memearena.methods.judge_audit.records import MISSING
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline

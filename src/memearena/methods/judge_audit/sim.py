@@ -1,4 +1,7 @@
-"""The simulated world's Judge-audit roles: responders, describer, pointwise and pairwise judges.
+"""The simulated world's Judge-audit part: responders, describer, pointwise and pairwise judges.
+
+Registered with the simulator (``memearena.sim.parts``) for the ``judge_audit.*`` roles when
+this module is imported (the method imports it).
 
 This is a SIMULATOR: judges with the audit's failure modes as parameters, so every injected
 bias has a known expected signature, and a clean judge that must come out clean.
@@ -38,6 +41,7 @@ from memearena.methods.judge_audit.classic import FILLER
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
 from memearena.models.types import ImagePart, Message
 from memearena.sim.facts import tag_block
+from memearena.sim.parts import SimRequest, register_part
 
 if TYPE_CHECKING:
     from memearena.sim.facts import SimMeme, SimProfile, WorldCore
@@ -92,6 +96,11 @@ class JudgeAuditSim:
     def __init__(self, world: WorldCore) -> None:
         self.world = world
         self._meta: dict[str, dict[str, str]] = {}
+
+    def reply(self, request: SimRequest) -> str:
+        """The simulator's entry (``memearena.sim.parts.SimPart``)."""
+        r = request
+        return self.respond(r.profile, r.role, r.prompt, r.messages, r.rng, r.bad_format)
 
     def respond(
         self,
@@ -240,3 +249,6 @@ def _digest(text: str) -> bytes:
     import hashlib
 
     return hashlib.blake2b(text.encode(), digest_size=8).digest()
+
+
+register_part("judge_audit", JudgeAuditSim)
