@@ -22,10 +22,26 @@ def test_top_level_api_runs_a_small_arena(tmp_path: Path) -> None:
     assert memearena.plan_arena(cfg).calls > 0
     result = memearena.run_arena(cfg, tmp_path / "run", show_progress=False)
     assert result.new_calls > 0
-    assert [r["model"] for r in result.leaderboard["arena"]["overall"]] == [
-        "sim-aurora",
-        "sim-ember",
-    ]
+    assert [r["model"] for r in result.board["arena"]["overall"]] == ["sim-aurora", "sim-ember"]
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return
+    # One shape: the leaderboard's figure as value / ci_low / ci_high, the store's tables.
+    board = result.leaderboard()
+    assert list(board["model"]) == ["sim-aurora", "sim-ember"]
+    assert set(board["figure"]) == {"bt"}
+    assert (board["ci_low"] <= board["value"]).all() and (board["value"] <= board["ci_high"]).all()
+    calls = result.calls()
+    assert len(calls) == result.new_calls and calls["role"].str.startswith("arena.").all()
+    replies = result.replies()
+    assert list(replies["request_hash"]) == list(calls["request_hash"])
+    assert replies["response"].notna().any()
+    requests = result.requests()
+    assert set(requests["key"]) == set(calls["request_hash"])
+    assert result.request(str(calls["request_hash"].iloc[0]))["messages"]
+    assert set(result.intervals().columns) == {"model", "figure", "value", "ci_low", "ci_high"}
+    assert list(result.errors().columns) == ["kind", "key", "reason", "detail", "created_at"]
 
 
 def test_import_stays_light() -> None:
@@ -86,9 +102,12 @@ def test_judge_audit_frame_carries_trust_rank_range_and_category_intervals(
     results = memearena.open_run(_fake_run(tmp_path))
     assert isinstance(results, memearena.RunResults)
     row = results.judge_audit.leaderboard().iloc[0]
-    assert (row["trust_value"], row["trust_ci_low"], row["trust_ci_high"]) == (0.9, 0.8, 0.95)
+    assert row["figure"] == "trust"
+    assert (row["value"], row["ci_low"], row["ci_high"]) == (0.9, 0.8, 0.95)
     assert (row["rank_ci_low"], row["rank_ci_high"]) == (1, 2)
-    assert (row["integrality_ci_low"], row["integrality_ci_high"]) == (0.8, 0.95)
+    figures = results.judge_audit.intervals().set_index("figure")
+    cat = figures.loc["category.integrality"]
+    assert (cat["value"], cat["ci_low"], cat["ci_high"]) == (0.9, 0.8, 0.95)
 
 
 def test_unknown_breakdown_names_the_known_ones_in_words(tmp_path: Path) -> None:

@@ -101,7 +101,11 @@ class Method(Protocol):
     outputs: ClassVar[tuple[str, ...]]
     """Files it leaves in the run directory (named in the "outputs in" line)."""
     typical_output: ClassVar[Mapping[str, int]]
-    """Output tokens a real model typically writes per role (the dry run's floor)."""
+    """Output tokens a real model typically writes per role (the dry run's floor).
+
+    Optional class attributes the engine reads when present: ``result``, the notebook's result
+    class of the method (a ``memearena.engine.results.MethodResult``; the generic one if
+    absent)."""
 
     def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
         """The method for ``cfg`` (ConfigError when the section is missing); ``options`` are

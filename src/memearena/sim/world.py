@@ -202,11 +202,21 @@ class SimWorld:
         method's roles; the core answers the Arena's. A part is also an attribute named as its
         prefix (``world.adapt``)."""
 
+    def _part(self, prefix: str) -> SimPart | None:
+        """The part answering ``prefix``'s roles; one registered after this world was made
+        (its method imported later, as a served world meets it) is built when first asked."""
+        part = self.parts.get(prefix)
+        if part is None:
+            make = part_factories().get(prefix)
+            if make is not None:
+                part = self.parts[prefix] = make(self)
+        return part
+
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not attributes: a registered part by its prefix.
-        parts = self.__dict__.get("parts") or {}
-        if name in parts:
-            return parts[name]
+        part = self._part(name) if "parts" in self.__dict__ and not name.startswith("_") else None
+        if part is not None:
+            return part
         raise AttributeError(f"{type(self).__name__!r} has no attribute or part {name!r}")
 
     # ---- lookups -------------------------------------------------------------------------
@@ -301,7 +311,7 @@ class SimWorld:
         if cfg.refusal_rate > 0 and rng.random() < cfg.refusal_rate:
             return REFUSAL_TEXT
         bad_format = cfg.format_error_rate > 0 and attempt.random() < cfg.format_error_rate
-        part = self.parts.get(role.partition(".")[0])
+        part = self._part(role.partition(".")[0])
         if part is not None:
             return part.reply(SimRequest(prof, role, prompt, messages, params, rng, bad_format))
         if role == "arena.answer":

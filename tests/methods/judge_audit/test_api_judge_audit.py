@@ -38,7 +38,9 @@ def test_run_and_plan_judge_audit(tmp_path: Path) -> None:
     assert result.new_calls == planned.calls  # the dry run counts exactly what a run calls
     board = result.leaderboard()
     assert list(board["judge"]) == ["j"]
-    assert {"overall_value", "overall_ci_low", "p_prefer_first_value", "flags"} <= set(board)
+    assert {"rank", "figure", "value", "ci_low", "ci_high", "flags"} <= set(board)
+    figures = set(result.intervals()["figure"])
+    assert {"trust", "overall", "p_prefer_first"} <= figures
     types = result.bias_types()
     assert set(types["bias_type"]) >= {"text_dominance", "texture_insertion"}
     assert len(result.scores()) == 3 * 2 * 2  # memes x responders x bias types, one judge

@@ -23,6 +23,7 @@ from memearena.engine.steps import seeded_rng
 from memearena.errors import ConfigError
 from memearena.jsonsafe import dumps_strict
 from memearena.methods.adapt import view
+from memearena.methods.adapt.result import AdaptResult
 from memearena.methods.adapt.stages import TYPICAL_OUTPUT_TOKENS, AdaptOutcome, AdaptPipeline
 from memearena.report.safe import csv_safe
 
@@ -42,6 +43,7 @@ class Adapt:
     keys: ClassVar[tuple[str, ...]] = ("adapt",)
     outputs: ClassVar[tuple[str, ...]] = ("adapt_chains.jsonl", "adapt_scores.jsonl")
     typical_output: ClassVar[Mapping[str, int]] = TYPICAL_OUTPUT_TOKENS
+    result: ClassVar[type[AdaptResult]] = AdaptResult
 
     def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
         if cfg.adapt is None:

@@ -22,6 +22,7 @@ from memearena.engine.status import ModelStatus, RunStatus, clean_line, spend_ca
 from memearena.errors import ConfigError
 from memearena.methods.arena import view
 from memearena.methods.arena.config import arena_call_estimate
+from memearena.methods.arena.result import ArenaResult
 from memearena.methods.arena.stages import (
     ANSWERS_VIEW,
     ArenaOutcome,
@@ -61,6 +62,7 @@ class Arena:
     keys: ClassVar[tuple[str, ...]] = ("arena", "simulated")
     outputs: ClassVar[tuple[str, ...]] = ("battles.jsonl",)
     typical_output: ClassVar[Mapping[str, int]] = TYPICAL_OUTPUT_TOKENS
+    result: ClassVar[type[ArenaResult]] = ArenaResult
 
     def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
         if cfg.arena is None:

@@ -31,6 +31,7 @@ from memearena.jsonsafe import dumps_strict
 from memearena.methods.judge_audit import sim as sim  # its simulated judges register
 from memearena.methods.judge_audit import view
 from memearena.methods.judge_audit.records import MISSING
+from memearena.methods.judge_audit.result import JudgeAuditResult
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome, JudgeAuditPipeline
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class JudgeAudit:
     keys: ClassVar[tuple[str, ...]] = ("judge_audit",)
     outputs: ClassVar[tuple[str, ...]] = (SCORES_FILE, IMAGE_DIR + "/")
     typical_output: ClassVar[Mapping[str, int]] = TYPICAL_OUTPUT_TOKENS
+    result: ClassVar[type[JudgeAuditResult]] = JudgeAuditResult
 
     def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
         if cfg.judge_audit is None:
