@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
-from memearena.cli.adapt import adapt_app
 from memearena.cli.data import check_command
-from memearena.cli.judge_audit import judge_audit_app
 from memearena.cli.rank import rank_command
-from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
+from memearena.cli.run import (
+    DryRunOpt,
+    MaxCostOpt,
+    NoProgressOpt,
+    OutOpt,
+    console,
+    err_console,
+    one_line_errors,
+)
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
@@ -30,39 +34,8 @@ data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
 models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
-app.add_typer(adapt_app, name="adapt")
-
-# Piped output (logs, CI) gets a fixed width: the summary tables fit 80 columns.
-console = Console() if sys.stdout.isatty() else Console(width=80)
-err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def print_error(e: BaseException) -> None:
-    """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
-    err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
-
-
-def one_line_errors(fn: F) -> F:
-    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only); numeric
-    options are range-checked first."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            from memearena.config import check_option_ranges  # lazy: fast --help
-
-            check_option_ranges(kwargs)
-            return fn(*args, **kwargs)
-        except MemearenaError as e:
-            print_error(e)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            err_console.print("interrupted: re-run the same command to resume")
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _version(value: bool) -> None:
@@ -123,47 +96,6 @@ def demo(
         null_world=null_world,
         compare_settings=compare_settings,
     )
-
-
-@app.command()
-@one_line_errors
-def arena(
-    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
-    out: OutOpt = None,
-    dry_run: DryRunOpt = False,
-    max_cost: MaxCostOpt = None,
-    compare_settings: Annotated[
-        bool,
-        typer.Option(
-            "--compare-settings",
-            help="Judge the same answers under every guideline setting; compare judge NDCG.",
-        ),
-    ] = False,
-    no_progress: NoProgressOpt = False,
-) -> None:
-    """Run (or resume) the Arena: contexts, answers, guideline fusion, pairwise battles."""
-    from memearena.cli.run import run_or_plan
-
-    run_or_plan(
-        "arena",
-        config,
-        out=out,
-        dry_run=dry_run,
-        max_cost=max_cost,
-        no_progress=no_progress,
-        console=console,
-        err_console=err_console,
-        options=lambda cfg: {"settings": _settings(cfg.arena, compare_settings)},
-    )
-
-
-def _settings(acfg: Any, compare: bool) -> list[str]:
-    if not compare:
-        return [acfg.setting]
-    chosen = [acfg.setting, *(s for s in ("memearena", "none", "self") if s != acfg.setting)]
-    if acfg.human_guidelines is not None and "human" not in chosen:
-        chosen.append("human")
-    return chosen
 
 
 @app.command("sim-serve")
@@ -292,7 +224,84 @@ app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format)
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )
-app.add_typer(judge_audit_app, name="judge-audit")
+
+
+@app.command("run")
+@one_line_errors
+def run_command(
+    method: Annotated[str, typer.Argument(help="A registered method (arena, adapt, judge_audit).")],
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    out: OutOpt = None,
+    dry_run: DryRunOpt = False,
+    max_cost: MaxCostOpt = None,
+    no_progress: NoProgressOpt = False,
+) -> None:
+    """Run (or resume) any registered method by name, with the options every method has."""
+    from memearena.cli.run import run_or_plan
+    from memearena.engine.registry import method_spec
+
+    method_spec(method.replace("-", "_"))  # an unknown method: one line naming the known ones
+    run_or_plan(
+        method.replace("-", "_"),
+        config,
+        out=out,
+        dry_run=dry_run,
+        max_cost=max_cost,
+        no_progress=no_progress,
+        console=console,
+        err_console=err_console,
+    )
+
+
+def _method_command(name: str) -> Callable[..., None]:
+    """``memearena <name> CONFIG``: a method without a command module of its own."""
+
+    def command(
+        config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+        out: OutOpt = None,
+        dry_run: DryRunOpt = False,
+        max_cost: MaxCostOpt = None,
+        no_progress: NoProgressOpt = False,
+    ) -> None:
+        from memearena.cli.run import run_or_plan
+
+        run_or_plan(
+            name,
+            config,
+            out=out,
+            dry_run=dry_run,
+            max_cost=max_cost,
+            no_progress=no_progress,
+            console=console,
+            err_console=err_console,
+        )
+
+    command.__doc__ = f"Run (or resume) the {name} method."
+    return one_line_errors(command)
+
+
+def _add_method_commands() -> None:
+    """One command per registered method, read from the registry: ``memearena.cli.<name>``'s
+    ``<name>_app`` (a group) or ``<name>_command`` when the CLI has one for it, else the
+    generic ``<name> CONFIG``."""
+    import importlib
+    import importlib.util
+
+    from memearena.engine.registry import method_names
+
+    for name in method_names():
+        dashed = name.replace("_", "-")
+        module = f"memearena.cli.{name}"
+        own = importlib.import_module(module) if importlib.util.find_spec(module) else None
+        group = getattr(own, f"{name}_app", None)
+        if isinstance(group, typer.Typer):
+            app.add_typer(group, name=dashed)
+            continue
+        command = getattr(own, f"{name}_command", None)
+        app.command(dashed)(command if callable(command) else _method_command(name))
+
+
+_add_method_commands()
 
 
 def main() -> None:

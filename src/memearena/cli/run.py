@@ -6,19 +6,32 @@ Exit codes: 0 complete, 1 incomplete or nothing usable, 2 bad input (nothing was
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from memearena.errors import MemearenaError
+from memearena.report.safe import console_safe
 
 if TYPE_CHECKING:
     from memearena.config import RunConfig
 
-__all__ = ["DryRunOpt", "MaxCostOpt", "NoProgressOpt", "OutOpt", "run_or_plan"]
+__all__ = [
+    "DryRunOpt",
+    "MaxCostOpt",
+    "NoProgressOpt",
+    "OutOpt",
+    "console",
+    "err_console",
+    "one_line_errors",
+    "print_error",
+    "run_or_plan",
+]
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
 DryRunOpt = Annotated[
@@ -30,6 +43,39 @@ MaxCostOpt = Annotated[
 NoProgressOpt = Annotated[
     bool, typer.Option("--no-progress", help="No progress bars (the summary is still printed).")
 ]
+
+
+# Piped output (logs, CI) gets a fixed width: the summary tables fit 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=80)
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_error(e: BaseException) -> None:
+    """One line on stderr: the message may hold untrusted text (names, replies), shown inert."""
+    err_console.print(f"[red]error:[/red] {console_safe(e)}", highlight=False, soft_wrap=True)
+
+
+def one_line_errors(fn: F) -> F:
+    """Print a MemearenaError as one line and exit 2 (tracebacks are for bugs only); numeric
+    options are range-checked first."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from memearena.config import check_option_ranges  # lazy: fast --help
+
+            check_option_ranges(kwargs)
+            return fn(*args, **kwargs)
+        except MemearenaError as e:
+            print_error(e)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted: re-run the same command to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def run_or_plan(

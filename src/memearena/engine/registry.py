@@ -79,8 +79,12 @@ def _templates_of(package: str) -> Path | None:
 
 def unregister_method(name: str) -> None:
     """Remove method ``name`` (a plug-in's test cleaning up after itself)."""
-    _METHODS.pop(name, None)
+    spec = _METHODS.pop(name, None)
     unregister_section(name)
+    if spec is not None and _templates_of(spec.method.partition(".method:")[0]) is not None:
+        from memearena.prompts import register_templates
+
+        register_templates(name, None)
 
 
 def method_names() -> list[str]:

@@ -205,10 +205,14 @@ _EXTRA_TEMPLATES: dict[str, Path] = {}
 """Template folders of method packages, by prefix (``<prefix>/<file>.j2``)."""
 
 
-def register_templates(prefix: str, folder: Path) -> None:
+def register_templates(prefix: str, folder: Path | None) -> None:
     """Load templates named ``<prefix>/...`` from ``folder`` too (a method package's own
-    ``templates/``); a name the package's ``templates/`` holds is found there first."""
-    _EXTRA_TEMPLATES[prefix] = Path(folder)
+    ``templates/``; None: no more); a name the package's ``templates/`` holds is found there
+    first."""
+    if folder is None:
+        _EXTRA_TEMPLATES.pop(prefix, None)
+    else:
+        _EXTRA_TEMPLATES[prefix] = Path(folder)
     clear_template_cache()
 
 

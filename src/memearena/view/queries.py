@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from memearena.engine.registry import method_names
 from memearena.errors import MemearenaError
 from memearena.store.requests import decode_payload, unpack
 
@@ -326,7 +327,7 @@ class RunReader:
         simulated = []
         if isinstance(board.get("simulated"), dict):
             simulated.append(str(board["simulated"].get("note") or "targets are simulated"))
-        for method in ("adapt", "judge_audit"):
+        for method in method_names():
             sec = board.get(method)
             if isinstance(sec, dict) and isinstance(sec.get("simulated"), dict):
                 simulated.append(str(sec["simulated"].get("note") or f"{method} is simulated"))
@@ -352,7 +353,7 @@ class RunReader:
             "errors": errors,
             "call_errors": call_errors,
             "simulated": simulated,
-            "methods": [m for m in ("arena", "adapt", "judge_audit") if m in board],
+            "methods": [m for m in method_names() if m in board],
             "requests_kept": self._has_table("requests"),
         }
 

@@ -1,0 +1,33 @@
+"""The echo method's console summary and report partial."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jinja2 import Environment
+from rich.console import Console
+
+from memearena.report.html import Section, register_section
+
+_PARTIAL = Environment(autoescape=True).from_string(
+    '<section id="echo"><h2>Echo</h2><table>'
+    "{% for r in section.rows %}<tr><td>{{ r.model }}</td><td>{{ r.shown }}</td></tr>"
+    "{% endfor %}</table></section>"
+)
+
+
+def print_summary(console: Console, section: Mapping[str, Any]) -> None:
+    for r in section.get("leaderboard") or []:
+        console.print(f"echo: {r['model']} quoted {r['value']:.0%} of {r['memes']} memes")
+
+
+def _report(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
+    rows = [
+        {"model": r["model"], "shown": f"{r['value']:.0%} [{r['ci_low']:.0%}, {r['ci_high']:.0%}]"}
+        for r in section.get("leaderboard") or []
+    ]
+    return {"rows": rows, "nav": [("echo", "Echo")]}
+
+
+register_section(Section("echo", "Echo", _PARTIAL, _report, order=5))  # type: ignore[arg-type]

@@ -1,0 +1,146 @@
+"""A fourth method is its package plus one registry line: ``echo_method/`` (beside this file:
+config section, templates, one stage calling a simulated model, an analysis, a report partial,
+a part of the simulated world) is registered by the single ``register_method`` call below, and
+then runs, resumes, dry-runs, reports, shows in the viewer, opens with ``open_run`` and has its
+CLI command and notebook twins, with no other file changed.
+
+What it does not get yet: a page of its own in the viewer (the viewer's method pages are its
+own routes), so the viewer test reaches its run's overview (listing the method), its calls and
+a call page."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from memearena.config import parse_config
+from memearena.engine.lifecycle import plan_method, run_method
+from memearena.engine.registry import method_names, register_method, unregister_method
+from memearena.errors import ConfigError
+
+MEMES = 4
+
+
+@pytest.fixture
+def echo() -> Iterator[None]:
+    register_method("echo", "echo_method", "Echo", "EchoConfig")  # the one registry line
+    try:
+        yield
+    finally:
+        unregister_method("echo")
+
+
+def _raw() -> dict[str, Any]:
+    return {
+        "run": "echo-run",
+        "models": {"sim-parrot": {"provider": "sim", "skill": 0.9}},
+        "data": [{"format": "demo", "limit": MEMES}],
+        "echo": {"model": "sim-parrot"},
+    }
+
+
+def test_its_config_section_is_validated_by_its_own_model(echo: None) -> None:
+    cfg = parse_config(_raw())
+    assert cfg.echo.model == "sim-parrot" and "echo" in method_names()
+    bad = _raw() | {"echo": {"model": "nobody"}}
+    with pytest.raises(ConfigError, match=r"echo\.model: model 'nobody' is not defined"):
+        parse_config(bad)
+    with pytest.raises(ConfigError, match=r"echo\.modle \(did you mean 'model'\?\)"):
+        parse_config(_raw() | {"echo": {"modle": "sim-parrot"}})
+    from memearena.config.doc import render_config_doc
+
+    doc = render_config_doc()
+    assert "## EchoConfig" in doc and "| `echo` | [EchoConfig](#echoconfig)" in doc
+
+
+def test_it_runs_resumes_dry_runs_reports_and_opens(echo: None, tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    import memearena
+
+    cfg = parse_config(_raw())
+    planned = plan_method("echo", cfg)
+    assert planned.calls == MEMES  # the dry run counts exactly what a run calls
+
+    first = run_method("echo", cfg, tmp_path / "run", show_progress=False)
+    assert first.exit_code == 0 and first.new_calls == MEMES
+    assert first.stages["echo.restate"].new == MEMES
+    section = first.leaderboard["echo"]
+    row = section["leaderboard"][0]
+    assert row["value"] == 1.0 and 0 < row["ci_low"] < 1 and row["ci_high"] == pytest.approx(1)
+    # Its templates come from its own package and are in the run's prompt hashes.
+    snap = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert '<section id="echo"><h2>Echo</h2>' in snap and "sim-parrot" in snap
+
+    again = run_method("echo", cfg, tmp_path / "run", show_progress=False)
+    assert again.exit_code == 0 and again.new_calls == 0
+    assert again.stages["echo.restate"].reused == MEMES
+
+    opened = memearena.open_run(tmp_path / "run")
+    assert opened.name == "echo" and type(opened).__name__ == "MethodResult"
+    board = opened.leaderboard()
+    assert list(board["model"]) == ["sim-parrot"]
+    assert (board["value"].iloc[0], board["figure"].iloc[0]) == (1.0, "quoted")
+    calls = opened.calls()
+    assert len(calls) == MEMES and set(calls["role"]) == {"echo.restate"}
+    replies = opened.replies()
+    assert replies["response"].str.startswith("The meme says:").all()
+    requests = opened.requests()
+    assert set(requests["key"]) == set(calls["request_hash"])
+    assert any("Restate the text of this meme" in str(m) for m in requests["messages"])
+
+    # Its notebook twins come from the registry too.
+    again_api = memearena.api.run_echo(cfg, tmp_path / "run", show_progress=False)
+    assert again_api.new_calls == 0 and again_api.name == "echo"
+    assert memearena.api.plan_echo(cfg).calls == MEMES
+
+
+def test_its_prompt_hashes_cover_its_own_templates(echo: None) -> None:
+    from memearena.prompts import template_hashes
+
+    assert "echo/restate.j2" in template_hashes()
+
+
+def test_its_cli_command_runs_and_dry_runs(echo: None, tmp_path: Path) -> None:
+    import yaml
+
+    from memearena.cli import app
+
+    config = tmp_path / "echo.yaml"
+    config.write_text(yaml.safe_dump(_raw()), encoding="utf-8")
+    runner = CliRunner()
+    plan = runner.invoke(app, ["run", "echo", str(config), "--dry-run"])
+    assert plan.exit_code == 0, plan.output
+    assert "sim-parrot" in plan.output
+    done = runner.invoke(app, ["run", "echo", str(config), "--out", str(tmp_path / "runs")])
+    assert done.exit_code == 0, done.output
+    assert "quoted 100% of 4 memes" in done.output
+    unknown = runner.invoke(app, ["run", "nosuch", str(config)])
+    assert unknown.exit_code == 2 and "unknown method 'nosuch'" in unknown.output
+
+
+def test_it_shows_in_the_viewer(echo: None, tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from memearena.view import make_app
+
+    cfg = parse_config(_raw())
+    run_method("echo", cfg, tmp_path / "run", show_progress=False)
+
+    async def go() -> tuple[str, str, int]:
+        async with TestClient(TestServer(make_app(tmp_path / "run", warm=False))) as client:
+            overview = await (await client.get("/r/0/")).text()
+            calls = await (await client.get("/r/0/calls")).text()
+            first = re.search(r'href="(/r/0/call/[^"]+)"', calls)
+            assert first is not None, calls[:2000]
+            page = await client.get(first.group(1))
+            return overview, calls, page.status
+
+    overview, calls, status = asyncio.run(go())
+    assert re.search(r">echo</a>", overview)
+    assert calls.count("echo.restate") >= MEMES and status == 200
