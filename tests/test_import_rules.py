@@ -7,9 +7,12 @@ nothing is imported). Every import counts — module level, inside functions and
 - stages never import the lifecycle, an analysis, a view, the report or the simulator;
 - an analysis never renders (no ``report/``, no view, no rich);
 - ``stats/`` and ``store/`` know no method and no lifecycle;
-- the engine knows methods only through ``methods/base.py``;
+- the engine knows methods only through its protocol and registry (``engine/protocol.py``,
+  ``engine/registry.py``: a method is imported by name);
 - no module imports another module's private (``_name``) name;
-- no import circles.
+- no import circles, between modules or between folders;
+- no import runs back up the layer order (``LAYERS``), and the simulator, the config, the
+  notebook API and the CLI's main module name no method.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "memearena"
 
-NOT_STAGES = {"__init__", "config", "analysis", "view", "method", "published", "sim"}
+NOT_STAGES = {"__init__", "config", "analysis", "view", "method", "published", "sim", "result"}
 """Modules of a method package that are not stages (``published``: an analysis of logs;
-``sim``: the method's part of the simulated world)."""
+``sim``: the method's part of the simulated world; ``result``: its notebook result)."""
 ENGINE_FOR_STAGES = {f"{PKG}.engine.steps", f"{PKG}.engine.progress", f"{PKG}.engine"}
 """The engine primitives stages may use (the rest of engine/ is the lifecycle)."""
 
@@ -259,6 +262,11 @@ def _circles() -> list[list[str]]:
     graph: dict[str, set[str]] = {m: set() for m in _modules()}
     for e in _edges():
         graph[e.src].add(e.dst)
+    return _scc(graph)
+
+
+def _scc(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -296,3 +304,87 @@ def test_no_import_circles() -> None:
     circles = _circles()
     detail = [[str(e) for e in _edges() if e.src in c and e.dst in c] for c in circles]
     assert circles == [], detail
+
+
+# ---- folders and layers -------------------------------------------------------------------
+
+
+def unit(name: str) -> str:
+    """The folder a module belongs to (``memearena.engine`` for ``engine/lifecycle.py``); a
+    top-level module (``api``, ``errors``) and the package itself are units of their own."""
+    if _is_package(name) or len(_parts(name)) == 2:
+        return name
+    return name.rsplit(".", 1)[0]
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "version"),
+    ("jsonsafe", "stats", "config", "report"),
+    ("store",),
+    ("models",),
+    ("prompts", "data"),
+    ("sim",),
+    ("engine",),
+    ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
+    ("view", "api", "demo"),
+    ("cli",),
+    ("", "__main__"),
+)
+"""The layer order of docs/architecture.md, bottom first: a folder imports only its own layer
+or the ones below (``""``: the package itself, the composition root)."""
+
+
+def _layer_of() -> dict[str, int]:
+    return {f"{PKG}.{name}" if name else PKG: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _folder_edges() -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for e in _edges():
+        a, b = unit(e.src), unit(e.dst)
+        if a != b:
+            out.setdefault((a, b), []).append(str(e))
+    return out
+
+
+def test_every_folder_has_a_layer() -> None:
+    layer = _layer_of()
+    assert sorted({unit(m) for m in _modules()} - set(layer)) == []
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    layer = _layer_of()
+    up = [
+        edges[0]
+        for (a, b), edges in _folder_edges().items()
+        if a in layer and b in layer and layer[a] < layer[b]
+    ]
+    assert up == []
+
+
+def test_no_folder_circles() -> None:
+    graph: dict[str, set[str]] = {}
+    for a, b in _folder_edges():
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    circles = _scc(graph)
+    detail = [
+        edges[0] for (a, b), edges in _folder_edges().items() for c in circles if {a, b} <= set(c)
+    ]
+    assert circles == [], detail
+
+
+def test_the_simulator_and_the_config_name_no_method() -> None:
+    """The simulator's core, the config, the notebook API and the CLI's main module reach a
+    method only through the registry (a method's own part of the world lives in its package)."""
+    bad = [
+        str(e)
+        for e in _edges()
+        if (
+            is_sim(e.src)
+            or _parts(e.src)[1:2] in (["config"], ["api"])
+            or e.src == f"{PKG}.cli.main"
+        )
+        and is_method_package(e.dst)
+    ]
+    assert bad == []

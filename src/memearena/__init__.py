@@ -26,8 +26,7 @@ from typing import Any
 # The composition root: the method registry (built-in methods, one line each) is loaded with
 # the package, so every config validated anywhere knows each registered method's section.
 from memearena.engine import registry as registry
-
-__version__ = "0.1.0"
+from memearena.version import __version__ as __version__
 
 _LAZY = {
     # configs

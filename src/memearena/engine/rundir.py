@@ -111,7 +111,7 @@ def _sources(identity: list[list[Any]]) -> str:
 def run_facts(cfg: RunConfig) -> dict[str, Any]:
     """What a report says about the run: name, date, seed, version, config (no secrets: keys
     are only env-var names) with its hash, and the prompt templates' hashes."""
-    from memearena import __version__
+    from memearena.version import __version__
 
     config = json.loads(cfg.model_dump_json())
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))

@@ -810,7 +810,7 @@ class ArenaPipeline:
         options, seed, image preparation, prompt templates, settings (and the human guidelines
         file), this code's version. Over-inclusive on purpose: a false match would reuse stale
         steps, a false mismatch only looks the steps up again (their keys decide)."""
-        from memearena import __version__
+        from memearena.version import __version__
         from memearena.models.cache import CACHE_KEY_VERSION
         from memearena.prompts.render import rendered_template_hashes
 
