@@ -149,8 +149,8 @@ def analysis_digest(
     """Digest of everything an Arena leaderboard is computed from: the config and prompts,
     the member views (which answers and verdicts make up each setting), the calls and errors on
     record, and the analysis code. Equal digests, equal leaderboards."""
-    from memearena.version import __version__
     from memearena.methods.arena import analysis
+    from memearena.version import __version__
 
     h = hashlib.sha256()
     for part in (

@@ -810,9 +810,9 @@ class ArenaPipeline:
         options, seed, image preparation, prompt templates, settings (and the human guidelines
         file), this code's version. Over-inclusive on purpose: a false match would reuse stale
         steps, a false mismatch only looks the steps up again (their keys decide)."""
-        from memearena.version import __version__
         from memearena.models.cache import CACHE_KEY_VERSION
         from memearena.prompts.render import rendered_template_hashes
+        from memearena.version import __version__
 
         h = hashlib.sha256()
         models = {n: m.model_dump(mode="json") for n, m in self.cfg.models.items()}
