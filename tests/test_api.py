@@ -42,6 +42,11 @@ def test_top_level_api_runs_a_small_arena(tmp_path: Path) -> None:
     assert result.request(str(calls["request_hash"].iloc[0]))["messages"]
     assert set(result.intervals().columns) == {"model", "figure", "value", "ci_low", "ci_high"}
     assert list(result.errors().columns) == ["kind", "key", "reason", "detail", "created_at"]
+    # Every battle names the requests its two verdicts came from: it joins the calls.
+    battles = result.battles()
+    judge_calls = set(calls.loc[calls["role"] == "arena.judge", "request_hash"])
+    sent = {h for pair in battles["requests"] for h in pair}
+    assert len(battles) and sent and sent <= judge_calls
 
 
 def test_import_stays_light() -> None:

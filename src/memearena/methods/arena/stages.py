@@ -125,6 +125,9 @@ class JudgedPair:
     judge: str
     forward: dict[str, Any]
     backward: dict[str, Any]
+    requests: tuple[str | None, str | None] = (None, None)
+    """The request hash of each order's verdict (``calls``' ``request_hash`` of its first
+    attempt), so a battle joins the calls and requests it came from."""
 
 
 @dataclass
@@ -261,8 +264,19 @@ class JudgedStream:
                     for c in (art or {}).get("contexts", [])
                 }
             yield JudgedPair(
-                tasks[level], x, y, judge, fwd or _model_error(), bwd or _model_error()
+                tasks[level],
+                x,
+                y,
+                judge,
+                fwd or _model_error(),
+                bwd or _model_error(),
+                (_request_of(refs[0]), _request_of(refs[1])),
             )
+
+
+def _request_of(verdict_key: str | None) -> str | None:
+    """The request hash a verdict's artifact key ends with (``artifact_key(..., fingerprint)``)."""
+    return verdict_key.rsplit("|", 1)[-1] if verdict_key else None
 
 
 class _BattleStream:
@@ -713,7 +727,8 @@ class ArenaPipeline:
         rows: list[tuple[str, int, str | None, str | None, str | None]] = []
         for n, (pos, t, x, y, j, _g) in enumerate(jobs):
             fwd, bwd = arts[2 * n], arts[2 * n + 1]
-            out.append(JudgedPair(t, x, y, j, fwd or _model_error(), bwd or _model_error()))
+            reqs = (_request_of(plans[2 * n][0]), _request_of(plans[2 * n + 1][0]))
+            out.append(JudgedPair(t, x, y, j, fwd or _model_error(), bwd or _model_error(), reqs))
             coord = SEP.join((meme.uid, t.level, x, y, j))
             seq = (job.idx << _SEQ_SHIFT) | pos
             rows.append((coord, seq, plans[2 * n][0], plans[2 * n + 1][0], ctx_key))
@@ -764,6 +779,7 @@ class ArenaPipeline:
                         "context": jp.task.level,
                         "source": jp.task.meme.source,
                         "setting": setting,
+                        "requests": list(jp.requests),
                     }
                 )
         return rows
