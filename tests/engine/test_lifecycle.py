@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from memearena.cli import app
 from memearena.config import parse_config
 from memearena.engine.lifecycle import plan_method, run_method
+from memearena.engine.registry import method_names
 from memearena.errors import ConfigError
 from memearena.sim.catalogue import demo_models
 from memearena.sim.serve import demo_world
@@ -33,8 +34,9 @@ runner = CliRunner()
 PRICE = {"input": 20.0, "output": 20.0}  # $20 per 1M tokens: a call costs about a cent
 CLEAN = ["sim-aurora", "sim-cirrus", "sim-judge-falcon", "sim-judge-harbor"]
 """Catalogue models without refusals or format errors: no re-asks, so a plan is exact."""
-METHODS = ["arena", "adapt", "judge_audit"]
-COMMAND = {"arena": "arena", "adapt": "adapt", "judge_audit": "judge-audit"}
+METHODS = method_names()
+"""Every registered method (the built-in three)."""
+COMMAND = {m: m.replace("_", "-") for m in METHODS}
 CAP = {"arena": 0.15, "adapt": 0.15, "judge_audit": 0.3}
 """A spend cap well inside each small run (each one costs a few dollars uncapped)."""
 

@@ -6,7 +6,8 @@ or a test): the package, the class in its ``method.py`` (implementing
 a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``).
 Both are imported by name when first needed, so the engine, the config, the CLI, the notebook
 API and the viewer name no method: they read this registry. The order of registration is the
-report's page order of the sections."""
+order configs, the viewer and the notebook list methods in (the report orders its sections by
+their own ``order``)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def get_method(name: str) -> type[Method]:
     return cls
 
 
-# The built-in methods, one line each (the order is the report's).
-register_method("judge_audit", "memearena.methods.judge_audit", "JudgeAudit", "JudgeAuditConfig")
+# The built-in methods, one line each (in the order configs, lists and notebooks show them).
 register_method("arena", "memearena.methods.arena", "Arena", "ArenaConfig")
 register_method("adapt", "memearena.methods.adapt", "Adapt", "AdaptConfig")
+register_method("judge_audit", "memearena.methods.judge_audit", "JudgeAudit", "JudgeAuditConfig")
