@@ -82,7 +82,7 @@ _VERIFIED_IMAGES = 256
 ALLOWED_HOSTS: web.AppKey[frozenset[str]] = web.AppKey("allowed_hosts", frozenset)
 VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
 WARMING: web.AppKey[Any] = web.AppKey("warming", object)
-_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
