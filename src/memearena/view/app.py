@@ -330,6 +330,8 @@ class _Viewer:
     def warm(self) -> None:
         """Compute every run's summaries and meme index (reads only; a failure is left for the
         page that needs it to report)."""
+        import memearena.data  # noqa: F401  (what a dataset image's check needs, loaded once here)
+
         for n, path in enumerate(self.paths):
             try:
                 reader = self.readers.setdefault(n, RunReader(path))

@@ -299,13 +299,7 @@ def current_errors(cfg: RunConfig, store: RunStore) -> dict[str, int]:
         models = {value} if isinstance(value, str) else {str(v) for v in value or ()}
         allowed[role] = models
         named |= models
-    keys = {e.key for e in errors}
-    callers: dict[str, set[tuple[str, str]]] = {}
-    if keys:
-        # One pass over the calls, keeping only those that made an errored step's request.
-        for call in store.iter_calls():
-            if call.request_hash in keys:
-                callers.setdefault(call.request_hash, set()).add((call.role, call.model))
+    callers = store.callers(e.key for e in errors)  # a step's key is its request's hash
     counts: Counter[str] = Counter()
     for e in errors:
         made = callers.get(e.key)
