@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
@@ -76,6 +77,7 @@ MAX_QUERY_INT = 1_000_000_000
 """The largest ``offset`` or ``limit`` a URL may give (400 past it)."""
 MAX_ROW_ID = 2**63 - 1
 """The largest row id SQLite stores: a call id past it is a 404."""
+_INTEGER = re.compile(r"([+-]?)([0-9]+)")
 _VERIFIED_IMAGES = 256
 """Dataset images kept prepared and verified (each a prepared meme: well under a MiB)."""
 
@@ -208,21 +210,21 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
     raw = request.query.get(name)
     if raw is None:
         return default
-    raw = raw.strip()
-    if len(raw) > 20 or not raw.lstrip("+-").isdecimal():
-        if raw.lstrip("+-").isdecimal():
-            raise web.HTTPBadRequest(text=f"{name}: at most {MAX_QUERY_INT:,}")
+    m = _INTEGER.fullmatch(raw.strip())
+    if m is None:
         return default
-    value = int(raw)
+    if m.group(1) != "-" and len(m.group(2).lstrip("0")) > 10:
+        raise web.HTTPBadRequest(text=f"{name}: at most {MAX_QUERY_INT:,}")
+    value = 0 if m.group(1) == "-" else int(m.group(2))
     if value > MAX_QUERY_INT:
         raise web.HTTPBadRequest(text=f"{name}: at most {MAX_QUERY_INT:,}")
-    return max(0, value)
+    return value
 
 
 def _row_id(request: web.Request, name: str) -> int | None:
     """A row id of the path (None when not one: its page is a 404)."""
     raw = request.match_info[name]
-    if not raw.isdecimal() or len(raw) > 19:
+    if not raw.isascii() or not raw.isdecimal() or len(raw) > 19:
         return None
     value = int(raw)
     return value if value <= MAX_ROW_ID else None
@@ -341,7 +343,7 @@ class _Viewer:
 
     def reader(self, request: web.Request) -> tuple[int, RunReader]:
         raw = request.match_info["run"]
-        if not raw.isdecimal() or len(raw) > 9 or int(raw) >= len(self.paths):
+        if not raw.isascii() or not raw.isdecimal() or len(raw) > 9 or int(raw) >= len(self.paths):
             raise web.HTTPNotFound(text="no such run")
         n = int(raw)
         if n not in self.readers:
@@ -377,7 +379,7 @@ class _Viewer:
         """The error panel in the page frame (the run's navigation when the URL names a run)."""
         ctx: dict[str, Any] = {}
         raw = request.match_info.get("run", "")
-        if raw.isdecimal() and len(raw) <= 9 and int(raw) < len(self.paths):
+        if raw.isascii() and raw.isdecimal() and len(raw) <= 9 and int(raw) < len(self.paths):
             ctx = {"n": int(raw), "label": self.label(int(raw))}
         try:
             return self.render(
