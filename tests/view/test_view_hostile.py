@@ -390,3 +390,18 @@ def test_a_page_past_the_request_timeout_is_a_503(
 
     status, took = _with_client(app, fn)
     assert status == 503 and took < 1.5
+
+
+def test_damaged_artifacts_give_error_panels_not_500s(demo_run: Path, tmp_path: Path) -> None:
+    run = _copy(demo_run, tmp_path / "run")
+    db = sqlite3.connect(run / "run.db")
+    deep = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    db.execute("UPDATE artifacts SET value='{not json' WHERE kind IN ('verdict', 'answer')")
+    db.execute("UPDATE artifacts SET value=? WHERE kind='context'", (deep,))
+    db.commit()
+    db.close()
+    got = _with_client(make_app(run, warm=False), lambda c: _statuses(c, PAGES))
+    for url, (status, body) in got.items():
+        assert status != 500, (url, body[:300])
+        assert "Traceback" not in body
+    assert any('id="error"' in body for _, body in got.values())
