@@ -405,3 +405,12 @@ def test_damaged_artifacts_give_error_panels_not_500s(demo_run: Path, tmp_path: 
         assert status != 500, (url, body[:300])
         assert "Traceback" not in body
     assert any('id="error"' in body for _, body in got.values())
+
+
+def test_long_guideline_rounds_are_shown_replaced_not_compared() -> None:
+    from memearena.view.queries import DIFF_MAX_UNITS, _word_diff
+
+    old = " ".join(f"w{i % 97}" for i in range(DIFF_MAX_UNITS))
+    new = " ".join(f"w{i % 89}" for i in range(DIFF_MAX_UNITS))
+    assert _word_diff(old, new) == [("-", old), ("+", new)]
+    assert _word_diff("a b c", "a x c") == [("=", "a "), ("-", "b"), ("+", "x"), ("=", " c")]

@@ -48,6 +48,10 @@ class DamagedRecord(ViewError):
     """A record of the run that cannot be read (a damaged or crafted row or file)."""
 
 
+DIFF_MAX_UNITS = 2_000
+"""Guideline rounds are compared word by word when their words and spaces multiply to at most
+this squared (real rounds: a few hundred words each)."""
+
 BOARD_MAX_BYTES = 512 * 1024 * 1024
 """The largest leaderboard.json read (the demo's is under 1 MB)."""
 
@@ -157,6 +161,10 @@ def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
     import re
 
     a, b = re.findall(r"\S+|\s+", old), re.findall(r"\S+|\s+", new)
+    if len(a) * len(b) > DIFF_MAX_UNITS**2:
+        # Comparing is quadratic at worst (8,000 shuffled words: 85 s): past the bound, a
+        # round is shown as replaced whole.
+        return [("-", old), ("+", new)]
     out: list[tuple[str, str]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
