@@ -199,11 +199,18 @@ def view(
     ),
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow a --host other than loopback.")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Another host name requests may name (repeatable)."),
+    ] = None,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""
     from memearena.view import serve
 
-    serve(run_dir, host=host, port=port)
+    serve(run_dir, host=host, port=port, allow_remote=allow_remote, allowed_hosts=allow_host or ())
 
 
 @models_app.command("check")

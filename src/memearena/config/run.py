@@ -313,6 +313,11 @@ class ImageConfig(StrictModel):
     """Longest side in pixels after resizing."""
     max_pixels: int = Field(40_000_000, gt=0, le=1_000_000_000)
     """Images with more pixels are rejected (decompression-bomb guard)."""
+    max_dimension: int = Field(16_384, ge=64, le=1_000_000)
+    """Images wider or taller than this many pixels are rejected, from the header alone."""
+    max_aspect: float = Field(20.0, ge=1.0, le=10_000.0)
+    """Images whose long side is more than this many times the short side are rejected (a thin
+    strip is tiny on disk, but resizing and OCR scale it into arrays of gigabytes)."""
 
 
 class RunConfig(StrictModel):

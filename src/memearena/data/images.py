@@ -4,6 +4,8 @@ Every image a dataset names is untrusted input. The threats guarded against here
 
 * path traversal: ``../../etc/passwd``, absolute paths, symlinks that point out of the root;
 * decompression bombs: a few-KB PNG whose header claims 100,000 x 100,000 pixels;
+* thin strips: a 40,000 x 1 PNG of a few hundred bytes passes any pixel cap, but resizing and
+  OCR scale it into arrays of gigabytes, so width, height and aspect ratio are bounded too;
 * corrupt, truncated, empty or mislabelled files;
 * dangerous decoders: only the formats memes come in are opened (EPS, for one, runs Ghostscript).
 
@@ -36,7 +38,8 @@ _FORMATS: tuple[str, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 # Only decoders for the formats memes come in; never EPS/PS (Ghostscript), never exotic plugins.
 
 DEFAULT_IMAGE_CONFIG: ImageConfig = ImageConfig.model_validate({})
-"""Image settings used when none are given (max_side 1024, max_pixels 40M)."""
+"""Image settings used when none are given (max_side 1024, max_pixels 40M, max_dimension
+16,384, max_aspect 20)."""
 
 _PNG_MAX_COLOURS = 4096
 _FEW_VALUED = frozenset({"1", "L", "P"})
@@ -50,7 +53,8 @@ class ImageError(DataError):
     """An image cannot be used: the message names the file; ``kind`` classifies the problem.
 
     Kinds: ``path escapes root``, ``missing image``, ``empty image``, ``corrupt image``,
-    ``decompression bomb``.
+    ``decompression bomb``, ``image too large`` (a side past ``image.max_dimension``),
+    ``extreme aspect ratio`` (past ``image.max_aspect``).
     """
 
     def __init__(self, kind: str, path: str | Path, detail: str = "") -> None:
@@ -149,9 +153,24 @@ def _open_checked(
 
 
 def _check_pixels(path: Path, size: tuple[int, int], image_cfg: ImageConfig) -> None:
+    """Admission from the header's size alone: called before any pixel is decoded."""
     w, h = size
     if w <= 0 or h <= 0:
         raise ImageError("corrupt image", path, f"invalid size {w}x{h}")
+    for side, n in (("width", w), ("height", h)):
+        if n > image_cfg.max_dimension:
+            raise ImageError(
+                "image too large",
+                path,
+                f"{w}x{h}: {side} {n} exceeds image.max_dimension {image_cfg.max_dimension}",
+            )
+    aspect = max(w, h) / min(w, h)
+    if aspect > image_cfg.max_aspect:
+        raise ImageError(
+            "extreme aspect ratio",
+            path,
+            f"{w}x{h}: aspect ratio {aspect:.4g} exceeds image.max_aspect {image_cfg.max_aspect:g}",
+        )
     if w * h > image_cfg.max_pixels:
         raise ImageError(
             "decompression bomb",

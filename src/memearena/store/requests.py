@@ -11,7 +11,11 @@ Bodies are Zstandard frames against that dictionary used as raw content (the com
 digests it once per role, not once per request: about 10 us a demo request instead of zlib's
 36 at level 6, for 5% more bytes). Run databases written before keep their zlib bodies (the
 dictionary as zlib's preset ``zdict``); a body is read by its first bytes (the Zstandard frame
-magic, which no zlib stream starts with), so both kinds mix in one table."""
+magic, which no zlib stream starts with), so both kinds mix in one table.
+
+A body is untrusted once the database leaves the run (a shared or downloaded run directory): a
+frame of a few KiB can declare and hold gigabytes, so a body is unpacked as a stream, up to
+``MAX_PAYLOAD_BYTES``, and one past it is refused (``PayloadTooLarge``), never allocated."""
 
 from __future__ import annotations
 
@@ -22,12 +26,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from memearena.errors import StoreError
+
 if TYPE_CHECKING:
     import zstandard
 
 __all__ = [
+    "MAX_PAYLOAD_BYTES",
     "PARAM_NAMES",
     "REQUESTS_SCHEMA",
+    "PayloadTooLarge",
     "RequestPacker",
     "decode_payload",
     "unpack",
@@ -59,6 +67,10 @@ columns, so both layouts are read and written alike."""
 
 PARAM_NAMES = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "response_format")
 """The positional parameters of a payload (``models.cache.params_json``), in order."""
+
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+"""The largest payload a stored request unpacks to (images travel by hash: a demo request is
+a few KiB, a long multi-turn judge request well under a MiB)."""
 
 _LEVEL = 3  # Zstandard's default: level 6 packs 5% smaller at twice the time
 _WINDOW = 32 * 1024  # a dictionary is the last 32 KiB of its role's first payload
@@ -125,16 +137,40 @@ def _decompressor(zdict: bytes | None) -> zstandard.ZstdDecompressor:
     return zstandard.ZstdDecompressor(dict_data=_zstd_dict(zdict))
 
 
-def unpack(body: bytes, zdict: bytes | None) -> str:
+class PayloadTooLarge(StoreError, ValueError):
+    """A stored request body unpacks past the bound (a damaged or crafted row)."""
+
+
+def unpack(body: bytes, zdict: bytes | None, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """A stored payload back as text (``zdict``: the body of its ``request_dicts`` row), a
-    Zstandard body or a zlib one (run databases written before Zstandard)."""
+    Zstandard body or a zlib one (run databases written before Zstandard). Raises
+    ``PayloadTooLarge`` for a body declaring or unpacking past ``max_bytes``, before holding
+    more than that (a frame holds no more than it declares, or fails)."""
     body = bytes(body)
     if body[:4] == _ZSTD_MAGIC:
-        return _decompressor(None if zdict is None else bytes(zdict)).decompress(body).decode()
-    if zdict is None:
-        return zlib.decompress(body).decode("utf-8")
-    do = zlib.decompressobj(zdict=zdict)
-    return (do.decompress(body) + do.flush()).decode("utf-8")
+        import zstandard
+
+        dctx = _decompressor(None if zdict is None else bytes(zdict))
+        declared = zstandard.frame_content_size(body)  # -1: not declared
+        if declared > max_bytes:
+            raise PayloadTooLarge(
+                f"a stored request declares {declared:,} bytes, past {max_bytes:,}"
+            )
+        if declared >= 0:  # the writer's frames: one allocation of the declared size
+            raw = dctx.decompress(body)
+        else:
+            with dctx.stream_reader(body, read_across_frames=True) as reader:
+                raw = reader.read(max_bytes + 1)
+    else:
+        do = zlib.decompressobj() if zdict is None else zlib.decompressobj(zdict=zdict)
+        raw = do.decompress(body, max_bytes + 1)
+        if len(raw) <= max_bytes:
+            raw += do.flush()  # the input is consumed: only what zlib still buffers
+            if not do.eof:
+                raise zlib.error("incomplete or truncated stream")
+    if len(raw) > max_bytes:
+        raise PayloadTooLarge(f"a stored request unpacks past {max_bytes:,} bytes")
+    return raw.decode("utf-8")
 
 
 def _unnest(value: Any) -> Any:

@@ -556,6 +556,20 @@ class RunStore:
         sql = "SELECT COUNT(*) FROM calls WHERE id > ? AND status NOT IN ('cached', 'budget')"
         return int(self._read(sql, (after_id,))[0][0])
 
+    def callers(self, request_hashes: Iterable[str]) -> dict[str, set[tuple[str, str]]]:
+        """For each request hash with calls on record, the ``(role, model)`` of those calls
+        (indexed look-ups; hashes without calls are absent)."""
+        self._sync()
+        out: dict[str, set[tuple[str, str]]] = {}
+        keys = sorted(set(request_hashes))
+        for i in range(0, len(keys), 500):
+            chunk = tuple(keys[i : i + 500])
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT request_hash, role, model FROM calls WHERE request_hash IN ({marks})"
+            for key, role, model in self._read(sql, chunk):
+                out.setdefault(str(key), set()).add((str(role), str(model)))
+        return out
+
     def usage_summary(self, role_prefix: str = "") -> dict[str, dict[str, float]]:
         """Per model: calls, cached, errors, refusals, budget, tokens, cost, summed latency, and
         calls sent but never settled (``unsettled``) with the most they can have cost; only the

@@ -3,16 +3,31 @@
 Threats: every string on a page comes from a model, a dataset or a config, so each reaches
 the page through autoescaping only (no ``|safe`` of run data, no script at all); the
 Content-Security-Policy forbids any remote load and any inline script or style, so a string
-that slipped through still could not run or call out; the server binds loopback and answers
-only requests addressed to a loopback host name (a web page elsewhere cannot rebind a name to
-it and read the run)."""
+that slipped through still could not run or call out; the server binds loopback (another
+address only with ``allow_remote``) and answers only requests addressed to an allowed host
+name (a web page elsewhere cannot rebind a name to it and read the run).
+
+A run directory is untrusted too (shared, downloaded, damaged): only the run's own files are
+read, links resolved, and an image from a dataset is shown only as the prepared image its
+recorded hash names, made again from the file (a crafted row cannot show any other file);
+integers in a URL are bounded; a damaged record turns its page into an error panel; a call page
+shows the first ``SHOWN_CHARS`` of a reply, with a link to the whole. Pages are rendered in
+worker threads, at most ``HEAVY_PAGES`` at once with ``MAX_WAITING`` more queued and
+``REQUEST_TIMEOUT_S`` in all (past either, a 503 with Retry-After), so the event loop keeps
+answering; a connection that has not sent a whole request within ``HEADER_TIMEOUT_S`` is
+closed (``server_options``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
-from collections.abc import Awaitable, Callable
+import re
+import socket
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -21,9 +36,22 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from memearena.view.queries import OUTCOMES, Page, RunReader, ViewError, find_runs
+from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
-__all__ = ["CSP", "make_app"]
+__all__ = [
+    "CSP",
+    "HEADER_TIMEOUT_S",
+    "HEAVY_PAGES",
+    "LOOPBACK_HOSTS",
+    "MAX_WAITING",
+    "REQUEST_TIMEOUT_S",
+    "SHOWN_CHARS",
+    "host_names",
+    "make_app",
+    "server_options",
+]
+
+log = logging.getLogger("memearena.view")
 
 CSP = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'none'; "
@@ -32,16 +60,70 @@ CSP = (
 )
 """No remote load, no script, no inline style: the pages are plain HTML and one stylesheet."""
 
-BIND_HOST: web.AppKey[str] = web.AppKey("bind_host", str)
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+"""Addresses the viewer binds without ``allow_remote``."""
+HEADER_TIMEOUT_S = 5.0
+"""A connection that has not sent a whole request (or its next one) within this is closed."""
+REQUEST_TIMEOUT_S = 60.0
+"""A page not rendered within this (its wait for a slot included) is a 503."""
+HEAVY_PAGES = 2
+"""Pages rendered at once (each in a worker thread over the run's files)."""
+MAX_WAITING = 64
+"""Pages queued for a slot; past this a request is a 503 at once."""
+SHOWN_CHARS = 200_000
+"""Characters of a reply, or of a request's text part, shown on a call page (the rest: the
+download links)."""
+MAX_QUERY_INT = 1_000_000_000
+"""The largest ``offset`` or ``limit`` a URL may give (400 past it)."""
+MAX_ROW_ID = 2**63 - 1
+"""The largest row id SQLite stores: a call id past it is a 404."""
+_INTEGER = re.compile(r"([+-]?)([0-9]+)")
+_VERIFIED_IMAGES = 256
+"""Dataset images kept prepared and verified (each a prepared meme: well under a MiB)."""
+
+ALLOWED_HOSTS: web.AppKey[frozenset[str]] = web.AppKey("allowed_hosts", frozenset)
 VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
 WARMING: web.AppKey[Any] = web.AppKey("warming", object)
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
+
+
+def _host_name(host: str) -> str:
+    """A host as a Host header names it: lower case, an IPv6 address in brackets."""
+    host = host.strip().lower()
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def host_names(bind_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The host names a request may be addressed to: the loopback names, the bound address
+    (for a wildcard bind: this machine's name, full name and their addresses) and ``extra``."""
+    names = set(_LOOPBACK_NAMES)
+    if bind_host.strip().lower() in _WILDCARDS:
+        found = {socket.gethostname(), socket.getfqdn()}
+        for name in list(found):
+            try:
+                found |= {str(a[4][0]) for a in socket.getaddrinfo(name, None)}
+            except OSError:
+                continue
+        names |= {_host_name(h) for h in found if h}
+    else:
+        names.add(_host_name(bind_host))
+    names |= {_host_name(h) for h in extra if h.strip()}
+    return frozenset(names)
+
+
+def server_options(header_timeout: float = HEADER_TIMEOUT_S) -> dict[str, Any]:
+    """The connection settings the viewer is served with (``web.run_app`` / ``AppRunner``
+    keywords): a connection idle, or still sending its request's headers, ``header_timeout``
+    seconds after it opened or after its last reply is closed (aiohttp's keep-alive timer is
+    started when the connection opens and reset only by a reply)."""
+    return {"keepalive_timeout": header_timeout}
 
 
 def _image_type(path: Path) -> str | None:
@@ -123,26 +205,107 @@ def _cell_fill(v: Any) -> str:
 
 
 def _int(request: web.Request, name: str, default: int = 0) -> int:
-    try:
-        return max(0, int(request.query.get(name, default)))
-    except ValueError:
+    """A non-negative integer of the query (``default`` when absent or not a number); a value
+    past ``MAX_QUERY_INT`` is a 400."""
+    raw = request.query.get(name)
+    if raw is None:
         return default
+    m = _INTEGER.fullmatch(raw.strip())
+    if m is None:
+        return default
+    if m.group(1) != "-" and len(m.group(2).lstrip("0")) > 10:
+        raise web.HTTPBadRequest(text=f"{name}: at most {MAX_QUERY_INT:,}")
+    value = 0 if m.group(1) == "-" else int(m.group(2))
+    if value > MAX_QUERY_INT:
+        raise web.HTTPBadRequest(text=f"{name}: at most {MAX_QUERY_INT:,}")
+    return value
+
+
+def _row_id(request: web.Request, name: str) -> int | None:
+    """A row id of the path (None when not one: its page is a 404)."""
+    raw = request.match_info[name]
+    if not raw.isascii() or not raw.isdecimal() or len(raw) > 19:
+        return None
+    value = int(raw)
+    return value if value <= MAX_ROW_ID else None
+
+
+def _busy(reason: str) -> web.Response:
+    return web.Response(status=503, text=reason, headers={"Retry-After": "5"})
+
+
+class _Gate:
+    """Heavy pages in worker threads: at most ``slots`` at once, at most ``waiting`` more
+    queued, ``timeout`` seconds in all; past any, a 503 with Retry-After. A page past its
+    timeout keeps its slot until its thread ends, so the bound holds."""
+
+    def __init__(self, slots: int, waiting: int, timeout: float) -> None:
+        self.slots = max(1, slots)
+        self.max_waiting = max(0, waiting)
+        self.timeout = timeout
+        self.admitted = 0
+        """Pages queued or rendering (counted at once: a semaphore shows its queue late)."""
+        self._sem: asyncio.Semaphore | None = None
+        self.pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="memearena-view")
+
+    def _leave(self, sem: asyncio.Semaphore | None) -> None:
+        self.admitted -= 1
+        if sem is not None:
+            sem.release()
+
+    async def run(self, fn: Callable[[], web.StreamResponse]) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.slots)
+        sem = self._sem
+        if self.admitted >= self.slots + self.max_waiting:
+            return _busy("busy: too many pages at once")
+        deadline = loop.time() + self.timeout
+        self.admitted += 1
+        try:
+            await asyncio.wait_for(sem.acquire(), self.timeout)
+        except TimeoutError:
+            self._leave(None)
+            return _busy("busy: no slot for this page in time")
+        except BaseException:  # the client left while it waited
+            self._leave(None)
+            raise
+        try:
+            fut = loop.run_in_executor(self.pool, fn)
+        except BaseException:
+            self._leave(sem)
+            raise
+        fut.add_done_callback(lambda _: self._leave(sem))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            return _busy(f"busy: this page took more than {self.timeout:g} s")
 
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    # Bound to loopback, only a loopback name is answered (DNS rebinding); bound elsewhere on
-    # purpose (--host), any name is.
-    raw = request.host or ""
+    # Only an allowed host name is answered (DNS rebinding), wherever the viewer is bound.
+    raw = (request.host or "").lower()
     host = raw.split("]")[0] + "]" if raw.startswith("[") else raw.rsplit(":", 1)[0]
-    if request.app[BIND_HOST] in _LOOPBACK and host not in _LOOPBACK:
+    if host not in request.app[ALLOWED_HOSTS]:
         return web.Response(status=421, text="misdirected request")
     if request.method not in ("GET", "HEAD"):
         return web.Response(status=405, text="read-only viewer")
+    viewer: _Viewer = request.app[VIEWER]
     try:
         resp = await handler(request)
+    except web.HTTPException:
+        raise
+    except DamagedRecord as e:
+        resp = viewer.error_page(request, 200, "A record of this run is damaged", str(e))
     except ViewError as e:
-        resp = web.Response(status=404, text=str(e))
+        resp = viewer.error_page(request, 404, "Not found", str(e))
+    except Exception as e:
+        # Whatever a damaged record makes a page raise ends as its error panel, on one line.
+        reason = f"{type(e).__name__}: {str(e)[:300]}"
+        log.warning("%s: %s", request.path[:200], reason)
+        detail = f"this page could not be rendered from the run's records ({reason})"
+        resp = viewer.error_page(request, 200, "A record of this run is damaged", detail)
     resp.headers["Content-Security-Policy"] = CSP
     resp.headers["X-Content-Type-Options"] = "nosniff"
     resp.headers["Referrer-Policy"] = "no-referrer"
@@ -151,16 +314,26 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     return resp
 
 
+def _clip(text: Any) -> tuple[Any, int]:
+    """``text`` cut to ``SHOWN_CHARS`` and its length (0 when shown whole)."""
+    if isinstance(text, str) and len(text) > SHOWN_CHARS:
+        return text[:SHOWN_CHARS], len(text)
+    return text, 0
+
+
 class _Viewer:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.paths = find_runs(self.root)
         self.readers: dict[int, RunReader] = {}
         self.env = _env()
+        self._images: OrderedDict[tuple[Any, ...], tuple[bytes, str]] = OrderedDict()
 
     def warm(self) -> None:
         """Compute every run's summaries and meme index (reads only; a failure is left for the
         page that needs it to report)."""
+        import memearena.data  # noqa: F401  (what a dataset image's check needs, loaded once here)
+
         for n, path in enumerate(self.paths):
             try:
                 reader = self.readers.setdefault(n, RunReader(path))
@@ -169,13 +342,12 @@ class _Viewer:
                 continue
 
     def reader(self, request: web.Request) -> tuple[int, RunReader]:
-        try:
-            n = int(request.match_info["run"])
-            path = self.paths[n]
-        except (ValueError, IndexError):
-            raise web.HTTPNotFound(text="no such run") from None
+        raw = request.match_info["run"]
+        if not raw.isascii() or not raw.isdecimal() or len(raw) > 9 or int(raw) >= len(self.paths):
+            raise web.HTTPNotFound(text="no such run")
+        n = int(raw)
         if n not in self.readers:
-            self.readers[n] = RunReader(path)
+            self.readers[n] = RunReader(self.paths[n])
         return n, self.readers[n]
 
     def label(self, n: int) -> str:
@@ -183,18 +355,41 @@ class _Viewer:
         rel = p.relative_to(self.root) if p != self.root else Path(p.name)
         return str(rel)
 
-    def render(self, request: web.Request, template: str, **ctx: Any) -> web.Response:
+    def render(
+        self, request: web.Request, template: str, *, status: int = 200, **ctx: Any
+    ) -> web.Response:
+        """A page; a run's page shows the damage its reader found (``damage``), if any."""
+        damage = ctx.pop("damage", None)
+        reader = self.readers.get(ctx["n"]) if isinstance(ctx.get("n"), int) else None
+        if reader is not None and reader.board_error:
+            damage = f"{reader.board_error}" + (f"; {damage}" if damage else "")
         html = self.env.get_template(template).render(
             runs=[self.label(i) for i in range(len(self.paths))],
             query=dict(request.query),
             path=request.path,
             outcomes=OUTCOMES,
+            damage=damage,
             **ctx,
         )
-        return web.Response(text=html, content_type="text/html", charset="utf-8")
+        return web.Response(text=html, content_type="text/html", charset="utf-8", status=status)
+
+    def error_page(
+        self, request: web.Request, status: int, title: str, message: str
+    ) -> web.Response:
+        """The error panel in the page frame (the run's navigation when the URL names a run)."""
+        ctx: dict[str, Any] = {}
+        raw = request.match_info.get("run", "")
+        if raw.isascii() and raw.isdecimal() and len(raw) <= 9 and int(raw) < len(self.paths):
+            ctx = {"n": int(raw), "label": self.label(int(raw))}
+        try:
+            return self.render(
+                request, "error.html.j2", status=status, title=title, message=message, **ctx
+            )
+        except Exception:  # the frame itself failed: the message alone
+            return web.Response(status=status, text=f"{title}: {message}")
 
     # ------------------------------------------------------------------ pages
-    async def runs(self, request: web.Request) -> web.Response:
+    def runs(self, request: web.Request) -> web.Response:
         rows = []
         for n in range(len(self.paths)):
             if n not in self.readers:
@@ -203,11 +398,11 @@ class _Viewer:
             rows.append({"n": n, "label": self.label(n), **o})
         return self.render(request, "runs.html.j2", rows=rows)
 
-    async def overview(self, request: web.Request) -> web.Response:
+    def overview(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         return self.render(request, "overview.html.j2", n=n, label=self.label(n), o=r.overview())
 
-    async def arena(self, request: web.Request) -> web.Response:
+    def arena(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         arena = r.board.get("arena")
         if not isinstance(arena, dict):
@@ -260,49 +455,135 @@ class _Viewer:
             request, template, n=n, label=self.label(n), page=page, f=r.filter_values()
         )
 
-    async def memes(self, request: web.Request) -> web.Response:
+    def memes(self, request: web.Request) -> web.Response:
         return self._listing(request, "memes.html.j2", "memes", ("q", "outcome", "model"))
 
-    async def meme(self, request: web.Request) -> web.Response:
+    def meme(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         m = r.meme(request.query.get("id", ""))
         if m is None:
             raise ViewError("no such meme in this run")
         return self.render(request, "meme.html.j2", n=n, label=self.label(n), m=m)
 
-    async def battles(self, request: web.Request) -> web.Response:
+    def battles(self, request: web.Request) -> web.Response:
         filters = ("meme", "model", "judge", "criterion", "outcome")
         return self._listing(request, "battles.html.j2", "battles", filters)
 
-    async def battle(self, request: web.Request) -> web.Response:
+    def battle(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         b = r.battle(request.query.get("coord", ""))
         if b is None:
             raise ViewError("no such battle in this run")
         return self.render(request, "battle.html.j2", n=n, label=self.label(n), b=b)
 
-    async def calls(self, request: web.Request) -> web.Response:
+    def calls(self, request: web.Request) -> web.Response:
         return self._listing(request, "calls.html.j2", "calls", ("model", "role", "status"))
 
-    async def call(self, request: web.Request) -> web.Response:
+    def _call(self, request: web.Request) -> tuple[int, dict[str, Any]]:
         n, r = self.reader(request)
-        try:
-            c = r.call(int(request.match_info["id"]))
-        except ValueError:
-            c = None
+        call_id = _row_id(request, "id")
+        c = None if call_id is None else r.call(call_id)
         if c is None:
             raise ViewError("no such call in this run")
-        return self.render(request, "call.html.j2", n=n, label=self.label(n), c=c)
+        return n, c
 
-    async def image(self, request: web.Request) -> web.StreamResponse:
+    def call(self, request: web.Request) -> web.Response:
+        n, c = self._call(request)
+        # A page holds the first SHOWN_CHARS of each text: the whole is one link away.
+        c["response"], c["response_chars"] = _clip(c["response"])
+        clipped = 0
+        for msg in (c.get("request") or {}).get("messages") or []:
+            for part in msg.get("content") or []:
+                if part.get("type") == "text":
+                    part["text"], size = _clip(part.get("text"))
+                    clipped += size > 0
+        c["request_clipped"] = clipped
+        return self.render(
+            request,
+            "call.html.j2",
+            n=n,
+            label=self.label(n),
+            c=c,
+            shown_chars=SHOWN_CHARS,
+            damage=c.get("request_damage"),
+        )
+
+    def call_reply(self, request: web.Request) -> web.Response:
+        """The whole reply of a call, as a text file."""
+        _, c = self._call(request)
+        if c["response"] is None:
+            raise ViewError("this call has no reply on record")
+        name = f"call-{c['id']}-reply.txt"
+        return web.Response(
+            text=str(c["response"]),
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+    def call_request(self, request: web.Request) -> web.Response:
+        """The whole request of a call as sent, as a JSON file."""
+        _, c = self._call(request)
+        if c["request"] is None:
+            raise DamagedRecord(c["request_damage"] or "this call's request is not on record")
+        name = f"call-{c['id']}-request.json"
+        return web.Response(
+            text=json.dumps(c["request"], indent=1, ensure_ascii=False),
+            content_type="application/json",
+            charset="utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+    def image(self, request: web.Request) -> web.StreamResponse:
         _, r = self.reader(request)
-        path = r.image_path(request.match_info["sha"])
-        ctype = _image_type(path) if path else None
-        if path is None or ctype is None:
-            raise web.HTTPNotFound(text="image not on disk")
-        return web.FileResponse(path, headers={"Content-Type": ctype})
+        sha = request.match_info["sha"]
+        path = r.image_path(sha)
+        if path is not None and r.inside(str(path)) is not None:  # the run's own file
+            ctype = _image_type(path)
+            if ctype is not None:
+                return web.FileResponse(path, headers={"Content-Type": ctype})
+        elif path is not None:  # a dataset's file: only as the prepared image its hash names
+            got = self._verified(r, path, sha)
+            if got is not None:
+                return web.Response(body=got[0], headers={"Content-Type": got[1]})
+        raise web.HTTPNotFound(text="image not on disk")
 
-    async def adapt(self, request: web.Request) -> web.Response:
+    def _verified(self, r: RunReader, path: Path, sha: str) -> tuple[bytes, str] | None:
+        """The image prepared from ``path`` as the run prepared it, when its hash is ``sha``:
+        a row naming any other file shows nothing (its hash cannot match)."""
+        import base64
+
+        from memearena.config import ImageConfig
+        from memearena.data import prepare_image
+        from memearena.errors import DataError
+
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (str(path), st.st_size, st.st_mtime_ns, sha)
+        hit = self._images.get(key)
+        if hit is not None:
+            return hit
+        run = r.board.get("run")
+        cfg_image = ((run.get("config") if isinstance(run, dict) else None) or {}).get("image")
+        try:
+            image_cfg = ImageConfig.model_validate(cfg_image or {})
+        except ValueError:
+            image_cfg = ImageConfig.model_validate({})
+        try:
+            prepared = prepare_image(path, image_cfg)
+        except DataError:
+            return None
+        if prepared.sha256 != sha:
+            return None
+        data = base64.b64decode(prepared.data_url.split(",", 1)[1])
+        self._images[key] = (data, prepared.mime)
+        while len(self._images) > _VERIFIED_IMAGES:
+            self._images.popitem(last=False)
+        return data, prepared.mime
+
+    def adapt(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         adapt = r.board.get("adapt")
         if not isinstance(adapt, dict):
@@ -324,7 +605,7 @@ class _Viewer:
             heat=heat,
         )
 
-    async def adapt_records(self, request: web.Request) -> web.Response:
+    def adapt_records(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         q = request.query
         match = {"target": q.get("model", ""), "category": q.get("category", "")}
@@ -341,12 +622,9 @@ class _Viewer:
             f=r.filter_values(),
         )
 
-    async def chain(self, request: web.Request) -> web.Response:
+    def chain(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
-        try:
-            line = int(request.match_info["line"])
-        except ValueError:
-            line = 0
+        line = _row_id(request, "line") or 0
         chain = r.jsonl_line("adapt_chains", line)
         if chain is None:
             raise ViewError("no such chain in this run")
@@ -369,14 +647,14 @@ class _Viewer:
             images={str(s.get("meme")): r.meme_image(str(s.get("meme"))) for s in steps},
         )
 
-    async def judge_audit(self, request: web.Request) -> web.Response:
+    def judge_audit(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         ja = r.board.get("judge_audit")
         if not isinstance(ja, dict):
             raise ViewError("this run has no Judge audit results")
         return self.render(request, "judge_audit.html.j2", n=n, label=self.label(n), ja=ja)
 
-    async def ja_pairs(self, request: web.Request) -> web.Response:
+    def ja_pairs(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
         q = request.query
         match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
@@ -409,36 +687,67 @@ class _Viewer:
         return web.Response(text=text, content_type="text/css")
 
 
-def make_app(root: Path, bind_host: str = "127.0.0.1", *, warm: bool = True) -> web.Application:
-    """The viewer over one run directory or a folder of runs (ViewError when none is there).
+def make_app(
+    root: Path,
+    bind_host: str = "127.0.0.1",
+    *,
+    warm: bool = True,
+    allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    heavy_pages: int = HEAVY_PAGES,
+    max_waiting: int = MAX_WAITING,
+    request_timeout: float = REQUEST_TIMEOUT_S,
+) -> web.Application:
+    """The viewer over one run directory or a folder of runs (ViewError when none is there,
+    or when ``bind_host`` is not a loopback address and ``allow_remote`` is not given).
     ``warm``: at start, compute each run's summaries and meme index in a worker thread (reads
-    only), so the first pages of a large run open as fast as the next ones."""
+    only), so the first pages of a large run open as fast as the next ones. Requests are
+    answered only when addressed to a name of ``host_names(bind_host, allowed_hosts)``."""
+    if bind_host.strip().lower() not in LOOPBACK_HOSTS and not allow_remote:
+        raise ViewError(
+            f"--host {bind_host}: not a loopback address; the viewer shows every request, reply"
+            " and image of the runs to whoever reaches it: pass --allow-remote to serve it there"
+        )
     v = _Viewer(root)
+    gate = _Gate(heavy_pages, max_waiting, request_timeout)
     app = web.Application(middlewares=[_guard])
-    app[BIND_HOST] = bind_host
+    app[ALLOWED_HOSTS] = host_names(bind_host, allowed_hosts)
     app[VIEWER] = v
+
+    def heavy(page: Callable[[web.Request], web.StreamResponse]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await gate.run(lambda: page(request))
+
+        return handler
+
     r = app.router
-    r.add_get("/", v.runs)
     r.add_get("/static/view.css", v.css)
-    r.add_get("/r/{run}/", v.overview)
-    r.add_get("/r/{run}/arena", v.arena)
-    r.add_get("/r/{run}/memes", v.memes)
-    r.add_get("/r/{run}/meme", v.meme)
-    r.add_get("/r/{run}/battles", v.battles)
-    r.add_get("/r/{run}/battle", v.battle)
-    r.add_get("/r/{run}/calls", v.calls)
-    r.add_get("/r/{run}/call/{id}", v.call)
-    r.add_get("/r/{run}/image/{sha}", v.image)
-    r.add_get("/r/{run}/adapt", v.adapt)
-    r.add_get("/r/{run}/adapt/records", v.adapt_records)
-    r.add_get("/r/{run}/adapt/chain/{line}", v.chain)
-    r.add_get("/r/{run}/judge-audit", v.judge_audit)
-    r.add_get("/r/{run}/judge-audit/pairs", v.ja_pairs)
+    for path, page in (
+        ("/", v.runs),
+        ("/r/{run}/", v.overview),
+        ("/r/{run}/arena", v.arena),
+        ("/r/{run}/memes", v.memes),
+        ("/r/{run}/meme", v.meme),
+        ("/r/{run}/battles", v.battles),
+        ("/r/{run}/battle", v.battle),
+        ("/r/{run}/calls", v.calls),
+        ("/r/{run}/call/{id}", v.call),
+        ("/r/{run}/call/{id}/reply", v.call_reply),
+        ("/r/{run}/call/{id}/request", v.call_request),
+        ("/r/{run}/image/{sha}", v.image),
+        ("/r/{run}/adapt", v.adapt),
+        ("/r/{run}/adapt/records", v.adapt_records),
+        ("/r/{run}/adapt/chain/{line}", v.chain),
+        ("/r/{run}/judge-audit", v.judge_audit),
+        ("/r/{run}/judge-audit/pairs", v.ja_pairs),
+    ):
+        r.add_get(path, heavy(page))
 
     async def close(_: web.Application) -> None:
         task = app.get(WARMING)
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=30)
+        gate.pool.shutdown(wait=False, cancel_futures=True)
         for reader in v.readers.values():
             reader.close()
 

@@ -20,6 +20,7 @@ import msgspec
 
 from memearena.engine.registry import method_names
 from memearena.errors import MemearenaError
+from memearena.jsonsafe import loads_bounded
 from memearena.store.requests import decode_payload, unpack
 
 __all__ = [
@@ -42,6 +43,18 @@ MAX_PER_PAGE = 200
 
 class ViewError(MemearenaError):
     """A directory the viewer cannot show (missing, not a run)."""
+
+
+class DamagedRecord(ViewError):
+    """A record of the run that cannot be read (a damaged or crafted row or file)."""
+
+
+DIFF_MAX_UNITS = 2_000
+"""Guideline rounds are compared word by word when their words and spaces multiply to at most
+this squared (real rounds: a few hundred words each)."""
+
+BOARD_MAX_BYTES = 512 * 1024 * 1024
+"""The largest leaderboard.json read (the demo's is under 1 MB)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,10 @@ def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
     import re
 
     a, b = re.findall(r"\S+|\s+", old), re.findall(r"\S+|\s+", new)
+    if len(a) * len(b) > DIFF_MAX_UNITS**2:
+        # Comparing is quadratic at worst (8,000 shuffled words: 85 s): past the bound, a
+        # round is shown as replaced whole.
+        return [("-", old), ("+", new)]
     out: list[tuple[str, str]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
@@ -184,8 +201,13 @@ class RunReader:
         self.dir = Path(run_dir)
         if not _is_run(self.dir):
             raise ViewError(f"{self.dir}: not a run directory (no run.db or leaderboard.json)")
+        self._root = self.dir.resolve()
+        self.board_error: str | None = None
+        """Why leaderboard.json was not read (damaged, or a link out of the run), or None."""
         self._db: sqlite3.Connection | None = None
         db_path = self.dir / "run.db"
+        if db_path.is_file() and self.inside("run.db") is None:
+            raise ViewError(f"{db_path}: a link to a file outside the run directory, not read")
         if db_path.is_file():
             try:
                 self._db = sqlite3.connect(
@@ -219,23 +241,43 @@ class RunReader:
                 return []
             raise
 
+    def inside(self, name: str) -> Path | None:
+        """The file ``name`` of the run directory, links resolved, or None when it resolves
+        to a place outside the run directory: only the run's own files are ever read."""
+        try:
+            path = (self._root / name).resolve()
+        except (OSError, RuntimeError):
+            return None
+        return path if path.is_relative_to(self._root) else None
+
     def _has_table(self, name: str) -> bool:
         return bool(self._q("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)))
 
     @property
     def board(self) -> dict[str, Any]:
         """leaderboard.json (re-read when it changes), ``{}`` when absent or unreadable."""
-        path = self.dir / "leaderboard.json"
+        path = self.inside("leaderboard.json")
+        if path is None:
+            self.board_error = (
+                "leaderboard.json is a link to a file outside the run directory: not read"
+            )
+            return {}
         try:
             mtime = path.stat().st_mtime
         except OSError:
             return {}
         if self._board is None or self._board_mtime != mtime:
+            self.board_error = None
             try:
-                board = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                board = {}
-            self._board = board if isinstance(board, dict) else {}
+                # Bounded: a deeply nested or huge file is a damaged record, not a crash.
+                board = loads_bounded(path.read_bytes(), max_bytes=BOARD_MAX_BYTES, allow_nan=True)
+            except OSError as e:
+                board, self.board_error = {}, f"leaderboard.json cannot be read ({e.strerror})"
+            except ValueError as e:
+                board, self.board_error = {}, f"leaderboard.json is damaged ({e}): not shown"
+            if not isinstance(board, dict):
+                board, self.board_error = {}, "leaderboard.json is damaged (not an object)"
+            self._board = board
             self._board_mtime = mtime
         return self._board
 
@@ -708,7 +750,10 @@ class RunReader:
         if not rows:
             return None
         out = dict(zip(cols, rows[0], strict=True))
-        out["request"] = self.request(out["request_hash"])
+        try:
+            out["request"], out["request_damage"] = self.request(out["request_hash"]), None
+        except DamagedRecord as e:
+            out["request"], out["request_damage"] = None, str(e)
         out["same_request"] = [
             {"id": i, "status": s, "created_at": t}
             for i, s, t in self._q(
@@ -720,20 +765,28 @@ class RunReader:
         return out
 
     def request(self, key: str) -> dict[str, Any] | None:
-        """The request on record under ``key``, decoded (None when not kept)."""
+        """The request on record under ``key``, decoded (None when not kept); DamagedRecord
+        when its row cannot be read (a dictionary not on record, a body past the bound)."""
         rows = self._q("SELECT dict, body FROM requests WHERE key=?", (key,))
         if not rows:
             return None
         d, body = rows[0]
-        if self._zdicts is None:
-            self._zdicts = {
-                int(i): bytes(b) for i, b in self._q("SELECT id, body FROM request_dicts")
-            }
-        zdict = self._zdicts.get(int(d))
-        if zdict is None and int(d):  # a dictionary written after we first read them
-            self._zdicts = None
-            return self.request(key)
-        return {"key": key, **decode_payload(unpack(body, zdict))}
+        for fresh in (False, True):  # a dictionary written after we first read them: once
+            if self._zdicts is None or fresh:
+                self._zdicts = {
+                    int(i): bytes(b) for i, b in self._q("SELECT id, body FROM request_dicts")
+                }
+            zdict = self._zdicts.get(int(d))
+            if zdict is not None or not int(d):
+                break
+        else:
+            raise DamagedRecord(
+                f"request {key}: packed with dictionary {int(d)}, which is not on record"
+            )
+        try:
+            return {"key": key, **decode_payload(unpack(body, zdict))}
+        except Exception as e:  # untrusted bytes: zlib, zstd, UTF-8 and JSON all raise
+            raise DamagedRecord(f"request {key}: unreadable ({type(e).__name__}: {e})") from None
 
     def filter_values(self) -> dict[str, list[str]]:
         """Values the filters offer: models, judges, criteria, roles, statuses."""
@@ -785,9 +838,9 @@ class RunReader:
             if st.st_size == size and st.st_mtime_ns == mtime_ns:
                 return p
         for ext in ("png", "jpg", "jpeg", "webp", "gif"):
-            p = self.dir / "judge_audit" / "images" / f"{sha256}.{ext}"
-            if p.is_file():
-                return p
+            own = self.inside(f"judge_audit/images/{sha256}.{ext}")
+            if own is not None and own.is_file():
+                return own
         return None
 
     def meme_image(self, uid: str) -> str | None:
@@ -799,7 +852,9 @@ class RunReader:
         """Pairwise win rates (ties count half) and battle counts between models, from the
         resolved battles the leaderboard was computed from (``battles.jsonl``); read once per
         version of the file."""
-        path = self.dir / "battles.jsonl"
+        path = self.inside("battles.jsonl")
+        if path is None:
+            return {}
         try:
             mtime = path.stat().st_mtime
         except OSError:
@@ -939,7 +994,9 @@ class RunReader:
         return None
 
     def _lines(self, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-        path = self.dir / f"{name}.jsonl"
+        path = self.inside(f"{name}.jsonl")
+        if path is None:
+            return
         try:
             f = path.open(encoding="utf-8")
         except OSError:
@@ -948,7 +1005,7 @@ class RunReader:
             for n, line in enumerate(f, start=1):
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # a damaged line is skipped
                     continue
                 if isinstance(row, dict):
                     yield n, row

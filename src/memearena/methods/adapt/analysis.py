@@ -266,6 +266,49 @@ def _agreement(
     return out
 
 
+_ROLE_FIELDS: dict[str, str] = {
+    "adapt.answer": "targets",
+    "adapt.score": "scorers",
+    "adapt.miner": "miner",
+    "adapt.category_judge": "text_judge",
+    "adapt.image_examiner": "image_examiner",
+    "adapt.instruction": "instruction_writer",
+    "adapt.narrator": "narrator",
+    "adapt.reference": "reference_model",
+    "adapt.reference_judge": "reference_judge",
+    "adapt.refine": "refiner",
+    "adapt.check": "checker",
+    "adapt.embedding": "embedding_model",
+}
+"""The Adapt setting that names the model(s) of each call role."""
+
+
+def current_errors(cfg: RunConfig, store: RunStore) -> dict[str, int]:
+    """Adapt's errors on record (``kind: reason`` -> count) that belong to the current config:
+    a step's error counts only when a call for it was made, in its role, by a model the config
+    now gives that role (a replaced target's refusals stay on record, and count again when it
+    is put back, but are not this config's). An error with no call on record (an item's:
+    a meme, its erased image, its votes) always counts."""
+    acfg = cfg.adapt
+    assert acfg is not None
+    errors = [e for e in store.errors() if e.kind.startswith("adapt.")]
+    named: set[str] = set()
+    allowed: dict[str, set[str]] = {}
+    for role, name in _ROLE_FIELDS.items():
+        value = getattr(acfg, name, None)
+        models = {value} if isinstance(value, str) else {str(v) for v in value or ()}
+        allowed[role] = models
+        named |= models
+    callers = store.callers(e.key for e in errors)  # a step's key is its request's hash
+    counts: Counter[str] = Counter()
+    for e in errors:
+        made = callers.get(e.key)
+        if made and not any(model in allowed.get(role, named) for role, model in made):
+            continue
+        counts[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
+    return dict(sorted(counts.items()))
+
+
 def adapt_section(
     cfg: RunConfig, outcome: Any, *, bootstrap: int | None = None, store: RunStore | None = None
 ) -> dict[str, Any]:
@@ -383,15 +426,7 @@ def adapt_section(
     }
     if store is not None:
         section["usage"] = store.usage_summary("adapt.")
-        section["errors"] = dict(
-            sorted(
-                Counter(
-                    f"{e.kind}: {e.reason.split(':')[0]}"
-                    for e in store.errors()
-                    if e.kind.startswith("adapt.")
-                ).items()
-            )
-        )
+        section["errors"] = current_errors(cfg, store)
     sims = {n: m for n, m in cfg.models.items() if getattr(m, "provider", "") == "sim"}
     if acfg.targets and all(t in sims for t in acfg.targets):
         section["simulated"] = {
