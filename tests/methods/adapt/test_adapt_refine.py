@@ -140,8 +140,19 @@ def test_a_rejected_rewrite_is_recorded_and_retried(tmp_path: Path) -> None:
         assert [ch["outcome"] for ch in s["checks"]] == ["rejected", "accepted"]
         assert s["checks"][0]["reason"] == "belief lost"
         assert s["text"].startswith("attempt1 ")
-    # With a single attempt allowed, no rewrite is accepted: the chain stops, nothing scored.
+    # With a single attempt allowed, no rewrite is accepted: as the method does, the same meme
+    # is asked again at the next step (each such step is one of the K), nothing scored ...
     out, _, _ = run_pipeline(small_config(steps=2, max_rewrites=1), tmp_path / "b", overrides)
+    assert out.chains
+    for c in out.chains:
+        assert c["stop"] == "2 steps"
+        assert [s["text"] for s in c["steps"]] == [None, None]
+        assert len({s["meme"] for s in c["steps"]}) == 1
+        assert not [s for s in c["steps"] if "score_after" in s]
+    # ... and with no re-ask allowed, such a step stops the chain.
+    out, _, _ = run_pipeline(
+        small_config(steps=2, max_rewrites=1, unaccepted_retries=0), tmp_path / "c", overrides
+    )
     assert out.chains
     for c in out.chains:
         assert c["stop"] == "no accepted rewrite"

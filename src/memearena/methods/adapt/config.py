@@ -84,12 +84,36 @@ class AdaptConfig(_Strict):
     removed it would count the rewrite's ambiguity as the target's failure)."""
     scorer_temperature: float = Field(0.0, ge=0)
     """Sampling temperature of every scorer call (the method scores at 0; sent, so recorded)."""
+    target_temperature: float | None = Field(0.0, ge=0)
+    """Sampling temperature of every target answer (the method answers at 0; sent, so recorded;
+    None: the endpoint's default)."""
+    refusals: Literal["scored", "excluded"] = "scored"
+    """A target's refusal: ``scored`` (the refusal is its answer and is scored, as the method
+    does; the refusal rate is reported beside the failure rate) or ``excluded`` (recorded as an
+    outcome of its own, outside the failure rate, and it ends a chain)."""
+    original_image_score: bool = True
+    """Also answer and score each original on its own image (the caption still in it): the
+    "original image" figure, reported apart; the loop's ``s`` is always the score on the image
+    its rewrites are shown with."""
     failure_threshold: float = Field(4.0, gt=1, le=10)
     """A score below this is a failure."""
     factual_error_cap: int = Field(4, ge=1, le=10)
     """The scorer caps the score of an answer with a factual error at this value."""
-    steps: int = Field(6, ge=1)
-    """Refinement steps per seed sample at most (K)."""
+    steps: int = Field(10, ge=1)
+    """Refinement steps per seed sample at most (K; the method's 10)."""
+    tie_max: float | None = Field(4.0, ge=1, le=10)
+    """A tie (s' = s) goes on when s is at most this, as the method does (4); None: a tie stops
+    the loop."""
+    unaccepted_retries: int | None = Field(None, ge=0)
+    """Steps in a row that ask the refiner again for the same meme after a step ended with no
+    accepted rewrite (each is one of the K steps, as in the method); None: until K; 0: stop."""
+    hop_exclusion: Literal["group", "chain"] = "group"
+    """Memes a hop may not reach: ``group`` (the group's seed memes and every meme any chain of
+    the same target, category, repeat and mode already used: the method) or ``chain`` (only the
+    current chain's)."""
+    same_seeds: bool = True
+    """Every target of a (category, repeat) gets the same seed memes (the method's seed flags);
+    false: each target's own draw (``seed_rule: lowest`` is always each target's own)."""
     seed_fraction: float = Field(0.1, gt=0, le=1)
     """Share of each (target, category, repeat)'s scored samples that seed a refinement chain
     (rounded up; the method refines about 10% of the samples)."""
