@@ -378,9 +378,9 @@ class AdaptWorld:
         desc = cat[1].strip() if len(cat) > 1 else ""
         return json.dumps(
             {
-                "instruction": f'Analyze how this meme may cause harm in the harm category "{name}" '
-                f"({desc}): who it targets, the false belief it relies on, and why that is "
-                "harmful."
+                "instruction": "Analyze how this meme may cause harm in the harm category "
+                f'"{name}" ({desc}): who it targets, the false belief it relies on, and why '
+                "that is harmful."
             }
         )
 

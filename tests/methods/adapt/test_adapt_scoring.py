@@ -166,5 +166,5 @@ def test_a_refusal_is_scored_as_the_targets_answer_by_default(tmp_path: Path) ->
         assert m["refused"] >= 1 and m["refused_scored"] == m["refused"]
         assert m["scored"] == m["answers"] - m["unparsed"] - m["no_reference"]
         lo, hi = m["refusal_rate_ci"]
-        assert 0 < m["refusal_rate"] and lo <= m["refusal_rate"] <= hi
+        assert m["refusal_rate"] > 0 and lo <= m["refusal_rate"] <= hi
         assert m["failure_rate"] > 0  # the refusal counts as the failure it is
