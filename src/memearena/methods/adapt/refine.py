@@ -1,17 +1,22 @@
 """Adaptive refinement: rewrite a meme's text to hide its harm, keep its misbelief, re-score.
 
-For a seed sample (chosen by a recorded, seeded rule) the refiner sees the most similar scored
-samples by misbelief (BM25 with ``bm25s`` by default; or cosine similarity of misbelief
-embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as examples and
-rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
-recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
-(the text-erased image with the new text, as the method does; or the text drawn into the erased
-image's caption region) and is scored against a fresh reference; the refiner and the checker see
-the original image. In the *conditional* loop (the method) ``s' < s`` records a weakness and
-hops to the next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
-whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
-``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
-step is kept as lineage.
+As AdamMeme's released code walks it (``scripts/refinement.py``), per group (one target,
+category and repeat; the loop and the control each on their own): the seed samples (the same
+memes for every target by default) are walked in order. At each step the refiner sees the meme
+(its original image) and, as examples, the group's scored items most similar by misbelief (BM25
+with ``bm25s`` by default, or cosine similarity of ``embedding_model`` vectors): the originals
+and every rewrite the group already scored, the meme's own included, each with the image it was
+scored on, lowest score first. A checker verifies the rewrite still carries the original's harm
+in the category (rejections recorded and retried, at most ``max_rewrites`` times a step); a step
+with no accepted rewrite asks again for the same meme at the next step (``unaccepted_retries``).
+The target answers the rewrite on the loop's image (the text-erased image, the text drawn in with
+``render_text``) against a fresh reference, and is scored; the meme's ``s`` was scored on the same
+image with its original text (like for like). In the *conditional* loop (the method) ``s' < s``
+records a weakness and hops to the most similar sample no chain of the group used (never a seed,
+``hop_exclusion: group``), a tie ``s' = s <= tie_max`` hops too, otherwise the chain stops. The
+*unconditional control* hops whatever ``s'`` is, so its rewrites' scores are free of that
+selection. Either stops after ``steps`` (K) steps or when no sample is left. Every step is kept
+as lineage.
 """
 
 from __future__ import annotations

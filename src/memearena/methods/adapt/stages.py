@@ -4,7 +4,9 @@ refinement (one module each; this one runs them).
 Every stage streams its jobs through ``capped_map`` (a bounded window in flight; once the
 spend cap stops the pool, the jobs in flight finish and no other starts) and every model call
 is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the calls in
-flight. The records the analysis needs (one per scored original, one per refinement
+flight. Each original is answered and scored on the image its rewrites will be shown with (the
+text-erased image, with its original text: the loop's ``s``) and, apart, on its own image (the
+"original image" figure, ``original_image_score``). The records the analysis needs (one per scored original, one per refinement
 chain) are rebuilt from the stored steps on every run, so they always match the current config.
 """
 
