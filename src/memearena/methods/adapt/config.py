@@ -139,10 +139,11 @@ class AdaptConfig(_Strict):
     repeats: int = Field(3, ge=1)
     """Repeated seeds of answering, scoring and refinement (intervals across seeds)."""
     refine_image: Literal["erased", "none", "original"] = "erased"
-    """What a rewritten meme, and its original for the loop's ``s``, is shown with: ``erased`` (the meme's text-erased image: the
-    dataset's, else the built-in eraser's; the method), ``none`` (no image: the rewrite alone,
-    said in the report), or ``original`` (the original image, whose caption still shows the
-    original text: a rewrite then hides nothing; for measuring exactly that)."""
+    """What a rewritten meme, and its original for the loop's ``s``, is shown with: ``erased``
+    (the meme's text-erased image: the dataset's, else the built-in eraser's; the method),
+    ``none`` (no image: the rewrite alone, said in the report), or ``original`` (the original
+    image, whose caption still shows the original text: a rewrite then hides nothing; for
+    measuring exactly that)."""
     render_text: bool = False
     """Draw the text (each rewrite's, and the original's for the loop's ``s``) into the caption
     region of the erased image (Pillow)."""

@@ -6,8 +6,9 @@ spend cap stops the pool, the jobs in flight finish and no other starts) and eve
 is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the calls in
 flight. Each original is answered and scored on the image its rewrites will be shown with (the
 text-erased image, with its original text: the loop's ``s``) and, apart, on its own image (the
-"original image" figure, ``original_image_score``). The records the analysis needs (one per scored original, one per refinement
-chain) are rebuilt from the stored steps on every run, so they always match the current config.
+"original image" figure, ``original_image_score``). The records the analysis needs (one per
+scored original, one per refinement chain) are rebuilt from the stored steps on every run, so
+they always match the current config.
 """
 
 from __future__ import annotations
