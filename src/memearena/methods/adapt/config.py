@@ -102,18 +102,13 @@ class AdaptConfig(_Strict):
     steps: int = Field(10, ge=1)
     """Refinement steps per seed sample at most (K; the method's 10)."""
     tie_max: float | None = Field(4.0, ge=1, le=10)
-    """A tie (s' = s) goes on when s is at most this, as the method does (4); None: a tie stops
-    the loop."""
+    """A tie (s' = s) goes on when s <= tie_max (the method: 4); None: every tie stops."""
     unaccepted_retries: int | None = Field(None, ge=0)
-    """Steps in a row that ask the refiner again for the same meme after a step ended with no
-    accepted rewrite (each is one of the K steps, as in the method); None: until K; 0: stop."""
+    """Steps that ask again for a meme no rewrite was accepted for (None: until K, the method)."""
     hop_exclusion: Literal["group", "chain"] = "group"
-    """Memes a hop may not reach: ``group`` (the group's seed memes and every meme any chain of
-    the same target, category, repeat and mode already used: the method) or ``chain`` (only the
-    current chain's)."""
+    """A hop skips ``group``: seeds, memes any chain of the group used (the method); ``chain``."""
     same_seeds: bool = True
-    """Every target of a (category, repeat) gets the same seed memes (the method's seed flags);
-    false: each target's own draw (``seed_rule: lowest`` is always each target's own)."""
+    """Every target of a (category, repeat) gets the same seed memes (the method's seed flags)."""
     seed_fraction: float = Field(0.1, gt=0, le=1)
     """Share of each (target, category, repeat)'s scored samples that seed a refinement chain
     (rounded up; the method refines about 10% of the samples)."""
