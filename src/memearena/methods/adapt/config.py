@@ -106,7 +106,7 @@ class AdaptConfig(_Strict):
     unaccepted_retries: int | None = Field(None, ge=0)
     """Steps that ask again for a meme no rewrite was accepted for (None: until K, the method)."""
     hop_exclusion: Literal["group", "chain"] = "group"
-    """A hop skips ``group``: seeds, memes any chain of the group used (the method); ``chain``."""
+    """A hop skips seeds and memes any ``group`` chain used (the method), or its ``chain``'s."""
     same_seeds: bool = True
     """Every target of a (category, repeat) gets the same seed memes (the method's seed flags)."""
     seed_fraction: float = Field(0.1, gt=0, le=1)
