@@ -242,8 +242,7 @@ def import_command(
     """Re-analyse AdamMeme's published log_<category>.json files.
 
     Every judged step keeps the authors' recorded score; intervals over memes.
-    Chains are rebuilt per category file, never across files: from AdamMeme's seed flags
-    (cls_res_full.json) when given, else by run_step; the output says which.
+    Chains per category file, by the seed flags (cls_res_full.json) or run_step.
     First vs later rewrites; the continuation rule's share (over chains)."""
     from memearena.methods.adapt.published import (
         SEEDS_FILE,
