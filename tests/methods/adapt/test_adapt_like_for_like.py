@@ -106,3 +106,34 @@ def test_every_decision_compares_scores_on_the_same_erased_image(tmp_path: Path)
     assert all(o["original_image"]["sha256"] == own[o["meme"]] for o in out.originals)
     assert section["images"]["original_image"].startswith("original image")
     print(f"server: {decisions} s' < s decisions, {mismatched} on another image than the rewrite")
+
+
+def test_with_render_text_the_original_is_drawn_as_each_rewrite_is(tmp_path: Path) -> None:
+    from adapt_helpers import run_pipeline, small_config
+
+    from memearena.methods.adapt.erase import render_caption
+    from memearena.models.types import ImagePart
+
+    cfg = small_config(steps=2, render_text=True)
+    out, store, _ = run_pipeline(cfg, tmp_path)
+    store.close()
+    memes = {m.uid: m for m in load_memes(cfg).memes}
+
+    def drawn(uid: str, text: str) -> str:
+        m = memes[uid]
+        assert m.erased_image is not None
+        img = prepare_image(m.erased_image)
+        return render_caption(ImagePart(img.data_url, img.sha256), text).sha256
+
+    # The loop's s: the original text drawn into the erased image, exactly as a rewrite is.
+    for o in out.originals:
+        assert o["image"]["rendered"] and o["image"]["sha256"] == drawn(
+            o["meme"], memes[o["meme"]].text
+        )
+        assert o["image"]["base_sha256"] == prepare_image(memes[o["meme"]].erased_image).sha256
+    steps = [s for c in out.chains for s in c["steps"] if s.get("score_after") is not None]
+    assert steps
+    for s in steps:
+        assert s["score_before_image"] == drawn(s["meme"], s["parent_text"])
+        assert s["image"]["sha256"] == drawn(s["meme"], s["text"])
+        assert s["image"]["base_sha256"] == prepare_image(memes[s["meme"]].erased_image).sha256
