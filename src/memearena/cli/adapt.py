@@ -225,6 +225,14 @@ def import_command(
             help="AdamMeme's scoring_res.json: the originals' scores (logs hold rewrites only).",
         ),
     ] = None,
+    seeds: Annotated[
+        Path | None,
+        typer.Option(
+            "--seeds",
+            help="AdamMeme's cls_res_full.json: the seed flags chains start from (default: "
+            "that file in LOG_DIR if there; else chains by run_step).",
+        ),
+    ] = None,
     threshold: Annotated[
         float, typer.Option("--threshold", help="A score below this is a failure.")
     ] = 4.0,
@@ -234,17 +242,24 @@ def import_command(
     """Re-analyse AdamMeme's published log_<category>.json files.
 
     Every judged step keeps the authors' recorded score; intervals over memes.
-    Chains are rebuilt per category file, never across files.
+    Chains per category file, by the seed flags (cls_res_full.json) or run_step.
     First vs later rewrites; the continuation rule's share (over chains)."""
     from memearena.methods.adapt.published import (
+        SEEDS_FILE,
         analyse_published_logs,
         read_originals,
         read_published_logs,
+        read_seed_flags,
     )
 
     logs = read_published_logs(log_dir)
     if originals is not None:
         logs.originals = read_originals(originals, logs.originals_invalid)
+    if seeds is None and (log_dir / SEEDS_FILE).is_file():
+        seeds = log_dir / SEEDS_FILE
+    if seeds is not None:
+        logs.seeds = read_seed_flags(seeds, logs.seeds_invalid)
+        logs.seeds_source = str(seeds)
     doc = analyse_published_logs(logs, threshold=threshold, rounds=bootstrap, seed=seed)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
@@ -257,6 +272,10 @@ def import_command(
             soft_wrap=True,
         )
         raise typer.Exit(1)
+
+
+SEEDS_NAME = "cls_res_full.json"
+"""The file name ``adapt import`` looks for in the log folder (AdamMeme's seed flags)."""
 
 
 def print_import(console: Console, doc: dict[str, Any]) -> None:
@@ -290,11 +309,21 @@ def print_import(console: Console, doc: dict[str, Any]) -> None:
         )
     )
     sel = doc["selection"]
+    rule = doc.get("chain_rule") or {}
+    how = (
+        f"from the seed flags of {rule.get('source')}; by run_step they would be "
+        f"{rule.get('chains_by_run_step')}, with {rule.get('seed_memes_mid_chain_by_run_step')} "
+        "seed meme(s) mid-chain"
+        if rule.get("rule") == "seed_flags"
+        else f"by run_step: no seed flags (give --seeds {SEEDS_NAME})"
+    )
     console.print(
-        Text(
-            f"chains: {sel['chains']} (per category file; {sel['chains_crossing_categories']} "
-            f"crossing categories; longest {sel['longest_chain']} steps)"
-        )
+        console_safe(
+            f"chains: {sel['chains']} (per category file, {how}; "
+            f"{sel['chains_crossing_categories']} crossing categories; longest "
+            f"{sel['longest_chain']} steps)"
+        ),
+        highlight=False,
     )
     if sel.get("observed_increase") is not None:
         share = sel.get("mechanical_share")

@@ -384,9 +384,9 @@ class AdaptWorld:
         desc = cat[1].strip() if len(cat) > 1 else ""
         return json.dumps(
             {
-                "instruction": f'Consider this meme with respect to the harm category "{name}" '
-                f"({desc}). Explain whether it is harmful in this category: who it targets, the "
-                "false belief it relies on, and why that is harmful (or why it is not)."
+                "instruction": "Analyze how this meme may cause harm in the harm category "
+                f'"{name}" ({desc}): who it targets, the false belief it relies on, and why '
+                "that is harmful."
             }
         )
 

@@ -100,3 +100,52 @@ def run_pipeline(
             await pool.aclose()
 
     return asyncio.run(go()), store, scripted
+
+
+def served_config(base_url: str, limit: int | None = 8, **adapt: Any) -> RunConfig:
+    """``small_config`` with every model an endpoint of the simulated server at ``base_url``
+    (the pipeline then tells the world nothing: it sees only what was sent)."""
+    cfg = small_config(limit, **adapt)
+    models = {
+        name: {
+            "provider": "openai",
+            "base_url": base_url,
+            "model": name,
+            "family": m.family,
+            "max_concurrency": 8,
+            "max_retries": 2,
+        }
+        for name, m in demo_models().items()
+    }
+    return RunConfig.model_validate({**cfg.model_dump(exclude={"models"}), "models": models})
+
+
+class ServedRecord:
+    """What one request carried and got back, as the server saw it."""
+
+    def __init__(
+        self, model: str, role: str, messages: Sequence[Message], params: GenParams, reply: str
+    ) -> None:
+        from memearena.models.types import ImagePart
+
+        text = prompt_text(messages)
+        self.model = model
+        self.role = role
+        self.meme_text = tag(text, "meme_text")
+        self.answer = tag(text, "answer")
+        self.images = [p.sha256 for m in messages for p in m.content if isinstance(p, ImagePart)]
+        self.seed = params.seed
+        self.reply = reply
+
+
+class ServedRecorder:
+    """The simulated world behind the server, recording every request and reply."""
+
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.requests: list[ServedRecord] = []
+
+    def respond(self, model: str, role: str, messages: Sequence[Message], params: GenParams) -> str:
+        reply = str(self.world.respond(model, role, messages, params))
+        self.requests.append(ServedRecord(model, role, messages, params, reply))
+        return reply

@@ -52,9 +52,15 @@ def test_defaults_follow_the_method() -> None:
             "Animal",
         ]
     )
-    assert (a.votes, a.vote_min, a.steps, a.reference_candidates, a.repeats) == (3, 2, 6, 3, 3)
+    assert (a.votes, a.vote_min, a.steps, a.reference_candidates, a.repeats) == (3, 2, 10, 3, 3)
     assert a.failure_threshold == 4.0 and a.long_tail_per_100 == 5.0
     assert a.retrieval == "bm25" and not a.miner_sees_text and a.control
+    # The loop's rules are AdamMeme's: ties at or below 4 go on, an unaccepted rewrite is asked
+    # again within K, hops are disjoint across a group's chains, every target gets the same
+    # seeds, refusals are scored, targets answer at temperature 0.
+    assert a.tie_max == 4.0 and a.unaccepted_retries is None and a.hop_exclusion == "group"
+    assert a.same_seeds and a.refusals == "scored" and a.target_temperature == 0.0
+    assert a.original_image_score
 
 
 def test_errors_name_the_field() -> None:

@@ -71,7 +71,14 @@ def _recording(into: list[tuple[str, str, GenParams]]):
     return fn
 
 
-ROLES = ("adapt.reference", "adapt.reference_judge", "adapt.refine", "adapt.check", "adapt.score")
+ROLES = (
+    "adapt.reference",
+    "adapt.reference_judge",
+    "adapt.refine",
+    "adapt.check",
+    "adapt.score",
+    "adapt.answer",
+)
 
 
 def test_references_see_the_meme_and_the_task_only_by_default(tmp_path: Path) -> None:
@@ -87,12 +94,17 @@ def test_references_see_the_meme_and_the_task_only_by_default(tmp_path: Path) ->
     assert by_role["adapt.reference"] and by_role["adapt.reference_judge"]
     for role in ("adapt.reference", "adapt.reference_judge"):
         assert not [p for p in by_role[role] if "<misbelief>" in p], role
-    # The misbelief still drives the refiner and the checker.
-    for role in ("adapt.refine", "adapt.check"):
-        assert by_role[role] and all("<misbelief>" in p for p in by_role[role]), role
-    # Scorers are sampled at temperature 0, and the section says so.
+    # The misbelief still drives the refiner; the checker is asked the method's question (the
+    # original text, the rewrite and the task: the category), not told the misbelief.
+    assert by_role["adapt.refine"] and all("<misbelief>" in p for p in by_role["adapt.refine"])
+    assert by_role["adapt.check"]
+    for p in by_role["adapt.check"]:
+        assert "<misbelief>" not in p and "<category>" in p and "<original_text>" in p
+    # Scorers and targets are sampled at temperature 0 (sent, so on record).
     scores = [p for role, _, p in seen if role == "adapt.score"]
     assert scores and all(p.temperature == 0.0 for p in scores)
+    answers = [p for role, _, p in seen if role == "adapt.answer"]
+    assert answers and all(p.temperature == 0.0 for p in answers)
     sec = adapt_section(small_config(steps=1), out, bootstrap=0)
     assert sec["scorer_temperature"] == 0.0 and sec["reference_sees_misbelief"] is False
 

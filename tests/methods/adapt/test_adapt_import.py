@@ -308,3 +308,57 @@ def test_a_category_without_failures_has_an_interval_of_positive_width(tmp_path:
     assert sel["first_rewrite_failure_rate"] == pytest.approx(10 / 30)
     lo, hi = sel["first_rewrite_failure_rate_ci"]
     assert lo < 10 / 30 < hi
+
+
+def test_chains_follow_adammemes_seed_flags_when_given_and_the_output_says_which_rule(
+    tmp_path: Path,
+) -> None:
+    # Seed a: rewrites at run_step 0 and 1 (hop to b). Seed c: its first rewrite was refused
+    # (logged with no run_step), its next at run_step 2 after a hop: by run_step it merges into
+    # a's chain; by the seed flags it is a chain of its own.
+    rows = [
+        step(6, 0, "a.png"),
+        step(3, 1, "b.png"),
+        {"meme_image_path": "c.png", "task": "race", "score": "Refusal"},
+        step(5, 2, "c.png"),
+        step(2, 3, "d.png"),
+    ]
+    folder = write_logs(tmp_path / "logs", {"race": rows})
+    flags = tmp_path / "cls_res_full.json"
+    flags.write_text(
+        json.dumps(
+            {
+                "race": [
+                    {"image": "a.png", "seed": 1, "task": "race"},
+                    {"image": "b.png", "seed": None, "task": "race"},
+                    {"image": "c.png", "seed": 1, "task": "race"},
+                    {"image": "d.png", "task": "race"},
+                ]
+            }
+        )
+    )
+    by_step = runner.invoke(app, ["adapt", "import", str(folder), "--json", "--bootstrap", "20"])
+    assert by_step.exit_code == 0, by_step.output
+    doc = json.loads(by_step.stdout)
+    assert doc["selection"]["chains"] == 1 and doc["chain_rule"]["rule"] == "run_step"
+    flagged = runner.invoke(
+        app,
+        ["adapt", "import", str(folder), "--json", "--bootstrap", "20", "--seeds", str(flags)],
+    )
+    assert flagged.exit_code == 0, flagged.output
+    doc = json.loads(flagged.stdout)
+    rule = doc["chain_rule"]
+    assert doc["selection"]["chains"] == 2 and rule["rule"] == "seed_flags"
+    assert rule["source"] == str(flags) and rule["seeds_flagged"] == 2
+    assert rule["chains_by_run_step"] == 1 and rule["seed_memes_mid_chain_by_run_step"] == 1
+    # The file in the log folder is found without --seeds, and the console says the rule.
+    (folder / "cls_res_full.json").write_text(flags.read_text())
+    shown = runner.invoke(app, ["adapt", "import", str(folder), "--bootstrap", "20"])
+    assert shown.exit_code == 0, shown.output
+    assert "from the seed flags of" in " ".join(shown.output.split())
+    # A flag file with no seed at all is one line naming it.
+    bad = tmp_path / "none.json"
+    bad.write_text(json.dumps({"race": [{"image": "a.png", "seed": 0}]}))
+    got = runner.invoke(app, ["adapt", "import", str(folder), "--seeds", str(bad)])
+    assert got.exit_code == 2 and "no meme flagged as a seed" in got.output
+    assert "Traceback" not in got.output

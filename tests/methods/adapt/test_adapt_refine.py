@@ -16,7 +16,7 @@ from memearena.data import Meme
 from memearena.engine.rundir import load_memes
 from memearena.methods.adapt.common import Category
 from memearena.methods.adapt.refine import Retriever, Sample
-from memearena.models.types import GenParams, Message
+from memearena.models.types import GenParams, ImagePart, Message
 
 CAT = Category("Race", "d", "i")
 
@@ -140,8 +140,19 @@ def test_a_rejected_rewrite_is_recorded_and_retried(tmp_path: Path) -> None:
         assert [ch["outcome"] for ch in s["checks"]] == ["rejected", "accepted"]
         assert s["checks"][0]["reason"] == "belief lost"
         assert s["text"].startswith("attempt1 ")
-    # With a single attempt allowed, no rewrite is accepted: the chain stops, nothing scored.
+    # With a single attempt allowed, no rewrite is accepted: as the method does, the same meme
+    # is asked again at the next step (each such step is one of the K), nothing scored ...
     out, _, _ = run_pipeline(small_config(steps=2, max_rewrites=1), tmp_path / "b", overrides)
+    assert out.chains
+    for c in out.chains:
+        assert c["stop"] == "2 steps"
+        assert [s["text"] for s in c["steps"]] == [None, None]
+        assert len({s["meme"] for s in c["steps"]}) == 1
+        assert not [s for s in c["steps"] if "score_after" in s]
+    # ... and with no re-ask allowed, such a step stops the chain.
+    out, _, _ = run_pipeline(
+        small_config(steps=2, max_rewrites=1, unaccepted_retries=0), tmp_path / "c", overrides
+    )
     assert out.chains
     for c in out.chains:
         assert c["stop"] == "no accepted rewrite"
@@ -177,3 +188,131 @@ def test_kill_mid_refinement_then_resume_repeats_no_call(tmp_path: Path) -> None
     assert resumed.originals == whole.originals
     # The resumed run called only what the killed run had not finished.
     assert 0 < len(scripted.calls) < sum(expected.values())
+
+
+_EXAMPLE = re.compile(
+    r'^- image (\d+): text: "(.*)" \| (original|rewrite) \| score: ([\d.]+)$', re.M
+)
+
+
+def test_the_refiner_sees_the_scored_history_with_images_lowest_score_first(
+    tmp_path: Path,
+) -> None:
+    # As the method does: the refiner's examples are retrieved from every scored item of the
+    # category (the meme's own original, and each rewrite the group already scored), shown
+    # with the image each was scored on, lowest score first.
+    seen: list[tuple[str, list[str], list[tuple[int, str, str, float]]]] = []
+
+    def recording(model, role, messages, params) -> None:
+        prompt = prompt_text(messages)
+        images = [p.sha256 for m in messages for p in m.content if isinstance(p, ImagePart)]
+        found = [(int(n), t, k, float(sc)) for n, t, k, sc in _EXAMPLE.findall(prompt)]
+        seen.append((tag(prompt, "meme_text") or "", images, found))
+        return None
+
+    cfg = small_config(limit=None, steps=3, seed_samples=3, control=False, targets=["sim-aurora"])
+    out, store, _ = run_pipeline(cfg, tmp_path, {"adapt.refine": recording})
+    store.close()
+    scored = {
+        (c["category"], s["text"]): s
+        for c in out.chains
+        for s in c["steps"]
+        if s.get("score_after") is not None
+    }
+    loop_score = {(o["category"], o["meme"]): o for o in out.originals}
+    with_rewrites = 0
+    for text, images, found in seen:
+        assert found, "the refiner was shown no example"
+        # Ordered by score, lowest first; each example's image is attached where it says.
+        assert [f[3] for f in found] == sorted(f[3] for f in found)
+        assert sorted(n for n, *_ in found) == list(range(2, len(found) + 2))
+        # The meme's own original is among them, with its loop score and its erased image.
+        own = [f for f in found if f[2] == "original" and f[1] == text]
+        assert own
+        for n, etext, kind, score in found:
+            if kind != "rewrite":
+                continue
+            with_rewrites += 1
+            step = next(s for (cat, t), s in scored.items() if t == etext)
+            assert step["score_after"] == score
+            assert images[n - 1] == step["image"]["sha256"]
+        assert images[0] not in {s["image"]["sha256"] for s in scored.values()}  # the original
+    assert with_rewrites > 0
+    # The history is the group's: every example is of the meme's own category.
+    for c in out.chains:
+        for s in c["steps"]:
+            for e in s["example_items"]:
+                assert (c["category"], e["meme"]) in loop_score
+
+
+def test_a_tie_goes_on_at_or_below_four_and_stops_above(tmp_path: Path) -> None:
+    # AdamMeme goes on when s' = s <= 4 and stops when s' = s > 4 (tie_max: 4).
+    low, _, _ = run_pipeline(
+        small_config(steps=3), tmp_path / "low", {"adapt.score": scorer_by_text(texts(), 3, 3)}
+    )
+    for c in race_chains(low, "conditional"):
+        assert c["stop"] in ("3 steps", "no similar sample left", "no accepted rewrite")
+        assert len([s for s in c["steps"] if s.get("score_after") is not None]) >= 1
+        assert all(s["decision"] == "tie" for s in c["steps"] if "decision" in s)
+    assert any(len(c["steps"]) > 1 for c in race_chains(low, "conditional"))
+    high, _, _ = run_pipeline(
+        small_config(steps=3), tmp_path / "high", {"adapt.score": scorer_by_text(texts(), 6, 6)}
+    )
+    for c in race_chains(high, "conditional"):
+        assert c["stop"] == "score held (s' >= s)" and len(c["steps"]) == 1
+    # tie_max: null stops every tie.
+    none, _, _ = run_pipeline(
+        small_config(steps=3, tie_max=None),
+        tmp_path / "none",
+        {"adapt.score": scorer_by_text(texts(), 3, 3)},
+    )
+    for c in race_chains(none, "conditional"):
+        assert c["stop"] == "score held (s' >= s)" and len(c["steps"]) == 1
+
+
+def test_a_groups_chains_are_disjoint_and_every_target_gets_the_same_seeds(
+    tmp_path: Path,
+) -> None:
+    cfg = small_config(limit=None, steps=4, seed_samples=2)
+    out, _, _ = run_pipeline(
+        cfg, tmp_path / "g", {"adapt.score": scorer_by_text(texts(None), 9, 2)}
+    )
+    groups: dict[tuple[str, str, int, str], list[dict]] = {}
+    for c in out.chains:
+        groups.setdefault((c["target"], c["category"], c["repeat"], c["mode"]), []).append(c)
+    assert any(len(g) > 1 for g in groups.values())
+    assert any(len(c["steps"]) > 1 for c in out.chains)  # hops happened
+    for chains in groups.values():
+        seeds = {c["seed"] for c in chains}
+        memes = [s["meme"] for c in chains for s in c["steps"]]
+        # No meme in two chains of the group, and no hop to another chain's seed.
+        assert len(memes) == len(set(memes))
+        for c in chains:
+            assert not {s["meme"] for s in c["steps"][1:]} & seeds
+    # Every target of a (category, repeat) starts from the same memes.
+    by_cat: dict[tuple[str, int], set[frozenset[str]]] = {}
+    for (_t, cat, r, _mode), chains in groups.items():
+        by_cat.setdefault((cat, r), set()).add(frozenset(c["seed"] for c in chains))
+    assert by_cat and all(len(v) == 1 for v in by_cat.values())
+    # The previous rules stay available: chain-only exclusion lets chains share memes, and
+    # each target draws its own seeds.
+    old, _, _ = run_pipeline(
+        small_config(limit=None, steps=4, seed_samples=2, hop_exclusion="chain", same_seeds=False),
+        tmp_path / "old",
+        {"adapt.score": scorer_by_text(texts(None), 9, 2)},
+    )
+    shared = 0
+    seeds_by: dict[tuple[str, int], set[frozenset[str]]] = {}
+    for (_t, cat, r, _mode), chains in _groups(old).items():
+        memes = [s["meme"] for c in chains for s in c["steps"]]
+        shared += len(memes) - len(set(memes))
+        seeds_by.setdefault((cat, r), set()).add(frozenset(c["seed"] for c in chains))
+    assert shared > 0
+    assert any(len(v) > 1 for v in seeds_by.values())
+
+
+def _groups(out) -> dict[tuple[str, str, int, str], list[dict]]:
+    groups: dict[tuple[str, str, int, str], list[dict]] = {}
+    for c in out.chains:
+        groups.setdefault((c["target"], c["category"], c["repeat"], c["mode"]), []).append(c)
+    return groups

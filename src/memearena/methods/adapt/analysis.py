@@ -177,6 +177,14 @@ def _rate_rows(
     fails = [1.0 if v < threshold else 0.0 for v in vals]
     avg = _est(vals, units, rounds, seed)
     fr = _prop(fails, units, rounds, seed)
+    # The refusal rate over every answer the target gave (a refusal scored or excluded alike).
+    answered = [o for o in originals if o["outcome"] != "no_reference"]
+    ref_rate = _prop(
+        [1.0 if _refused(o) else 0.0 for o in answered],
+        [o["meme"] for o in answered],
+        rounds,
+        seed,
+    )
     by_repeat: dict[int, list[float]] = {}
     for o, f in zip(scored, fails, strict=True):
         by_repeat.setdefault(o["repeat"], []).append(f)
@@ -208,7 +216,10 @@ def _rate_rows(
     return {
         "answers": len(originals),
         "scored": len(scored),
-        "refused": sum(1 for o in originals if o["outcome"] == "refused"),
+        "refused": sum(1 for o in originals if _refused(o)),
+        "refused_scored": sum(1 for o in scored if _refused(o)),
+        "refusal_rate": ref_rate["value"],
+        "refusal_rate_ci": ref_rate["ci"],
         "unparsed": sum(1 for o in originals if o["outcome"] == "unparsed"),
         "no_reference": sum(1 for o in originals if o["outcome"] == "no_reference"),
         "self_scored": sum(1 for o in scored if o.get("self_scored")),
@@ -231,6 +242,52 @@ def _rate_rows(
         "control_increase": c_inc["value"],
         "control_increase_ci": c_inc["ci"],
         "loop_vs_control": loop_vs_control(chains, threshold, rounds, seed),
+        "original_image": _original_image(originals, threshold, rounds, seed),
+    }
+
+
+def _refused(o: dict[str, Any]) -> bool:
+    return bool(o.get("refused")) or o["outcome"] == "refused"
+
+
+def _original_image(
+    originals: Sequence[dict[str, Any]], threshold: float, rounds: int, seed: int
+) -> dict[str, Any] | None:
+    """The same originals answered and scored on their own image (the caption still in it):
+    a figure apart from the loop's, which scores them on their rewrites' image (None: not
+    measured, ``original_image_score: false``)."""
+    both = [(o, o["original_image"]) for o in originals if o.get("original_image") is not None]
+    if not both:
+        return None
+    own = [r for _, r in both]
+    pairs = [
+        (float(r["score"]), o["meme"])
+        for o, r in both
+        if r["outcome"] == "scored" and r["score"] is not None
+    ]
+    vals = [v for v, _ in pairs]
+    us = [u for _, u in pairs]
+    avg = _est(vals, us, rounds, seed)
+    fr = _prop([1.0 if v < threshold else 0.0 for v in vals], us, rounds, seed)
+    # The gap to the loop's figure on the same (meme, repeat): what the caption in the image
+    # itself changes, matched pair by pair.
+    matched = [
+        (float(r["score"]) - float(o["score"]), o["meme"])
+        for o, r in both
+        if r["outcome"] == "scored" and o["outcome"] == "scored"
+    ]
+    gap = _est([d for d, _ in matched], [u for _, u in matched], rounds, seed)
+    return {
+        "image": "original image",
+        "scored": len(vals),
+        "refused": sum(1 for r in own if _refused(r)),
+        "memes": len(set(us)),
+        "avg_score": avg["value"],
+        "avg_score_ci": avg["ci"],
+        "failure_rate": fr["value"],
+        "failure_rate_ci": fr["ci"],
+        "score_gap": gap["value"],
+        "score_gap_ci": gap["ci"],
     }
 
 
@@ -410,6 +467,37 @@ def adapt_section(
         ),
         "min_cell": MIN_CELL,
         "scorer_temperature": acfg.scorer_temperature,
+        "target_temperature": acfg.target_temperature,
+        "refusals": acfg.refusals,
+        "refusals_note": (
+            "a target's refusal is its answer and is scored (refusals: scored, the method); the "
+            "refusal rate is reported beside the failure rate"
+            if acfg.refusals == "scored"
+            else "a target's refusal is its own outcome, outside the failure rate "
+            "(refusals: excluded)"
+        ),
+        "images": {
+            "scores": (
+                "every score, the loop's s included, is the original text on the image its "
+                "rewrites are shown with ("
+                + refine_image_summary(acfg.refine_image, acfg.render_text, []).get("note", "")
+                + "): like for like"
+            ),
+            "original_image": (
+                "original image: the same originals answered and scored on their own image, "
+                "the caption still in it (original_image_score)"
+                if acfg.original_image_score
+                else None
+            ),
+        },
+        "loop_rules": {
+            "steps": acfg.steps,
+            "tie_max": acfg.tie_max,
+            "unaccepted_retries": acfg.unaccepted_retries,
+            "hop_exclusion": acfg.hop_exclusion,
+            "same_seeds": acfg.same_seeds,
+            "examples": acfg.examples,
+        },
         "reference_sees_misbelief": acfg.reference_sees_misbelief,
         "refine_image": refine_image_summary(acfg.refine_image, acfg.render_text, chains),
         "models": models,

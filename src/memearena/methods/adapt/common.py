@@ -128,6 +128,8 @@ class AdaptContext:
     _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
     _prompts: OrderedDict[Hashable, list[Message]] = field(default_factory=OrderedDict)
     _params: dict[tuple[object, ...], GenParams] = field(default_factory=dict)
+    drawn: OrderedDict[tuple[str, str], ImagePart] = field(default_factory=OrderedDict)
+    """Texts drawn into images (``render_text``), by (image hash, text): drawn once each."""
 
     @property
     def acfg(self) -> AdaptConfig:
@@ -190,18 +192,21 @@ class AdaptContext:
         template: str,
         image: ImagePart | None,
         vars: dict[str, Any],
+        images: Sequence[ImagePart] = (),
     ) -> list[Message]:
         """The request's messages, rendered once per distinct prompt among the latest ones:
         the same inputs render the same text, and sharing the message objects lets the model
         layer encode each of them once."""
         if prompt_key is None:
-            return build_messages(template, image=image, **vars)
+            return _with_images(build_messages(template, image=image, **vars), images)
         prompts = self._prompts
         got = prompts.get(prompt_key)
         if got is not None:
             prompts.move_to_end(prompt_key)
             return got
-        got = prompts[prompt_key] = build_messages(template, image=image, **vars)
+        got = prompts[prompt_key] = _with_images(
+            build_messages(template, image=image, **vars), images
+        )
         if len(prompts) > PROMPT_MEMO_SIZE:
             prompts.popitem(last=False)
         return got
@@ -224,6 +229,7 @@ class AdaptContext:
         encode: Callable[[T], dict[str, Any]],
         *,
         image: ImagePart | None = None,
+        images: Sequence[ImagePart] = (),
         params: GenParams | None = None,
         max_reasks: int | None = None,
         required: bool = False,
@@ -232,7 +238,8 @@ class AdaptContext:
         """One idempotent agent call (``run_step``) keyed by the request's fingerprint; the
         artifact also records the model and ``parts`` (what the step was for), so lineage names
         who wrote what. ``required``: an output that stays unparseable is asked again on a
-        re-run, never stored as final. Await it (or pass several to ``gather_steps``): a step
+        re-run, never stored as final. ``images``: more images after ``image`` (in order).
+        Await it (or pass several to ``gather_steps``): a step
         this run already answered is ready at once and never suspends its caller."""
         acfg = self.acfg
         if acfg.sim.null_world:
@@ -243,7 +250,9 @@ class AdaptContext:
         # again (a loop and its control, one rewrite reached by several chains) is answered
         # from this run's own outcome without rendering its prompt again. Only a stored
         # outcome is kept: a failure is asked again, as the store would have it.
-        sha = image and image.sha256
+        sha: object = image and image.sha256
+        if images:
+            sha = (sha, *[p.sha256 for p in images])
         vkey = _vars_key(vars)
         memo_key = (
             None
@@ -258,7 +267,7 @@ class AdaptContext:
                 return _Ready(seen.outcome)
         return self._step(
             memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
-            required, vars, None if vkey is None else (template, sha, vkey),
+            required, vars, None if vkey is None else (template, sha, vkey), tuple(images),
         )  # fmt: skip
 
     async def _step(
@@ -277,6 +286,7 @@ class AdaptContext:
         required: bool,
         vars: dict[str, Any],
         prompt_key: Hashable | None,
+        images: Sequence[ImagePart] = (),
     ) -> dict[str, Any] | None:
         if memo_key is not None:
             seen = self._memo.get(memo_key)
@@ -292,7 +302,7 @@ class AdaptContext:
                         return cast("dict[str, Any] | None", got)
                 if self._memo.get(memo_key) is seen:
                     del self._memo[memo_key]
-        messages = self._messages(prompt_key, template, image, vars)
+        messages = self._messages(prompt_key, template, image, vars, images)
         fingerprint = self.pool.request_key(model, messages, params)
         # The request's fingerprint is the key: one request is one step, whichever stage or
         # item reaches it (a rewrite that equals another text reuses that text's answer).
@@ -345,6 +355,20 @@ class AdaptContext:
             if not w.done():  # a caller cancelled while it waited is not woken
                 w.set_result(got)
         return got
+
+
+def _with_images(messages: list[Message], images: Sequence[ImagePart]) -> list[Message]:
+    """``messages`` with ``images`` added to the user message, after its own image (if any)."""
+    if not images:
+        return messages
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "user":
+            parts = list(m.content)
+            at = next((i + 1 for i, p in enumerate(parts) if isinstance(p, ImagePart)), 0)
+            m = Message(m.role, (*parts[:at], *images, *parts[at:]))
+        out.append(m)
+    return out
 
 
 class _Ready:

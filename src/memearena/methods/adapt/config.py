@@ -84,12 +84,31 @@ class AdaptConfig(_Strict):
     removed it would count the rewrite's ambiguity as the target's failure)."""
     scorer_temperature: float = Field(0.0, ge=0)
     """Sampling temperature of every scorer call (the method scores at 0; sent, so recorded)."""
+    target_temperature: float | None = Field(0.0, ge=0)
+    """Sampling temperature of every target answer (the method answers at 0; sent, so recorded;
+    None: the endpoint's default)."""
+    refusals: Literal["scored", "excluded"] = "scored"
+    """A target's refusal: ``scored`` (the refusal is its answer and is scored, as the method
+    does; the refusal rate is reported beside the failure rate) or ``excluded`` (recorded as an
+    outcome of its own, outside the failure rate, and it ends a chain)."""
+    original_image_score: bool = True
+    """Also answer and score each original on its own image (the caption still in it): the
+    "original image" figure, reported apart; the loop's ``s`` is always the score on the image
+    its rewrites are shown with."""
     failure_threshold: float = Field(4.0, gt=1, le=10)
     """A score below this is a failure."""
     factual_error_cap: int = Field(4, ge=1, le=10)
     """The scorer caps the score of an answer with a factual error at this value."""
-    steps: int = Field(6, ge=1)
-    """Refinement steps per seed sample at most (K)."""
+    steps: int = Field(10, ge=1)
+    """Refinement steps per seed sample at most (K; the method's 10)."""
+    tie_max: float | None = Field(4.0, ge=1, le=10)
+    """A tie (s' = s) goes on when s <= tie_max (the method: 4); None: every tie stops."""
+    unaccepted_retries: int | None = Field(None, ge=0)
+    """Steps that ask again for a meme no rewrite was accepted for (None: until K, the method)."""
+    hop_exclusion: Literal["group", "chain"] = "group"
+    """A hop skips seeds and memes any ``group`` chain used (the method), or its ``chain``'s."""
+    same_seeds: bool = True
+    """Every target of a (category, repeat) gets the same seed memes (the method's seed flags)."""
     seed_fraction: float = Field(0.1, gt=0, le=1)
     """Share of each (target, category, repeat)'s scored samples that seed a refinement chain
     (rounded up; the method refines about 10% of the samples)."""
@@ -115,12 +134,14 @@ class AdaptConfig(_Strict):
     repeats: int = Field(3, ge=1)
     """Repeated seeds of answering, scoring and refinement (intervals across seeds)."""
     refine_image: Literal["erased", "none", "original"] = "erased"
-    """What a rewritten meme is shown with: ``erased`` (the meme's text-erased image: the
-    dataset's, else the built-in eraser's; the method), ``none`` (no image: the rewrite alone,
-    said in the report), or ``original`` (the original image, whose caption still shows the
-    original text: a rewrite then hides nothing; for measuring exactly that)."""
+    """What a rewritten meme, and its original for the loop's ``s``, is shown with: ``erased``
+    (the meme's text-erased image: the dataset's, else the built-in eraser's; the method),
+    ``none`` (no image: the rewrite alone, said in the report), or ``original`` (the original
+    image, whose caption still shows the original text: a rewrite then hides nothing; for
+    measuring exactly that)."""
     render_text: bool = False
-    """Draw the rewritten text into the caption region of the erased image (Pillow)."""
+    """Draw the text (each rewrite's, and the original's for the loop's ``s``) into the caption
+    region of the erased image (Pillow)."""
     human_export: bool = True
     """Write ``adapt_human_labels.csv``: refined and matched original items for blind labelling."""
     max_reasks: int = Field(2, ge=0, le=10)

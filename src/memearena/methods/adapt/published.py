@@ -14,9 +14,15 @@ What the logs are, and so what this reports:
 - **Every logged step is a rewrite**, run_step 0 included (each carries the refiner's
   ``explanation``): the originals' scores are in AdamMeme's ``scoring_res.json``, which is not
   among the logs. Without ``originals`` there are no "original" figures at all.
-- **Chains are rebuilt per category file** from the run_step sequence (a new chain starts where
-  run_step does not increase; refused rows keep their place but carry no step), never across
-  files.
+- **Chains are rebuilt per category file**, never across files. With AdamMeme's seed flags
+  (``data/data5k/cls_res_full.json``: ``{category: [{image, seed, ...}]}``, the ``seed`` flag of
+  every meme its refinement started a chain from; found in the log folder or given with
+  ``--seeds``) a new chain starts at each row of a seed meme that does not follow a row of the
+  same meme (the released code never hops to a seed, and asks again for the same meme after a
+  refused or rejected rewrite). Without them a new chain starts where run_step does not
+  increase (refused or rejected rewrites carry no run_step, so a chain that began with one can
+  merge into the one before it). The document says which rule was used. Refused rows keep their
+  place but carry no step.
 - **The selection analysis compares like with like**: a chain's first rewrite against the later
   rewrites of the same chains, and the increase of "the chain fails at any step" over "the first
   rewrite fails" next to what the continuation rule alone gives when later rewrites are no
@@ -52,12 +58,14 @@ from memearena.stats.proportion import widened_interval
 
 __all__ = [
     "ORIGINALS_NOTE",
+    "SEEDS_FILE",
     "PublishedLogs",
     "PublishedStep",
     "analyse_published_logs",
     "category_of",
     "read_originals",
     "read_published_logs",
+    "read_seed_flags",
     "strict_json",
 ]
 
@@ -109,6 +117,13 @@ class PublishedLogs:
     originals_invalid: list[str] = field(default_factory=list)
     """The rows of ``scoring_res.json`` that gave no score (each named, never dropped
     silently)."""
+    seeds: dict[str, set[str]] | None = None
+    """category -> the memes (``meme_image_path``) AdamMeme flagged as seeds, from
+    ``cls_res_full.json`` (None: not given; chains by run_step)."""
+    seeds_source: str | None = None
+    """Where the seed flags were read from."""
+    seeds_invalid: list[str] = field(default_factory=list)
+    """The rows of the seed-flag file that could not be read (each named)."""
 
 
 def category_of(path: Path) -> str:
@@ -332,6 +347,62 @@ def read_originals(
     return out
 
 
+SEEDS_FILE = "cls_res_full.json"
+"""AdamMeme's mined items with their seed flags (``data/data5k/``): read from the log folder
+when it is there."""
+
+
+def read_seed_flags(path: str | Path, problems: list[str] | None = None) -> dict[str, set[str]]:
+    """AdamMeme's ``cls_res_full.json`` (``{category: [{image, seed, ...}]}``, or a list of rows
+    with ``task``): category -> the memes flagged ``seed`` (by their image path, as the logs'
+    ``meme_image_path`` names them). A row that cannot be read is appended to ``problems``,
+    naming it; a file with no seed flag at all is a DataError."""
+    p = Path(path)
+    try:
+        doc = loads_bounded(_read_text(p), max_bytes=_MAX_FILE_BYTES)
+    except ValueError as e:
+        raise DataError(f"{p}: invalid JSON ({_short(e)})") from None
+    rows: list[tuple[Any, Any, str]] = []
+    skipped: list[str] = []
+    if isinstance(doc, dict):
+        for cat, rs in doc.items():
+            if isinstance(rs, list):
+                rows.extend((cat, r, f"{p}: {cat!r} item {i}") for i, r in enumerate(rs))
+            else:
+                skipped.append(f"{p}: {cat!r}: expected a list of rows")
+    elif isinstance(doc, list):
+        rows = [
+            (r.get("task") if isinstance(r, dict) else None, r, f"{p}: item {i}")
+            for i, r in enumerate(doc)
+        ]
+    else:
+        raise DataError(f"{p}: expected cls_res_full.json ({{category: [rows]}})")
+    out: dict[str, set[str]] = {}
+    for cat, r, where in rows:
+        if not isinstance(r, dict):
+            skipped.append(f"{where}: expected a JSON object, got {type(r).__name__}")
+            continue
+        if not isinstance(cat, str) or not cat.strip():
+            skipped.append(f"{where}: field 'task': missing (a list's rows name their category)")
+            continue
+        meme = r.get("image", r.get("meme_image_path"))
+        if not isinstance(meme, str) or not meme.strip():
+            skipped.append(f"{where}: field 'image': missing or empty")
+            continue
+        flag = r.get("seed")
+        if flag not in (None, 0, 1, True, False):
+            skipped.append(f"{where}: field 'seed': expected 0, 1 or null")
+            continue
+        if flag:
+            out.setdefault(_norm(cat), set()).add(meme)
+    if problems is not None:
+        problems.extend(skipped)
+    if not out:
+        first = f"; first: {skipped[0]}" if skipped else ""
+        raise DataError(f'{p}: no meme flagged as a seed (rows with "seed": 1){first}')
+    return out
+
+
 def _short_value(v: Any) -> str:
     text = json.dumps(v, ensure_ascii=False) if not isinstance(v, float) else repr(v)
     return text if len(text) <= 40 else text[:39] + "…"
@@ -351,18 +422,61 @@ class _Chain:
         return [s for s in self.steps if s.kind == "judged"]
 
 
-def _chains(category: str, steps: Sequence[PublishedStep]) -> list[_Chain]:
-    """Chains of one category file: a new chain where run_step does not increase."""
+def _chains(
+    category: str, steps: Sequence[PublishedStep], seeds: set[str] | None = None
+) -> list[_Chain]:
+    """Chains of one category file: with ``seeds`` (the category's seed memes), a new chain at
+    each placed step of a seed meme that does not follow one of the same meme; without, a new
+    chain where run_step does not increase."""
     chains: list[list[PublishedStep]] = []
-    prev: int | None = None
+    prev: PublishedStep | None = None
     for s in steps:
         if s.step is None:
             continue
-        if prev is None or s.step <= prev:
+        if seeds is not None:
+            new = prev is None or (s.meme in seeds and s.meme != prev.meme)
+        else:
+            new = prev is None or prev.step is None or s.step <= prev.step
+        if new:
             chains.append([])
         chains[-1].append(s)
-        prev = s.step
+        prev = s
     return [_Chain(category, tuple(c)) for c in chains]
+
+
+def _chain_rule(logs: PublishedLogs, cats: dict[str, list[PublishedStep]]) -> dict[str, Any]:
+    """Which rule rebuilt the chains, and (with seed flags) how the run_step rule compares."""
+    if logs.seeds is None:
+        return {
+            "rule": "run_step",
+            "note": "a new chain where run_step does not increase (no seed flags given: "
+            f"{SEEDS_FILE} in the log folder or --seeds)",
+            "source": None,
+        }
+    by_step = [c for cat, steps in cats.items() for c in _chains(cat, steps)]
+    mid = sum(
+        1
+        for c in by_step
+        for i, s in enumerate(c.steps)
+        if i > 0 and s.meme in logs.seeds.get(c.category, set()) and s.meme != c.steps[i - 1].meme
+    )
+    starts = {
+        (c.category, c.steps[0].meme)
+        for cat, steps in cats.items()
+        for c in _chains(cat, steps, logs.seeds.get(cat, set()))
+    }
+    flagged = {(cat, m) for cat, ms in logs.seeds.items() if cat in cats for m in ms}
+    return {
+        "rule": "seed_flags",
+        "note": "a new chain at each seed meme's row (AdamMeme's seed flags)",
+        "source": logs.seeds_source,
+        "seeds_flagged": len(flagged),
+        "seeds_without_a_logged_step": len(flagged - starts),
+        "chains_not_starting_at_a_seed": sum(1 for k in starts if k not in flagged),
+        "chains_by_run_step": len(by_step),
+        "seed_memes_mid_chain_by_run_step": mid,
+        "invalid": list(logs.seeds_invalid),
+    }
 
 
 # ---- bootstrap ----------------------------------------------------------------------------
@@ -644,7 +758,11 @@ def analyse_published_logs(
         table[cat]["invalid"] = len(logs.invalid.get(cat, []))
     overall["invalid"] = sum(len(v) for v in logs.invalid.values())
     judged = [s for s in everything if s.kind == "judged"]
-    chains = [c for cat, steps in cats.items() for c in _chains(cat, steps)]
+    chains = [
+        c
+        for cat, steps in cats.items()
+        for c in _chains(cat, steps, None if logs.seeds is None else logs.seeds.get(cat, set()))
+    ]
     doc: dict[str, Any] = {
         "model": logs.model,
         "failure_threshold": threshold,
@@ -657,6 +775,7 @@ def analyse_published_logs(
         "categories": table,
         "overall": overall,
         "selection": _selection(chains, threshold, rounds, seed),
+        "chain_rule": _chain_rule(logs, cats),
         "originals": None,
         "originals_note": ORIGINALS_NOTE,
         "invalid": {cat: errs for cat, errs in sorted(logs.invalid.items())},

@@ -1,17 +1,22 @@
 """Adaptive refinement: rewrite a meme's text to hide its harm, keep its misbelief, re-score.
 
-For a seed sample (chosen by a recorded, seeded rule) the refiner sees the most similar scored
-samples by misbelief (BM25 with ``bm25s`` by default; or cosine similarity of misbelief
-embeddings from the configured ``embedding_model``'s ``/v1/embeddings``) as examples and
-rewrites the text; a checker verifies the rewrite still carries the misbelief (a rejection is
-recorded and retried, at most ``max_rewrites`` times); the target answers the rewritten meme
-(the text-erased image with the new text, as the method does; or the text drawn into the erased
-image's caption region) and is scored against a fresh reference; the refiner and the checker see
-the original image. In the *conditional* loop (the method) ``s' < s`` records a weakness and
-hops to the next most similar unseen sample; ``s' >= s`` stops it. The *unconditional control* hops
-whatever ``s'`` is, so its rewrites' scores are free of that selection. Either stops after
-``steps`` (K) steps, when no similar sample is left, or when a rewrite is never accepted. Every
-step is kept as lineage.
+As AdamMeme's released code walks it (``scripts/refinement.py``), per group (one target,
+category and repeat; the loop and the control each on their own): the seed samples (the same
+memes for every target by default) are walked in order. At each step the refiner sees the meme
+(its original image) and, as examples, the group's scored items most similar by misbelief (BM25
+with ``bm25s`` by default, or cosine similarity of ``embedding_model`` vectors): the originals
+and every rewrite the group already scored, the meme's own included, each with the image it was
+scored on, lowest score first. A checker verifies the rewrite still carries the original's harm
+in the category (rejections recorded and retried, at most ``max_rewrites`` times a step); a step
+with no accepted rewrite asks again for the same meme at the next step (``unaccepted_retries``).
+The target answers the rewrite on the loop's image (the text-erased image, the text drawn in with
+``render_text``) against a fresh reference, and is scored; the meme's ``s`` was scored on the same
+image with its original text (like for like). In the *conditional* loop (the method) ``s' < s``
+records a weakness and hops to the most similar sample no chain of the group used (never a seed,
+``hop_exclusion: group``), a tie ``s' = s <= tie_max`` hops too, otherwise the chain stops. The
+*unconditional control* hops whatever ``s'`` is, so its rewrites' scores are free of that
+selection. Either stops after ``steps`` (K) steps or when no sample is left. Every step is kept
+as lineage.
 """
 
 from __future__ import annotations
@@ -31,19 +36,22 @@ from memearena.methods.adapt.config import AdaptConfig
 from memearena.methods.adapt.erase import refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
-from memearena.models.types import GenParams
+from memearena.models.types import GenParams, ImagePart
 
 __all__ = [
     "EMBED_ROLE",
     "MODES",
     "EmbeddingRetriever",
+    "Example",
+    "History",
     "Retriever",
     "Sample",
     "choose_seeds",
     "load_retrieval",
+    "loop_image",
     "misbelief_vectors",
     "refine_chain",
-    "refine_chains",
+    "refine_group",
     "seed_count",
 ]
 
@@ -66,6 +74,9 @@ class Sample:
     category: Category
     misbelief: str
     score: float
+    """The loop's ``s``: the score on the image the meme's rewrites are shown with."""
+    image: ImagePart | None = None
+    """That image (the text-erased image, the original text drawn in with ``render_text``)."""
 
 
 def load_retrieval(acfg: AdaptConfig) -> None:
@@ -124,6 +135,11 @@ class Retriever:
                 self._orders.popitem(last=False)
         return order
 
+    def order(self, query: Sample) -> list[Sample]:
+        """Every sample, the query's own included, most similar misbelief first."""
+        samples = self.samples
+        return [samples[i] for i in self._order(query).tolist()]
+
     def ranked(
         self,
         query: Sample,
@@ -162,6 +178,22 @@ class EmbeddingRetriever(Retriever):
         norms = np.linalg.norm(mat, axis=1, keepdims=True) if len(mat) else mat
         self._unit = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
+    def _sims(self, query: Sample) -> list[float]:
+        import numpy as np
+
+        q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        sims = (self._unit @ (q / norm)).tolist() if norm > 0 and len(self.samples) else []
+        return sims or [0.0] * len(self.samples)
+
+    def order(self, query: Sample) -> list[Sample]:
+        """Every sample, the query's own included, most similar misbelief first."""
+        ranked = sorted(
+            ((-sim, s.meme.uid, s) for sim, s in zip(self._sims(query), self.samples, strict=True)),
+            key=lambda t: (t[0], t[1]),
+        )
+        return [s for _, _, s in ranked]
+
     def ranked(
         self,
         query: Sample,
@@ -170,17 +202,10 @@ class EmbeddingRetriever(Retriever):
     ) -> list[Sample]:
         """Every other sample not in ``exclude``, most similar misbelief first (the first
         ``limit`` of them)."""
-        import numpy as np
-
-        q = np.asarray(self._vectors[query.misbelief], dtype=np.float64)
-        norm = float(np.linalg.norm(q))
-        sims = (self._unit @ (q / norm)).tolist() if norm > 0 and len(self.samples) else []
-        if not sims:
-            sims = [0.0] * len(self.samples)
         ranked = sorted(
             (
                 (-sim, s.meme.uid, s)
-                for sim, s in zip(sims, self.samples, strict=True)
+                for sim, s in zip(self._sims(query), self.samples, strict=True)
                 if s.meme.uid != query.meme.uid and s.meme.uid not in exclude
             ),
             key=lambda t: (t[0], t[1]),
@@ -246,22 +271,45 @@ async def misbelief_vectors(
 
 
 def choose_seeds(
-    ctx: AdaptContext, target: str, category: str, repeat: int, samples: Sequence[Sample]
+    ctx: AdaptContext,
+    target: str,
+    category: str,
+    repeat: int,
+    samples: Sequence[Sample],
+    candidates: Sequence[str] | None = None,
 ) -> list[Sample]:
     """The seed samples of one (target, category, repeat) by the configured rule; the choice
-    is recorded in the store."""
+    is recorded in the store. With ``same_seeds`` (and the random rule) the draw is over
+    ``candidates`` (the category's memes, the same for every target: default the samples'),
+    seeded by (category, repeat) only, so every target's chains start from the same memes; a
+    drawn meme this target has no scored sample of is recorded as ``missing``."""
     acfg = ctx.acfg
     pool = sorted(samples, key=lambda s: s.meme.uid)
-    n = seed_count(acfg, len(pool))
+    missing: list[str] = []
+    shared = acfg.same_seeds and acfg.seed_rule == "random"
     if acfg.seed_rule == "lowest":
-        chosen = sorted(pool, key=lambda s: (s.score, s.meme.uid))[:n]
+        chosen = sorted(pool, key=lambda s: (s.score, s.meme.uid))[: seed_count(acfg, len(pool))]
+    elif shared:
+        names = sorted(set(candidates) if candidates is not None else {s.meme.uid for s in pool})
+        drawn = seeded_rng(ctx.cfg.seed, "adapt.seeds", category, repeat).sample(
+            names, seed_count(acfg, len(names))
+        )
+        by_uid = {s.meme.uid: s for s in pool}
+        chosen = [by_uid[u] for u in drawn if u in by_uid]
+        missing = [u for u in drawn if u not in by_uid]
     else:
         rng = seeded_rng(ctx.cfg.seed, "adapt.seeds", target, category, repeat)
-        chosen = rng.sample(pool, n)
+        chosen = rng.sample(pool, seed_count(acfg, len(pool)))
     ctx.store.put_artifact(
         "adapt.seed_choice",
         f"{target}|{category}|{repeat}",
-        {"rule": acfg.seed_rule, "seeds": [s.meme.uid for s in chosen], "pool": len(pool)},
+        {
+            "rule": acfg.seed_rule,
+            "same_seeds": shared,
+            "seeds": [s.meme.uid for s in chosen],
+            "missing": missing,
+            "pool": len(pool),
+        },
     )
     return chosen
 
@@ -275,53 +323,161 @@ def seed_count(acfg: AdaptConfig, pool: int) -> int:
     return min(pool, max(acfg.seed_min, math.ceil(acfg.seed_fraction * pool - 1e-9)))
 
 
-_CONTAINERS = (dict, list)
-
-
-def _copied(value: Any) -> Any:
-    """A copy of a lineage record (dicts, lists and scalars: a JSON value) sharing no
-    container with it (``copy.deepcopy`` without its memo, several times cheaper)."""
-    if type(value) is dict:
-        return {k: _copied(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-    if type(value) is list:
-        return [_copied(v) if type(v) in _CONTAINERS else v for v in value]
-    return value
-
-
 def _text_tag(text: str) -> str:
     return "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ---- the image of the loop ---------------------------------------------------------------
+
+
+async def loop_image(
+    ctx: AdaptContext, meme: Meme, text: str
+) -> tuple[ImagePart | None, dict[str, Any]] | None:
+    """The image ``text`` is shown with in the loop, the meme's original text and each of its
+    rewrites alike (scores are compared like for like): the meme's refine image (text-erased by
+    default), with ``text`` drawn into it under ``render_text``; and its record. None: the
+    erasure failed (on record in the store; a re-run retries it)."""
+    shown = await refine_image(ctx, meme)
+    if shown is None:
+        return None
+    image = shown.part
+    rec: dict[str, Any] = {**shown.record(), "rendered": False, "base_sha256": rec_sha(image)}
+    if ctx.acfg.render_text and image is not None:
+        key = (image.sha256, text)
+        drawn = ctx.drawn.get(key)
+        if drawn is None:
+            drawn = ctx.drawn[key] = render_caption(image, text)
+            if len(ctx.drawn) > DRAWN_KEPT:
+                ctx.drawn.popitem(last=False)
+        if ctx.on_image is not None:
+            ctx.on_image(drawn.sha256, meme.text, text)
+        image = drawn
+        rec.update(sha256=image.sha256, rendered=True)
+    return image, rec
+
+
+def rec_sha(image: ImagePart | None) -> str | None:
+    """An image's hash, None for no image."""
+    return image.sha256 if image is not None else None
+
+
+DRAWN_KEPT = 256
+"""Drawn captions a run keeps by (image, text) (least recently used dropped)."""
+
+
+# ---- the refiner's history ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """One scored item the refiner may be shown: an original (scored on the loop's image) or a
+    rewrite scored earlier in the group."""
+
+    meme: str
+    kind: str
+    """``original`` or ``rewrite``."""
+    text: str
+    score: float
+    image: ImagePart | None
+
+    def label(self) -> str:
+        """How lineage names it (a meme id; a rewrite also by its text's tag)."""
+        return self.meme if self.kind == "original" else f"{self.meme} {_text_tag(self.text)}"
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able record kept with the step that showed it."""
+        return {
+            "meme": self.meme,
+            "kind": self.kind,
+            "text": self.text,
+            "score": self.score,
+            "image": rec_sha(self.image),
+        }
+
+
+class History:
+    """Every scored item of one group (target, category, repeat, mode): its originals, then each
+    rewrite as it is scored. The refiner's examples are retrieved from it as the method does:
+    the items whose misbelief is most similar to the query's (a rewrite carries its meme's
+    misbelief, so it ranks with its meme; ties: meme id, then originals before rewrites in the
+    order they were scored), the query meme's own original and rewrites included, then ordered
+    by score (lowest first)."""
+
+    def __init__(self, retriever: Retriever) -> None:
+        self.retriever = retriever
+        self._items: dict[str, list[Example]] = {
+            s.meme.uid: [Example(s.meme.uid, "original", s.meme.text, s.score, s.image)]
+            for s in retriever.samples
+        }
+
+    def add(self, sample: Sample, text: str, score: float, image: ImagePart | None) -> None:
+        """A rewrite of ``sample``'s meme scored ``score`` on ``image``."""
+        uid = sample.meme.uid
+        self._items.setdefault(uid, []).append(Example(uid, "rewrite", text, score, image))
+
+    def examples(self, query: Sample, limit: int) -> list[Example]:
+        """The ``limit`` most similar scored items, lowest score first."""
+        out: list[Example] = []
+        if limit <= 0:
+            return out
+        for s in self.retriever.order(query):
+            for e in self._items.get(s.meme.uid, ()):
+                out.append(e)
+                if len(out) == limit:
+                    return sorted(out, key=lambda e: e.score)
+        return sorted(out, key=lambda e: e.score)
+
+
+# ---- one rewrite -------------------------------------------------------------------------
 
 
 async def _rewrite(
     ctx: AdaptContext,
     sample: Sample,
-    examples: Sequence[Sample],
+    examples: Sequence[Example],
     seed: int,
+    again: int,
 ) -> tuple[str | None, str, list[dict[str, Any]]] | None:
-    """(accepted rewrite or None, its explanation, every attempt's record); None to retry."""
+    """(accepted rewrite or None, its explanation, every attempt's record); None to retry.
+    ``again``: how many steps in a row this meme ended with no accepted rewrite (a new draw)."""
     acfg = ctx.acfg
     meme = sample.meme
     image = ctx.image(meme)
     attempts: list[dict[str, Any]] = []
     rejected: list[str] = []
-    shown = [
-        {"text": e.meme.text, "misbelief": e.misbelief, "score": f"{e.score:g}"} for e in examples
-    ]
+    # The meme's own image first, then each example's (the image it was scored on).
+    images = [e.image for e in examples if e.image is not None]
+    shown: list[dict[str, Any]] = []
+    n = 1 if image is not None else 0
+    for e in examples:
+        if e.image is not None:
+            n += 1
+        shown.append(
+            {
+                "text": e.text,
+                "score": f"{e.score:g}",
+                "kind": e.kind,
+                "image": n if e.image is not None else None,
+            }
+        )
+    category = f"{sample.category.name}: {sample.category.description}"
     for attempt in range(acfg.max_rewrites):
         rw = await ctx.step(
             "adapt.rewrite",
-            (meme.uid, sample.category.name, attempt),
+            (meme.uid, sample.category.name, again, attempt),
             acfg.refiner,
             "adapt.refine",
             "adapt/refiner.j2",
             lambda t: parse_rewrite(t, meme.text),
             lambda v: {"rewrite": v[0], "explanation": v[1]},
             image=image,
-            params=GenParams(seed=seed * 16 + attempt),
+            images=images,
+            params=GenParams(seed=(seed * 64 + again) * 16 + attempt),
             meme_text=meme.text,
             category=sample.category.name,
             misbelief=sample.misbelief,
             examples=shown,
+            first_image=image is not None,
             rejected=list(rejected),
         )
         if rw is None:
@@ -331,6 +487,8 @@ async def _rewrite(
                 {"rewrite": None, "outcome": "refused" if rw.get("refusal") else "unparsed"}
             )
             continue
+        # The checker is asked what the method asks: does the rewrite keep the original's
+        # harm in this category (the task), with the original image; not told the misbelief.
         chk = await ctx.step(
             "adapt.check",
             (meme.uid, sample.category.name),
@@ -342,7 +500,7 @@ async def _rewrite(
             image=image,
             original_text=meme.text,
             rewrite=rw["rewrite"],
-            misbelief=sample.misbelief,
+            category=category,
         )
         if chk is None:
             return None
@@ -359,6 +517,9 @@ async def _rewrite(
     return None, "", attempts
 
 
+# ---- the chains --------------------------------------------------------------------------
+
+
 async def refine_chain(
     ctx: AdaptContext,
     target: str,
@@ -367,80 +528,101 @@ async def refine_chain(
     seed: Sample,
     retriever: Retriever,
 ) -> dict[str, Any] | None:
-    """One refinement chain from ``seed``; its lineage record, or None when a model failure
-    leaves it for a re-run (every finished call is stored, so the re-run repeats none)."""
-    return (await refine_chains(ctx, target, repeat, (mode,), seed, retriever))[0]
+    """One refinement chain from ``seed`` alone in its group; its lineage record, or None when
+    a model failure leaves it for a re-run (every finished call is stored, so the re-run
+    repeats none)."""
+    return (await refine_group(ctx, target, repeat, mode, [seed], retriever))[0]
 
 
-async def refine_chains(
+async def refine_group(
     ctx: AdaptContext,
     target: str,
     repeat: int,
-    modes: Sequence[str],
-    seed: Sample,
+    mode: str,
+    seeds: Sequence[Sample],
     retriever: Retriever,
 ) -> list[dict[str, Any] | None]:
-    """The refinement chain of each of ``modes`` from ``seed`` (as ``refine_chain``), walked
-    together: the loop and its control make the same steps until the loop stops (``s' >= s``),
-    so one walk serves both and each step is asked once; the control then walks on alone."""
+    """The chains of one group (``target``, the retriever's category, ``repeat``) in one mode,
+    from ``seeds`` in order, as the method walks them: each chain's refiner sees the rewrites
+    the group's earlier chains scored, and (``hop_exclusion: group``) no hop reaches a seed or a
+    meme an earlier chain used, so the group's chains are disjoint. A chain left for a re-run
+    leaves the later ones for it too: their inputs depend on it."""
     acfg = ctx.acfg
-    visited = {seed.meme.uid}
+    history = History(retriever)
+    used: set[str] = {s.meme.uid for s in seeds} if acfg.hop_exclusion == "group" else set()
+    out: list[dict[str, Any] | None] = []
+    for i, seed in enumerate(seeds):
+        visited = used if acfg.hop_exclusion == "group" else {seed.meme.uid}
+        rec = await _walk(ctx, target, repeat, mode, seed, retriever, history, visited)
+        if rec is None:
+            out.extend([None] * (len(seeds) - i))
+            break
+        out.append(rec)
+    return out
+
+
+def _decision(acfg: AdaptConfig, mode: str, before: float, after: float) -> str:
+    """What a scored step decides: ``s' < s`` (a weakness: hop), ``tie`` (s' = s at most
+    ``tie_max``: hop, as the method does), ``held`` (stop), or ``control`` (always hop)."""
+    if mode != "conditional":
+        return "control"
+    if after < before:
+        return "s' < s"
+    if after == before and acfg.tie_max is not None and before <= acfg.tie_max:
+        return "tie"
+    return "held"
+
+
+async def _walk(
+    ctx: AdaptContext,
+    target: str,
+    repeat: int,
+    mode: str,
+    seed: Sample,
+    retriever: Retriever,
+    history: History,
+    visited: set[str],
+) -> dict[str, Any] | None:
+    acfg = ctx.acfg
+    visited.add(seed.meme.uid)
     current = seed
     steps: list[dict[str, Any]] = []
     stop = f"{acfg.steps} steps"
     seed_value = ctx.cfg.seed * 1000 + repeat
-    walking = list(dict.fromkeys(modes))
-    done: dict[str, dict[str, Any]] = {}
-
-    def record(mode: str, stopped: str) -> dict[str, Any]:
-        ctx.progress.advance("refinement")
-        return {
-            "target": target,
-            "category": seed.category.name,
-            "repeat": repeat,
-            "mode": mode,
-            "seed": seed.meme.uid,
-            "seed_score": seed.score,
-            # A chain that stopped while another walks on keeps its own copy of the steps.
-            "steps": _copied(steps) if len(walking) > 1 else steps,
-            "stop": stopped,
-        }
-
-    def finished() -> list[dict[str, Any] | None]:
-        # A chain still walking when a model failure struck is left for a re-run.
-        return [done.get(m) for m in modes]
-
+    retries = acfg.steps if acfg.unaccepted_retries is None else acfg.unaccepted_retries
+    again = 0
     for k in range(1, acfg.steps + 1):
-        examples = retriever.ranked(current, limit=acfg.examples)
-        got = await _rewrite(ctx, current, examples, seed_value)
+        examples = history.examples(current, acfg.examples)
+        got = await _rewrite(ctx, current, examples, seed_value, again)
         if got is None:
-            return finished()
+            return None
         text, explanation, attempts = got
         step: dict[str, Any] = {
             "step": k,
             "meme": current.meme.uid,
             "parent_text": current.meme.text,
             "misbelief": current.misbelief,
-            "examples": [e.meme.uid for e in examples],
+            "examples": [e.label() for e in examples],
+            "example_items": [e.record() for e in examples],
             "checks": attempts,
             "score_before": current.score,
+            # The image s was scored on: the one the rewrite is shown with (like for like).
+            "score_before_image": rec_sha(current.image),
         }
         if text is None:
             steps.append({**step, "text": None, "outcome": "no accepted rewrite"})
-            stop = "no accepted rewrite"
-            break
+            again += 1
+            if again > retries:
+                stop = "no accepted rewrite"
+                break
+            continue  # the same meme is asked again at the next step, as the method does
+        again = 0
         # The rewrite is shown on the text-erased image (never the original, whose caption
         # still carries the original text); the refiner and the checker saw the original.
-        shown = await refine_image(ctx, current.meme)
+        shown = await loop_image(ctx, current.meme, text)
         if shown is None:  # the erasure failed (on record): a re-run retries the chain
-            return finished()
-        image = shown.part
-        step["image"] = {**shown.record(), "rendered": False}
-        if acfg.render_text and image is not None:
-            image = render_caption(image, text)
-            if ctx.on_image is not None:
-                ctx.on_image(image.sha256, current.meme.text, text)
-            step["image"].update(sha256=image.sha256, rendered=True)
+            return None
+        image, step["image"] = shown
         tag = _text_tag(text)
         ref = await reference(
             ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
@@ -449,25 +631,25 @@ async def refine_chains(
             ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
         )
         if scored is None:
-            return finished()
-        steps.append(
-            {
-                **step,
-                "text": text,
-                "explanation": explanation,
-                "reference": ref.get("reference") if ref else None,
-                "score_after": scored.score,
-                **{f"score_{k2}": v for k2, v in scored.record().items() if k2 != "score"},
-            }
-        )
+            return None
+        rec = scored.record()
+        done = {
+            **step,
+            "text": text,
+            "explanation": explanation,
+            "reference": ref.get("reference") if ref else None,
+            "score_after": scored.score,
+            **{f"score_{k2}": v for k2, v in rec.items() if k2 != "score"},
+        }
+        steps.append(done)
         if scored.outcome != "scored" or scored.score is None:
             stop = f"rewrite {scored.outcome}"
             break
-        if "conditional" in walking and not scored.score < current.score:
-            done["conditional"] = record("conditional", "score held (s' >= s)")
-            walking.remove("conditional")
-            if not walking:
-                return finished()
+        history.add(current, text, scored.score, image)
+        decision = done["decision"] = _decision(acfg, mode, current.score, scored.score)
+        if decision == "held":
+            stop = "score held (s' >= s)"
+            break
         if k == acfg.steps:
             break
         nxt = retriever.ranked(current, visited, limit=1)
@@ -476,8 +658,14 @@ async def refine_chains(
             break
         current = nxt[0]
         visited.add(current.meme.uid)
-    while walking:
-        mode = walking[-1]
-        done[mode] = record(mode, stop)
-        walking.pop()
-    return finished()
+    ctx.progress.advance("refinement")
+    return {
+        "target": target,
+        "category": seed.category.name,
+        "repeat": repeat,
+        "mode": mode,
+        "seed": seed.meme.uid,
+        "seed_score": seed.score,
+        "steps": steps,
+        "stop": stop,
+    }

@@ -4,8 +4,11 @@ refinement (one module each; this one runs them).
 Every stage streams its jobs through ``capped_map`` (a bounded window in flight; once the
 spend cap stops the pool, the jobs in flight finish and no other starts) and every model call
 is an idempotent step in ``run.db``: a re-run resumes, a killed run loses only the calls in
-flight. The records the analysis needs (one per scored original, one per refinement
-chain) are rebuilt from the stored steps on every run, so they always match the current config.
+flight. Each original is answered and scored on the image its rewrites will be shown with (the
+text-erased image, with its original text: the loop's ``s``) and, apart, on its own image (the
+"original image" figure, ``original_image_score``). The records the analysis needs (one per
+scored original, one per refinement chain) are rebuilt from the stored steps on every run, so
+they always match the current config.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from memearena.methods.adapt.refine import (
     Sample,
     choose_seeds,
     load_retrieval,
+    loop_image,
     misbelief_vectors,
-    refine_chains,
+    refine_group,
     seed_count,
 )
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.models import ModelPool
+from memearena.models.types import ImagePart
 from memearena.store import RunStore
 
 __all__ = [
@@ -142,16 +147,31 @@ class AdaptPipeline:
         self._mark(out, "misbeliefs")
 
         ctx.progress.stage("references", len(usable))
+        # Two references per item: on the image the loop scores the meme on (its rewrites' image:
+        # text-erased by default) and, for the "original image" figure, on its own image.
         refs: dict[tuple[str, str], dict[str, Any] | None] = {}
+        loop_refs: dict[tuple[str, str], dict[str, Any] | None] = {}
+        shown: dict[str, tuple[ImagePart | None, dict[str, Any]] | None] = {}
 
-        async def ref_one(it: tuple[Meme, Category, str]) -> dict[str, Any] | None:
+        async def ref_one(
+            it: tuple[Meme, Category, str],
+        ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
             m, c, mb = it
-            r = await reference(ctx, m.uid, m.text, ctx.image(m), c, mb)
+            if m.uid not in shown:
+                shown[m.uid] = await loop_image(ctx, m, m.text)
+            got = shown[m.uid]
+            loop_ref = None
+            if got is not None:
+                loop_ref = await reference(ctx, f"{m.uid}|loop", m.text, got[0], c, mb)
+            own = None
+            if acfg.original_image_score:
+                own = await reference(ctx, m.uid, m.text, ctx.image(m), c, mb)
             ctx.progress.advance("references")
-            return r
+            return loop_ref, own
 
-        async for (m, c, _), got in capped_map(ref_one, usable, acfg.window):
-            refs[(m.uid, c.name)] = got
+        async for (m, c, _), (loop_ref, own) in capped_map(ref_one, usable, acfg.window):
+            loop_refs[(m.uid, c.name)] = loop_ref
+            refs[(m.uid, c.name)] = own
 
         self._mark(out, "references")
         jobs = [
@@ -162,13 +182,34 @@ class AdaptPipeline:
         ]
         ctx.progress.stage("scoring", len(jobs))
 
-        async def score_one(job: tuple[int, str, Meme, Category, str]) -> dict[str, Any] | None:
+        async def score_one(
+            job: tuple[int, str, Meme, Category, str],
+        ) -> dict[str, Any] | None:
             r, t, m, c, _ = job
+            got = shown.get(m.uid)
+            if got is None:  # the erasure failed (on record): a re-run retries it
+                return None
+            image, image_rec = got
+            # The loop's s: the original text on the image its rewrites are shown with.
             sc = await answer_and_score(
-                ctx, t, m.uid, m.text, ctx.image(m), c, refs.get((m.uid, c.name)), r
+                ctx, t, m.uid, m.text, image, c, loop_refs.get((m.uid, c.name)), r, tag="loop"
             )
+            if sc is None:
+                return None
+            rec: dict[str, Any] = {**sc.record(), "image": image_rec}
+            if acfg.original_image_score:
+                own_image = ctx.image(m)
+                own = await answer_and_score(
+                    ctx, t, m.uid, m.text, own_image, c, refs.get((m.uid, c.name)), r
+                )
+                if own is None:
+                    return None
+                rec["original_image"] = {
+                    **own.record(),
+                    "sha256": own_image.sha256 if own_image is not None else None,
+                }
             ctx.progress.advance("scoring")
-            return sc.record() if sc is not None else None
+            return rec
 
         samples: dict[tuple[str, str, int], list[Sample]] = {}
         async for (r, t, m, c, mb), rec in capped_map(score_one, jobs, acfg.window):
@@ -178,8 +219,11 @@ class AdaptPipeline:
             out.originals.append(
                 {"target": t, "category": c.name, "meme": m.uid, "repeat": r, **rec}
             )
-            if rec["outcome"] == "scored":
-                samples.setdefault((t, c.name, r), []).append(Sample(m, c, mb, rec["score"]))
+            got = shown.get(m.uid)
+            if rec["outcome"] == "scored" and got is not None:
+                samples.setdefault((t, c.name, r), []).append(
+                    Sample(m, c, mb, rec["score"], got[0])
+                )
         out.originals.sort(key=lambda o: (o["target"], o["category"], o["meme"], o["repeat"]))
         self._mark(out, "scoring")
 
@@ -189,7 +233,11 @@ class AdaptPipeline:
             texts = [s.misbelief for group in samples.values() for s in group]
             vectors, _ = await misbelief_vectors(ctx, texts)
             self._mark(out, "embeddings")
-        chain_jobs: list[tuple[str, int, Sample, Retriever]] = []
+        # The memes a seed may be drawn from: the category's, the same for every target.
+        candidates: dict[str, list[str]] = {}
+        for m, c, _ in usable:
+            candidates.setdefault(c.name, []).append(m.uid)
+        group_jobs: list[tuple[str, int, str, list[Sample], Retriever]] = []
         for (t, cname, r), arrived in sorted(samples.items()):
             # Completion order is the endpoint's (latency, concurrency): retrieval ties and the
             # seed draw must not depend on it, or a run is not reproducible from its config.
@@ -202,17 +250,20 @@ class AdaptPipeline:
             else:  # an embedding failed (on record): this group's chains wait for a re-run
                 out.pending += seed_count(acfg, len(pool)) * len(modes)
                 continue
-            for seed in choose_seeds(ctx, t, cname, r, pool):
-                chain_jobs.append((t, r, seed, retriever))
-        ctx.progress.stage("refinement", len(chain_jobs) * len(modes))
+            seeds = choose_seeds(ctx, t, cname, r, pool, candidates.get(cname))
+            for mode in modes:
+                group_jobs.append((t, r, mode, seeds, retriever))
+        ctx.progress.stage("refinement", sum(len(j[3]) for j in group_jobs))
 
-        async def chains_of(job: tuple[str, int, Sample, Retriever]) -> list[dict[str, Any] | None]:
-            t, r, seed, retriever = job
-            return await refine_chains(ctx, t, r, modes, seed, retriever)
+        async def chains_of(
+            job: tuple[str, int, str, list[Sample], Retriever],
+        ) -> list[dict[str, Any] | None]:
+            t, r, mode, seeds, retriever = job
+            return await refine_group(ctx, t, r, mode, seeds, retriever)
 
-        # A job walks a loop and its control: as many chains in flight as the window says.
-        pairs = max(1, acfg.window // len(modes))
-        async for _, chs in capped_map(chains_of, chain_jobs, pairs):
+        # A group's chains walk in order (each sees what the earlier ones scored, and hops
+        # where they did not); groups walk side by side, as many as the window says.
+        async for _, chs in capped_map(chains_of, group_jobs, acfg.window):
             for ch in chs:
                 if ch is None:
                     out.pending += 1

@@ -80,6 +80,7 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             str(m["refused"]),
         )
     console.print(table)
+    print_images_and_refusals(console, section)
     print_loop_vs_control(console, section)
     shown = section.get("refine_image")
     if shown:
@@ -113,6 +114,42 @@ def print_adapt_summary(console: Console, section: dict[str, Any], title: str = 
             + (f"; {section['pending']} step(s) pending a re-run" if section["pending"] else "")
         )
     )
+
+
+def _pct(v: Any, ci: Any) -> str:
+    return fmt_interval(v, ci, 0, 100.0)
+
+
+def print_images_and_refusals(console: Console, section: dict[str, Any]) -> None:
+    """Which image the scores used (the loop's, like for like), the "original image" figure
+    beside them, and the refusal rate with how refusals were counted."""
+    images = section.get("images") or {}
+    own = [(m["model"], m.get("original_image")) for m in section["models"]]
+    if images.get("scores"):
+        console.print(console_safe("scores above: " + images["scores"]))
+    if any(o for _, o in own):
+        console.print(
+            console_safe(
+                "original image (caption in the picture): "
+                + "; ".join(
+                    f"{name} {fmt_interval(o['avg_score'], o['avg_score_ci'], 1, 1.0)}, "
+                    f"failure {_pct(o['failure_rate'], o['failure_rate_ci'])}%"
+                    for name, o in own
+                    if o
+                )
+            )
+        )
+    if section.get("refusals_note"):
+        console.print(
+            console_safe(
+                section["refusals_note"]
+                + "; refusal rate: "
+                + "; ".join(
+                    f"{m['model']} {_pct(m.get('refusal_rate'), m.get('refusal_rate_ci'))}%"
+                    for m in section["models"]
+                )
+            )
+        )
 
 
 def print_loop_vs_control(console: Console, section: dict[str, Any]) -> None:
