@@ -10,6 +10,7 @@ it and read the run)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from collections.abc import Awaitable, Callable
@@ -74,6 +75,9 @@ def _env() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
     env.filters["pct"] = lambda v: "–" if not _finite(v) else f"{100 * float(v):.0f}%"
+    env.filters["est"] = _est
+    env.filters["pct_ci"] = _pct_ci
+    env.filters["words"] = _words
     env.globals["qs"] = _qs
     env.globals["bar"] = _bar
     env.globals["cell_fill"] = _cell_fill
@@ -93,6 +97,67 @@ def _num(v: Any, digits: int = 2) -> str:
     if _finite(v):
         return f"{v:,.{digits}f}"
     return str(v)
+
+
+def _est(e: Any, digits: int = 2) -> str:
+    """An estimate ``{"value", "ci_low", "ci_high"}`` as the report writes it,
+    ``value [lo, hi]`` (``value`` alone without an interval; ``no data`` without a value); a
+    bare number as ``num``."""
+    if not isinstance(e, dict):
+        return _num(e, digits) if _finite(e) else "no data"
+    v, lo, hi = e.get("value"), e.get("ci_low"), e.get("ci_high")
+    if not _finite(v):
+        return "no data"
+    if not (_finite(lo) and _finite(hi)):
+        return f"{v:.{digits}f}"
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _pct_ci(v: Any, ci: Any) -> str:
+    """A proportion with its interval as the report writes it: ``89% [35%, 100%]``."""
+    if not _finite(v):
+        return "–"
+    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+        return f"{v:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
+    return f"{v:.0%}"
+
+
+def _words(v: Any, none: str = "none") -> str:
+    """A value from a run's JSON as words on a page: booleans as yes/no, a missing value as
+    ``none``, a list joined with commas (never a Python or JSON literal)."""
+    if v is None or v == "" or v == [] or v == {}:
+        return none
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list | tuple):
+        return ", ".join(_words(x, none) for x in v)
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_words(x, none)}" for k, x in v.items())
+    return _num(v) if isinstance(v, int | float) else str(v)
+
+
+def _value(e: Any) -> float | None:
+    v = e.get("value") if isinstance(e, dict) else None
+    return float(v) if _finite(v) else None
+
+
+_ORDER_FIELDS = ("trust", "overall")
+"""The leaderboard columns a Judge-audit section may be ordered by, in the order shown."""
+
+
+def _order_field(section: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
+    """The column the Judge-audit leaderboard is ordered by: the one the section names
+    (``ranked_by``), else the shown column whose values fall with the rank (the rows keep the
+    analysis's order; the viewer never sorts them)."""
+    named = section.get("ranked_by")
+    if isinstance(named, str) and named:
+        return named
+    for name in _ORDER_FIELDS:
+        got = [_value(r.get(name)) for r in rows]
+        vals = [v for v in got if v is not None]
+        if rows and len(vals) == len(got) and all(a >= b for a, b in itertools.pairwise(vals)):
+            return name
+    return None
 
 
 def _qs(base: dict[str, Any], **changes: Any) -> str:
@@ -374,7 +439,18 @@ class _Viewer:
         ja = r.board.get("judge_audit")
         if not isinstance(ja, dict):
             raise ViewError("this run has no Judge audit results")
-        return self.render(request, "judge_audit.html.j2", n=n, label=self.label(n), ja=ja)
+        rows = [r for r in ja.get("leaderboard") or [] if isinstance(r, dict)]
+        shown = [f for f in _ORDER_FIELDS if any(isinstance(r.get(f), dict) for r in rows)]
+        return self.render(
+            request,
+            "judge_audit.html.j2",
+            n=n,
+            label=self.label(n),
+            ja=ja,
+            rows=rows,
+            columns=shown,
+            order=_order_field(ja, rows),
+        )
 
     async def ja_pairs(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
