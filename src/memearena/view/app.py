@@ -76,8 +76,9 @@ def _env() -> Environment:
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
     env.filters["pct"] = lambda v: "–" if not _finite(v) else f"{100 * float(v):.0f}%"
     env.filters["est"] = _est
-    env.filters["pct_ci"] = _pct_ci
     env.filters["words"] = _words
+    env.globals["pct_ci"] = _pct_ci
+    env.globals["num_ci"] = _num_ci
     env.globals["qs"] = _qs
     env.globals["bar"] = _bar
     env.globals["cell_fill"] = _cell_fill
@@ -120,6 +121,15 @@ def _pct_ci(v: Any, ci: Any) -> str:
     if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
         return f"{v:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
     return f"{v:.0%}"
+
+
+def _num_ci(v: Any, ci: Any, digits: int = 2) -> str:
+    """A mean with its interval as the report writes it: ``8.39 [7.76, 8.98]``."""
+    if not _finite(v):
+        return "–"
+    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+        return f"{v:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return f"{v:.{digits}f}"
 
 
 def _words(v: Any, none: str = "none") -> str:
@@ -378,6 +388,26 @@ class _Viewer:
         for cat, rows in (adapt.get("by_category") or {}).items():
             for row in rows or []:
                 heat[(str(row.get("model")), str(cat))] = row
+        lines = r.chain_lines()
+        weaknesses = []
+        for w in adapt.get("weaknesses") or []:
+            if not isinstance(w, dict):
+                continue
+            try:
+                key = (
+                    str(w.get("model")),
+                    str(w.get("category")),
+                    int(w.get("repeat") or 0),
+                    str(w.get("chain_seed") or w.get("meme")),
+                    "conditional",
+                )
+            except (TypeError, ValueError):
+                key = ("", "", 0, "", "")
+            weaknesses.append({**w, "chain_line": lines.get(key)})
+        threshold = adapt.get("failure_threshold")
+        rule = adapt.get("failure_rule") or (
+            f"score < {float(threshold):g}" if _finite(threshold) else None
+        )
         return self.render(
             request,
             "adapt.html.j2",
@@ -387,6 +417,8 @@ class _Viewer:
             cats=cats,
             models=models,
             heat=heat,
+            weaknesses=weaknesses,
+            rule=rule,
         )
 
     async def adapt_records(self, request: web.Request) -> web.Response:

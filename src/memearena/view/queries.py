@@ -931,6 +931,27 @@ class RunReader:
             seen += 1
         return Page(out, offset, limit, more)
 
+    def chain_lines(self) -> dict[tuple[str, str, int, str, str], int]:
+        """Line numbers of the refinement chains in ``adapt_chains.jsonl`` by (target,
+        category, repeat, seed, mode): what links a weakness row to its chain page."""
+        return dict(self._cached("chain_lines", self._chain_lines))
+
+    def _chain_lines(self) -> dict[tuple[str, str, int, str, str], int]:
+        out: dict[tuple[str, str, int, str, str], int] = {}
+        for n, row in self._lines("adapt_chains"):
+            try:
+                key = (
+                    str(row.get("target")),
+                    str(row.get("category")),
+                    int(row.get("repeat") or 0),
+                    str(row.get("seed")),
+                    str(row.get("mode")),
+                )
+            except (TypeError, ValueError):
+                continue
+            out.setdefault(key, n)
+        return out
+
     def jsonl_line(self, name: str, line: int) -> dict[str, Any] | None:
         for n, row in self._lines(name):
             if n == line:
