@@ -151,6 +151,32 @@ def _value(e: Any) -> float | None:
     return float(v) if _finite(v) else None
 
 
+def _endpoint(value: Any) -> dict[str, Any]:
+    """An endpoint identity as words: its names (provider, model id, base URLs, the simulated
+    world) joined, and its settings as ``(name, value)`` pairs, never as a nested literal."""
+    names: list[str] = []
+    settings: list[tuple[str, str]] = []
+
+    def walk(v: Any, prefix: str = "") -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, dict | list):
+                    walk(x, f"{prefix}{k} ")
+                else:
+                    settings.append((f"{prefix}{k}", _words(x)))
+        elif isinstance(v, list | tuple):
+            for x in v:
+                walk(x, prefix)
+        elif v is not None and v != "":
+            if prefix:
+                settings.append((prefix.strip(), _words(v)))
+            else:
+                names.append(_words(v))
+
+    walk(value)
+    return {"names": " · ".join(names) or "none", "settings": settings}
+
+
 _ORDER_FIELDS = ("trust", "overall")
 """The leaderboard columns a Judge-audit section may be ordered by, in the order shown."""
 
@@ -367,7 +393,17 @@ class _Viewer:
             c = None
         if c is None:
             raise ViewError("no such call in this run")
-        return self.render(request, "call.html.j2", n=n, label=self.label(n), c=c)
+        endpoint = _endpoint((c.get("request") or {}).get("endpoint"))
+        served = r.call_context(str(c.get("request_hash") or ""), str(c.get("role") or ""))
+        return self.render(
+            request,
+            "call.html.j2",
+            n=n,
+            label=self.label(n),
+            c=c,
+            endpoint=endpoint,
+            served=served,
+        )
 
     async def image(self, request: web.Request) -> web.StreamResponse:
         _, r = self.reader(request)

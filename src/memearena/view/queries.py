@@ -141,6 +141,16 @@ def _meme_text(payload: dict[str, Any]) -> tuple[str, str | None]:
     return text, image
 
 
+def _tagged(text: str, tag: str) -> str | None:
+    """The text between a prompt's ``<tag>`` and ``</tag>`` lines (None when absent)."""
+    start = text.find(f"<{tag}>\n")
+    if start < 0:
+        return None
+    start += len(tag) + 3
+    end = text.find(f"\n</{tag}>", start)
+    return text[start:end] if end >= start else None
+
+
 def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
     """What a guideline round changed: ``(op, text)`` runs, op ``=`` kept, ``+`` added, ``-``
     removed (words and whitespace runs are the units)."""
@@ -647,8 +657,23 @@ class RunReader:
                 pair = self._pair(uid, level, x, y, j, r1, r2, v1, v2, self._policy(), "", c)
                 pair["forward_call"] = self.call_for(_last(r1)) if r1 else None
                 pair["backward_call"] = self.call_for(_last(r2)) if r2 else None
+                pair["shown"] = self._judged_texts(_last(r1) if r1 else "")
                 return pair
         return None
+
+    def _judged_texts(self, request_hash: str) -> dict[str, str | None]:
+        """What the judge was shown in the first order, as sent: the task, the guideline
+        (None: judged without one) and the two answers (A, then B)."""
+        req = self.request(request_hash) if request_hash else None
+        text = "\n".join(
+            str(part.get("text", ""))
+            for m in (req or {}).get("messages", [])
+            for part in m.get("content", [])
+            if part.get("type") == "text"
+        )
+        return {
+            tag: _tagged(text, tag) for tag in ("task", "guideline", "response_a", "response_b")
+        }
 
     # ------------------------------------------------------------------ calls
     _CALL_COLS = (
@@ -716,6 +741,95 @@ class RunReader:
                 (out["request_hash"], call_id),
             )
         ]
+        return out
+
+    def call_context(self, request_hash: str, role: str) -> list[dict[str, Any]]:
+        """What a call served, where the run records it: its Arena meme (a context, an answer,
+        a guideline round), its battle (a judge's verdict), its Adapt chain step or records
+        (an answer or score of a rewrite or an original). Each is ``{"what", ...fields}``;
+        ``[]`` when nothing on record names the request."""
+        if len(request_hash) != 64:
+            return []
+        tail = "%|" + request_hash
+        out: list[dict[str, Any]] = []
+        kind = {
+            "arena.answer": "answer",
+            "arena.context": "context",
+            "arena.guideline_draft": "guideline_round",
+            "arena.guideline_refine": "guideline_round",
+            "arena.judge": "verdict",
+        }.get(role)
+        if kind is not None:
+            rows = self._q(
+                "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1", (kind, tail)
+            )
+            known = set(self._meme_index().ids)
+            for (key,) in rows:
+                parts = key.split("|")
+                uid = next(
+                    (
+                        "|".join(parts[a:b])
+                        for a in (0, 1)
+                        for b in range(a + 1, len(parts))
+                        if "|".join(parts[a:b]) in known
+                    ),
+                    None,
+                )
+                if uid is not None:
+                    out.append({"what": "meme", "meme": uid})
+                if kind == "verdict" and uid is not None:
+                    for (coord,) in self._q(
+                        "SELECT coord FROM members WHERE meme=? AND (ref1=? OR ref2=?) LIMIT 1",
+                        (uid, key, key),
+                    ):
+                        out.append({"what": "battle", "coord": coord})
+        elif role in ("adapt.answer", "adapt.score"):
+            for (value,) in self._q(
+                "SELECT value FROM artifacts WHERE kind=? AND key=?", (role, request_hash)
+            ):
+                parts = str(json.loads(value).get("for") or "").split("|")
+                if len(parts) < 5:
+                    continue
+                meme, tag, category, target = parts[0], parts[1], parts[2], parts[3]
+                try:
+                    repeat = int(parts[4])
+                except ValueError:
+                    continue
+                step = (
+                    self.chain_steps().get((meme, tag, category, target, repeat)) if tag else None
+                )
+                if step is not None:
+                    out.append({"what": "chain", "line": step[0], "step": step[1], "meme": meme})
+                out.append({"what": "records", "model": target, "category": category, "meme": meme})
+        return out
+
+    def chain_steps(self) -> dict[tuple[str, str, str, str, int], tuple[int, int]]:
+        """The first chain step showing each rewrite, by (meme, rewrite tag, category, target,
+        repeat) as an Adapt answer's ``for`` names it: (chain line, step)."""
+        return dict(self._cached("chain_steps", self._chain_steps))
+
+    def _chain_steps(self) -> dict[tuple[str, str, str, str, int], tuple[int, int]]:
+        import hashlib
+
+        out: dict[tuple[str, str, str, str, int], tuple[int, int]] = {}
+        for n, row in self._lines("adapt_chains"):
+            try:
+                repeat = int(row.get("repeat") or 0)
+            except (TypeError, ValueError):
+                continue
+            for st in row.get("steps") or []:
+                text = st.get("text") if isinstance(st, dict) else None
+                if not isinstance(text, str) or not text:
+                    continue
+                tag = "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+                key = (
+                    str(st.get("meme")),
+                    tag,
+                    str(row.get("category")),
+                    str(row.get("target")),
+                    repeat,
+                )
+                out.setdefault(key, (n, int(st.get("step") or 0)))
         return out
 
     def request(self, key: str) -> dict[str, Any] | None:
