@@ -45,14 +45,9 @@ _MAGIC = (
 )
 
 
-def _image_type(path: Path) -> str | None:
-    """The image type of a file by its first bytes (PNG, JPEG, GIF, WebP), or None: only an
-    image is ever served, whatever path a run database names."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(12)
-    except OSError:
-        return None
+def _image_type(head: bytes) -> str | None:
+    """The image type of encoded bytes by their first bytes (PNG, JPEG, GIF, WebP), or None:
+    only an image is ever served, whatever a run directory holds."""
     for magic, ctype in _MAGIC:
         if head.startswith(magic):
             return ctype
@@ -407,11 +402,11 @@ class _Viewer:
 
     async def image(self, request: web.Request) -> web.StreamResponse:
         _, r = self.reader(request)
-        path = r.image_path(request.match_info["sha"])
-        ctype = _image_type(path) if path else None
-        if path is None or ctype is None:
-            raise web.HTTPNotFound(text="image not on disk")
-        return web.FileResponse(path, headers={"Content-Type": ctype})
+        data = r.image_bytes(request.match_info["sha"])
+        ctype = _image_type(data[:12]) if data else None
+        if data is None or ctype is None:
+            raise web.HTTPNotFound(text="image not on record")
+        return web.Response(body=data, headers={"Content-Type": ctype})
 
     async def adapt(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
@@ -483,23 +478,20 @@ class _Viewer:
         chain = r.jsonl_line("adapt_chains", line)
         if chain is None:
             raise ViewError("no such chain in this run")
-        steps = chain.get("steps") or []
+        steps = [st for st in chain.get("steps") or [] if isinstance(st, dict)]
+        who = (str(chain.get("category")), str(chain.get("target")), int(chain.get("repeat") or 0))
         for st in steps:
-            st["_answer"] = r.adapt_answer(
-                str(st.get("meme")),
-                st.get("text"),
-                str(chain.get("category")),
-                str(chain.get("target")),
-                int(chain.get("repeat") or 0),
-            )
+            meme = str(st.get("meme"))
+            text = st.get("text") if isinstance(st.get("text"), str) else None
+            st["_answer"] = r.adapt_answer(meme, text, *who) if text else None
+            original = r.adapt_answer(meme, None, *who)
+            st["_original_image"] = (original or {}).get("image") or r.meme_image(meme)
+            got = st.get("image")
+            shown: dict[str, Any] = got if isinstance(got, dict) else {}
+            st["_shown_image"] = (st["_answer"] or {}).get("image") or shown.get("sha256")
+            st["_shown_source"] = shown.get("source")
         return self.render(
-            request,
-            "chain.html.j2",
-            n=n,
-            label=self.label(n),
-            chain=chain,
-            line=line,
-            images={str(s.get("meme")): r.meme_image(str(s.get("meme"))) for s in steps},
+            request, "chain.html.j2", n=n, label=self.label(n), chain=chain, line=line
         )
 
     async def judge_audit(self, request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ text and image hash, read from its context request once per run and kept in memo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 import msgspec
 
 from memearena.errors import MemearenaError
+from memearena.store.images import find_image
 from memearena.store.requests import decode_payload, unpack
 
 __all__ = [
@@ -809,8 +811,6 @@ class RunReader:
         return dict(self._cached("chain_steps", self._chain_steps))
 
     def _chain_steps(self) -> dict[tuple[str, str, str, str, int], tuple[int, int]]:
-        import hashlib
-
         out: dict[tuple[str, str, str, str, int], tuple[int, int]] = {}
         for n, row in self._lines("adapt_chains"):
             try:
@@ -882,25 +882,30 @@ class RunReader:
         }
 
     # ------------------------------------------------------------------ images
-    def image_path(self, sha256: str) -> Path | None:
-        """A file on disk showing the image with this content hash: a prepared meme image's
-        source file (``image_hashes``, checked unchanged) or a Judge-audit image."""
+    def image_bytes(self, sha256: str) -> bytes | None:
+        """The bytes of the image with this content hash as the run kept it (``store.images``;
+        a Judge audit of an older run kept its own under ``judge_audit/images``): only a
+        regular file inside the run directory once links are resolved, and only when its
+        bytes still hash to ``sha256``."""
         if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
             return None
-        for path, size, mtime_ns in self._q(
-            "SELECT path, size, mtime_ns FROM image_hashes WHERE sha256=?", (sha256,)
-        ):
-            p = Path(path)
+        root = self.dir.resolve()
+        found = find_image(self.dir, sha256)
+        candidates = [found] if found is not None else []
+        candidates += [
+            self.dir / "judge_audit" / "images" / f"{sha256}.{ext}"
+            for ext in ("png", "jpg", "jpeg", "webp", "gif")
+        ]
+        for p in candidates:
             try:
-                st = p.stat()
+                real = p.resolve(strict=True)
+                if not real.is_relative_to(root) or not real.is_file():
+                    continue
+                data = real.read_bytes()
             except OSError:
                 continue
-            if st.st_size == size and st.st_mtime_ns == mtime_ns:
-                return p
-        for ext in ("png", "jpg", "jpeg", "webp", "gif"):
-            p = self.dir / "judge_audit" / "images" / f"{sha256}.{ext}"
-            if p.is_file():
-                return p
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return data
         return None
 
     def meme_image(self, uid: str) -> str | None:
@@ -998,14 +1003,14 @@ class RunReader:
     ) -> dict[str, Any] | None:
         """The target's answer to a meme (``text``: a rewrite of it; None: the original), with
         its call and the hash of the image it was shown."""
-        import hashlib
-
         tag = "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
         for_key = f"{meme}|{tag}|{category}|{target}|{repeat}"
+        # A run may add parts after these (the null world does): the key or any extension.
         rows = self._q(
             "SELECT key, value FROM artifacts WHERE kind='adapt.answer'"
-            " AND json_extract(value, '$.for')=? LIMIT 1",
-            (for_key,),
+            " AND (json_extract(value, '$.for')=? OR json_extract(value, '$.for') LIKE ?"
+            " ESCAPE '\\') LIMIT 1",
+            (for_key, _like(for_key + "|")[1:]),
         )
         if not rows:
             return None
