@@ -280,6 +280,10 @@ class _Viewer:
         return str(rel)
 
     def render(self, request: web.Request, template: str, **ctx: Any) -> web.Response:
+        n = ctx.get("n")
+        reader = self.readers.get(n) if isinstance(n, int) else None
+        # The navigation offers the pages of the methods this run holds (no dead links).
+        ctx.setdefault("methods", reader.overview()["methods"] if reader is not None else [])
         html = self.env.get_template(template).render(
             runs=[self.label(i) for i in range(len(self.paths))],
             query=dict(request.query),
@@ -464,6 +468,7 @@ class _Viewer:
             "adapt_records.html.j2",
             n=n,
             label=self.label(n),
+            meme_pages=r.meme_ids(),
             scores=scores,
             chains=chains,
             f=r.filter_values(),

@@ -908,6 +908,10 @@ class RunReader:
                 return data
         return None
 
+    def meme_ids(self) -> frozenset[str]:
+        """The memes with a page of their own (those the Arena recorded a context for)."""
+        return frozenset(self._meme_index().ids)
+
     def meme_image(self, uid: str) -> str | None:
         """The image hash of an Arena meme (None when the run has no context for it)."""
         info = self._meme_index().info.get(uid)
