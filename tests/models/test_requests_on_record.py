@@ -218,3 +218,20 @@ def test_requests_packed_with_zlib_by_an_older_version_stay_readable_beside_new_
         assert s.write_export("requests", out, "jsonl") == 2
         keys = {json.loads(line)["key"] for line in out.getvalue().splitlines()}
         assert keys == {c.request_hash for c in s.calls()}
+
+
+def test_each_image_sent_is_kept_once_by_its_hash_beside_the_run(store: RunStore) -> None:
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + b"meme pixels" * 20
+    sha = hashlib.sha256(png).hexdigest()
+    part = ImagePart("data:image/png;base64," + base64.b64encode(png).decode(), sha)
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
+    for q in ("q1", "q2"):  # two requests showing one image: one file
+        run(pool.complete("m", [Message("user", (TextPart(q), part))], role="target"))
+    folder = store.path.parent / "images" / sha[:2]
+    assert [p.name for p in folder.iterdir()] == [f"{sha}.png"]
+    assert (folder / f"{sha}.png").read_bytes() == png
+    # A part whose bytes do not hash to its name is never kept under that name.
+    run(pool.complete("m", _image_message("q3"), role="target"))
+    assert not (store.path.parent / "images" / "ab").exists()

@@ -40,6 +40,24 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.fixture(scope="session")
+def judge_audit_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Judge-audit-only run directory (the bundled offline example), once a session."""
+    from importlib.resources import files
+
+    from memearena.config import load_config
+    from memearena.engine.lifecycle import run_method
+
+    cfg = load_config(Path(str(files("memearena") / "examples" / "judge-audit.yaml")))
+    from concurrent.futures import ThreadPoolExecutor
+
+    run = tmp_path_factory.mktemp("view-audit") / "audit"
+    # In a thread of its own: a browser test's event loop may be running in this one.
+    with ThreadPoolExecutor(1) as ex:
+        ex.submit(run_method, "judge_audit", cfg, run, show_progress=False).result()
+    return run
+
+
 def _replace_everywhere(db: sqlite3.Connection, old: str, new: str) -> None:
     db.execute("UPDATE calls SET model=replace(model, ?, ?)", (old, new))
     for col in ("coord", "ref1", "ref2", "ref3"):

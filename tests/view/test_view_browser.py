@@ -9,6 +9,7 @@ Skips when Chromium or Playwright is missing (``.ci/run`` installs both)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -279,3 +281,116 @@ def test_hostile_strings_execute_nothing(page: Page, hostile_view: str, beacon: 
     assert page.evaluate("document.querySelectorAll('script').length") == 0
     for p in PAYLOADS:  # shown as text
         assert p.replace("__BEACON__", beacon.url) in text
+
+
+# ---- a crawl of whole runs: what every page shows is on record and in words ---------------
+
+_REPR = re.compile(r"\b(None|False|True|nan)\b|\{'|\['|\('|<[a-z_]+ object at 0x")
+"""A Python value printed into prose (pre blocks hold raw replies and JSON, and are left out)."""
+
+PER_KIND = 6
+"""Pages crawled per kind of page (path and query names): every kind, a bounded sample (the
+HTTP tests fetch every page of a kind; this one looks at what a browser shows)."""
+
+
+def _kind(url: str) -> str:
+    """A page's kind: its path with the ids after the run's number as ``N``, and the names of
+    its query parameters (``/r/0/adapt/chain/N?``)."""
+    p = urlparse(url)
+    parts = p.path.split("/")
+    parts[4:] = ["N" if x.isdigit() else x for x in parts[4:]]
+    return "/".join(parts) + "?" + ",".join(sorted(parse_qs(p.query)))
+
+
+def _crawl(page: Page, base: str, start: str) -> dict[str, Any]:
+    """Follow every same-origin link from ``start`` (at most ``PER_KIND`` pages of a kind);
+    per page: its status, images not shown, Python values in its prose, chain steps without
+    their image or answer."""
+    seen: set[str] = set()
+    queue = [start]
+    per: dict[str, int] = {}
+    found: dict[str, list[Any]] = {"status": [], "images": [], "reprs": [], "steps": []}
+    while queue:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        seen.add(url)
+        resp = page.goto(base + url)
+        if resp is None or not resp.ok:
+            found["status"].append((url, resp.status if resp else None))
+            continue
+        broken = page.eval_on_selector_all(
+            "img", "els => els.filter(e => !(e.complete && e.naturalWidth)).map(e => e.src)"
+        )
+        found["images"] += [(url, b) for b in broken]
+        prose = page.evaluate(
+            "() => { const b = document.body.cloneNode(true);"
+            " b.querySelectorAll('pre').forEach(e => e.remove()); return b.innerText; }"
+        )
+        found["reprs"] += [
+            (url, prose[max(0, m.start() - 40) : m.end() + 40]) for m in _REPR.finditer(prose)
+        ]
+        if "/adapt/chain/" in url:
+            for step in page.locator("section.step").all():
+                has_rewrite = step.locator("figure.shown").count() > 0
+                shown = step.locator("img").evaluate_all("els => els.map(e => e.naturalWidth)")
+                answer = step.locator("td.answer").inner_text()
+                if not shown or not all(shown) or (has_rewrite and len(shown) < 2):
+                    found["steps"].append((url, "image", step.get_attribute("id")))
+                if has_rewrite and ("no answer on record" in answer or not answer.strip()):
+                    found["steps"].append((url, "answer", step.get_attribute("id")))
+        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+            if not href.startswith(base):
+                continue
+            rel = href[len(base) :].split("#")[0]
+            if not rel.startswith("/r/") or rel in seen:
+                continue
+            kind = _kind(rel)
+            if per.get(kind, 0) < PER_KIND:
+                per[kind] = per.get(kind, 0) + 1
+                queue.append(rel)
+    found["pages"] = len(seen)
+    found["kinds"] = sorted(per)
+    return found
+
+
+def _run_number(base: str, label: str) -> str:
+    """The viewer's path of a run listed on its front page under ``label``."""
+    with urllib.request.urlopen(base + "/", timeout=30) as r:
+        front = r.read().decode()
+    for n, name in re.findall(r'href="/r/(\d+)/">([^<]+)</a>', front):
+        if name.strip() == label:
+            return f"/r/{n}/"
+    raise AssertionError(f"run {label!r} not listed: {front[:500]}")
+
+
+@pytest.fixture(scope="module")
+def audit_view(judge_audit_run: Path) -> Iterator[str]:
+    yield from _serve(judge_audit_run)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("which", ["demo", "adapt-null-world", "judge-audit"])
+def test_a_crawl_finds_every_image_on_record_and_no_python_value_in_prose(
+    page: Page, demo_view: str, audit_view: str, which: str
+) -> None:
+    if which == "judge-audit":
+        base, start = audit_view, "/r/0/"
+    else:
+        base = demo_view
+        start = _run_number(base, which) if which != "demo" else "/r/0/"
+    found = _crawl(page, base, start)
+    print(which, found["pages"], "pages of", len(found["kinds"]), "kinds")
+    assert found["pages"] > 30, found["pages"]
+    kinds = " ".join(found["kinds"])
+    if which == "demo":
+        assert "/battle?" in kinds and "/call/" in kinds and "/adapt/chain/" in kinds
+    if which == "adapt-null-world":
+        assert "/adapt/chain/" in kinds and "/call/" in kinds and "/arena" not in kinds
+    if which == "judge-audit":
+        assert "/judge-audit/pairs" in kinds and "/call/" in kinds and "/adapt" not in kinds
+    assert found["status"] == []
+    assert found["images"] == []
+    assert found["reprs"] == []
+    assert found["steps"] == []
+    assert page.problems == []  # type: ignore[attr-defined]

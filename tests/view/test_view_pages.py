@@ -296,17 +296,25 @@ def test_images_are_served_by_hash_and_only_images(demo_run: Path, tmp_path: Pat
     )
     db.commit()
     db.close()
+    # An image outside the run directory, linked into its image store under its own hash.
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"\x89PNG\r\n\x1a\n" + b"outside" * 8)
+    linked = hashlib.sha256(outside.read_bytes()).hexdigest()
+    (run / "images" / linked[:2]).mkdir(parents=True, exist_ok=True)
+    (run / "images" / linked[:2] / f"{linked}.png").symlink_to(outside)
 
     async def fn(client: TestClient) -> list[tuple[int, str]]:
         out = []
-        for url in (f"/r/0/image/{sha}", f"/r/0/image/{'f' * 64}", "/r/0/image/..%2f..%2fetc"):
+        urls = (f"/r/0/image/{sha}", f"/r/0/image/{'f' * 64}", "/r/0/image/..%2f..%2fetc")
+        for url in (*urls, f"/r/0/image/{linked}"):
             resp = await client.get(url)
             out.append((resp.status, resp.headers.get("Content-Type", "")))
         return out
 
-    (ok, ctype), (fake, _), (bad, _) = _with_client(run, fn)
+    (ok, ctype), (fake, _), (bad, _), (escaped, _) = _with_client(run, fn)
     assert ok == 200 and ctype == "image/png"
     assert fake == 404 and bad == 404
+    assert escaped == 404  # a link out of the run directory is never followed
 
 
 def test_a_busy_port_is_a_one_line_error(demo_run: Path) -> None:

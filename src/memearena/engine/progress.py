@@ -1,4 +1,10 @@
-"""Stage progress bars (rich) that the pipelines advance as steps finish or are resumed."""
+"""Stage progress bars (rich) that the pipelines advance as steps finish or are resumed.
+
+A bar counts the steps this run makes: its total is the steps planned, a step found in the run
+directory is advanced as reused (and shown as such), and a planned step the run turns out not
+to need (a refused answer leaves no pair to judge) is dropped from the total, never counted as
+done. So a finished bar reads what the closing "reused N, new M" line says, and a bar of a run
+stopped by the spend cap stays short by the steps it did not make."""
 
 from __future__ import annotations
 
@@ -25,12 +31,14 @@ class StageProgress:
             TextColumn("[bold]{task.description:<12}"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[reused_text]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
             disable=not enabled,
         )
         self._tasks: dict[str, TaskID] = {}
+        self._reused: dict[str, int] = {}
 
     def __enter__(self) -> StageProgress:
         self._progress.__enter__()
@@ -51,9 +59,34 @@ class StageProgress:
         if name in self._tasks:
             self._progress.update(self._tasks[name], total=total)
         else:
-            self._tasks[name] = self._progress.add_task(name, total=total)
+            self._reused[name] = 0
+            self._tasks[name] = self._progress.add_task(name, total=total, reused_text="")
 
-    def advance(self, name: str, n: int = 1) -> None:
-        """Mark ``n`` steps of a stage done."""
-        if self._enabled and name in self._tasks:
-            self._progress.advance(self._tasks[name], n)
+    def advance(self, name: str, n: int = 1, *, reused: bool = False) -> None:
+        """Mark ``n`` steps of a stage done (``reused``: found in the run directory, not made
+        again)."""
+        if not (self._enabled and name in self._tasks and n):
+            return
+        task = self._tasks[name]
+        if reused:
+            self._reused[name] += n
+            self._progress.update(task, reused_text=f"reused {self._reused[name]:,}")
+        self._progress.advance(task, n)
+
+    def drop(self, name: str, n: int) -> None:
+        """Take ``n`` planned steps off a stage's total: the run does not need them (never
+        shown as done)."""
+        if not (self._enabled and name in self._tasks and n > 0):
+            return
+        task = self._tasks[name]
+        total = self._progress.tasks[self._progress.task_ids.index(task)].total or 0
+        self._progress.update(task, total=max(0, int(total) - n))
+
+    def counts(self) -> dict[str, tuple[int, int, int]]:
+        """Per stage, what its bar shows: ``(done, reused, total)``."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for t in self._progress.tasks:
+            name = next((k for k, v in self._tasks.items() if v == t.id), None)
+            if name is not None:
+                out[name] = (int(t.completed), self._reused[name], int(t.total or 0))
+        return out

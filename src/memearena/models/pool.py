@@ -73,7 +73,7 @@ from memearena.models.embeddings import (
 )
 from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
-from memearena.models.types import Completion, GenParams, Message
+from memearena.models.types import Completion, GenParams, ImagePart, Message
 from memearena.store.runstore import USAGE_FIELDS, CallStatus, RunStore
 
 if TYPE_CHECKING:
@@ -588,6 +588,7 @@ class ModelPool:
         payload, key = self._payload_and_key(m, messages, params)
         t0 = time.perf_counter()
         self._keep_request(key, role, payload)
+        self._keep_images(messages)
 
         if self._cache is not None:
             # An answer still waiting for its commit is as good as one in the cache file.
@@ -624,6 +625,15 @@ class ModelPool:
             if self._secrets:
                 payload = self.scrub(payload)
             self._pending_requests.append((key, *self._store.pack_request(role, payload)))
+
+    def _keep_images(self, messages: Sequence[Message]) -> None:
+        """Keep every image sent, once per hash, in the run directory: the request names it by
+        that hash, so its page shows exactly what the model saw."""
+        if self._store is not None:
+            for msg in messages:
+                for part in msg.content:
+                    if isinstance(part, ImagePart) and part.data_url:
+                        self._store.images.put_data_url(part.sha256, part.data_url)
 
     def _check_open(self, m: _Model) -> None:
         """Raise before anything is sent once the cap stopped the pool or the model is dead."""

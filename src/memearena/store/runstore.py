@@ -12,6 +12,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
@@ -19,6 +20,7 @@ import msgspec
 
 from memearena.errors import StoreError
 from memearena.report.safe import csv_safe
+from memearena.store.images import ImageStore
 from memearena.store.keyfilter import KeyFilter
 from memearena.store.requests import REQUESTS_SCHEMA, RequestPacker, decode_payload, unpack
 from memearena.store.sqlite_util import insert_many
@@ -1024,6 +1026,16 @@ class RunStore:
             yield {"key": key, **decode_payload(unpack(body, zdicts.get(int(d))))}
 
     # image hashes and run metadata ---------------------------------------------------------
+
+    @cached_property
+    def images(self) -> ImageStore:
+        """The images the run's models were sent, kept by hash beside this database."""
+        return ImageStore(self.path.parent)
+
+    def put_image_bytes(self, sha256: str, data: bytes) -> None:
+        """Keep an image a model was sent (its encoded bytes, hashing to ``sha256``) once, in
+        the run directory (``store.images``)."""
+        self.images.put(sha256, data)
 
     def image_sha(self, path: str, size: int, mtime_ns: int, recipe: str) -> str | None:
         """The content hash recorded for an image file as it was (size, mtime) prepared by

@@ -20,6 +20,7 @@ closed (``server_options``)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import math
@@ -126,14 +127,9 @@ def server_options(header_timeout: float = HEADER_TIMEOUT_S) -> dict[str, Any]:
     return {"keepalive_timeout": header_timeout}
 
 
-def _image_type(path: Path) -> str | None:
-    """The image type of a file by its first bytes (PNG, JPEG, GIF, WebP), or None: only an
-    image is ever served, whatever path a run database names."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(12)
-    except OSError:
-        return None
+def _image_type(head: bytes) -> str | None:
+    """The image type of encoded bytes by their first bytes (PNG, JPEG, GIF, WebP), or None:
+    only an image is ever served, whatever a run directory holds."""
     for magic, ctype in _MAGIC:
         if head.startswith(magic):
             return ctype
@@ -156,6 +152,10 @@ def _env() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
     env.filters["pct"] = lambda v: "–" if not _finite(v) else f"{100 * float(v):.0f}%"
+    env.filters["est"] = _est
+    env.filters["words"] = _words
+    env.globals["pct_ci"] = _pct_ci
+    env.globals["num_ci"] = _num_ci
     env.globals["qs"] = _qs
     env.globals["bar"] = _bar
     env.globals["cell_fill"] = _cell_fill
@@ -175,6 +175,102 @@ def _num(v: Any, digits: int = 2) -> str:
     if _finite(v):
         return f"{v:,.{digits}f}"
     return str(v)
+
+
+def _est(e: Any, digits: int = 2) -> str:
+    """An estimate ``{"value", "ci_low", "ci_high"}`` as the report writes it,
+    ``value [lo, hi]`` (``value`` alone without an interval; ``no data`` without a value); a
+    bare number as ``num``."""
+    if not isinstance(e, dict):
+        return _num(e, digits) if _finite(e) else "no data"
+    v, lo, hi = e.get("value"), e.get("ci_low"), e.get("ci_high")
+    if not _finite(v):
+        return "no data"
+    if not (_finite(lo) and _finite(hi)):
+        return f"{v:.{digits}f}"
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _pct_ci(v: Any, ci: Any) -> str:
+    """A proportion with its interval as the report writes it: ``89% [35%, 100%]``."""
+    if not _finite(v):
+        return "–"
+    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+        return f"{v:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
+    return f"{v:.0%}"
+
+
+def _num_ci(v: Any, ci: Any, digits: int = 2) -> str:
+    """A mean with its interval as the report writes it: ``8.39 [7.76, 8.98]``."""
+    if not _finite(v):
+        return "–"
+    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+        return f"{v:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return f"{v:.{digits}f}"
+
+
+def _words(v: Any, none: str = "none") -> str:
+    """A value from a run's JSON as words on a page: booleans as yes/no, a missing value as
+    ``none``, a list joined with commas (never a Python or JSON literal)."""
+    if v is None or v == "" or v == [] or v == {}:
+        return none
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list | tuple):
+        return ", ".join(_words(x, none) for x in v)
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_words(x, none)}" for k, x in v.items())
+    return _num(v) if isinstance(v, int | float) else str(v)
+
+
+def _value(e: Any) -> float | None:
+    v = e.get("value") if isinstance(e, dict) else None
+    return float(v) if _finite(v) else None
+
+
+def _endpoint(value: Any) -> dict[str, Any]:
+    """An endpoint identity as words: its names (provider, model id, base URLs, the simulated
+    world) joined, and its settings as ``(name, value)`` pairs, never as a nested literal."""
+    names: list[str] = []
+    settings: list[tuple[str, str]] = []
+
+    def walk(v: Any, prefix: str = "") -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, dict | list):
+                    walk(x, f"{prefix}{k} ")
+                else:
+                    settings.append((f"{prefix}{k}", _words(x)))
+        elif isinstance(v, list | tuple):
+            for x in v:
+                walk(x, prefix)
+        elif v is not None and v != "":
+            if prefix:
+                settings.append((prefix.strip(), _words(v)))
+            else:
+                names.append(_words(v))
+
+    walk(value)
+    return {"names": " · ".join(names) or "none", "settings": settings}
+
+
+_ORDER_FIELDS = ("trust", "overall")
+"""The leaderboard columns a Judge-audit section may be ordered by, in the order shown."""
+
+
+def _order_field(section: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
+    """The column the Judge-audit leaderboard is ordered by: the one the section names
+    (``ranked_by``), else the shown column whose values fall with the rank (the rows keep the
+    analysis's order; the viewer never sorts them)."""
+    named = section.get("ranked_by")
+    if isinstance(named, str) and named:
+        return named
+    for name in _ORDER_FIELDS:
+        got = [_value(r.get(name)) for r in rows]
+        vals = [v for v in got if v is not None]
+        if rows and len(vals) == len(got) and all(a >= b for a, b in itertools.pairwise(vals)):
+            return name
+    return None
 
 
 def _qs(base: dict[str, Any], **changes: Any) -> str:
@@ -360,9 +456,12 @@ class _Viewer:
     ) -> web.Response:
         """A page; a run's page shows the damage its reader found (``damage``), if any."""
         damage = ctx.pop("damage", None)
-        reader = self.readers.get(ctx["n"]) if isinstance(ctx.get("n"), int) else None
+        n = ctx.get("n")
+        reader = self.readers.get(n) if isinstance(n, int) else None
         if reader is not None and reader.board_error:
             damage = f"{reader.board_error}" + (f"; {damage}" if damage else "")
+        # The navigation offers the pages of the methods this run holds (no dead links).
+        ctx.setdefault("methods", reader.overview()["methods"] if reader is not None else [])
         html = self.env.get_template(template).render(
             runs=[self.label(i) for i in range(len(self.paths))],
             query=dict(request.query),
@@ -498,12 +597,18 @@ class _Viewer:
                     part["text"], size = _clip(part.get("text"))
                     clipped += size > 0
         c["request_clipped"] = clipped
+        endpoint = _endpoint((c.get("request") or {}).get("endpoint"))
+        served = self.readers[n].call_context(
+            str(c.get("request_hash") or ""), str(c.get("role") or "")
+        )
         return self.render(
             request,
             "call.html.j2",
             n=n,
             label=self.label(n),
             c=c,
+            endpoint=endpoint,
+            served=served,
             shown_chars=SHOWN_CHARS,
             damage=c.get("request_damage"),
         )
@@ -537,16 +642,16 @@ class _Viewer:
     def image(self, request: web.Request) -> web.StreamResponse:
         _, r = self.reader(request)
         sha = request.match_info["sha"]
-        path = r.image_path(sha)
-        if path is not None and r.inside(str(path)) is not None:  # the run's own file
-            ctype = _image_type(path)
-            if ctype is not None:
-                return web.FileResponse(path, headers={"Content-Type": ctype})
-        elif path is not None:  # a dataset's file: only as the prepared image its hash names
+        data = r.image_bytes(sha)  # the run's own copy, checked against its hash
+        ctype = _image_type(data[:12]) if data else None
+        if data is not None and ctype is not None:
+            return web.Response(body=data, headers={"Content-Type": ctype})
+        path = r.dataset_image_path(sha)  # an older run: the dataset's file, only as prepared
+        if path is not None:
             got = self._verified(r, path, sha)
             if got is not None:
                 return web.Response(body=got[0], headers={"Content-Type": got[1]})
-        raise web.HTTPNotFound(text="image not on disk")
+        raise web.HTTPNotFound(text="image not on record")
 
     def _verified(self, r: RunReader, path: Path, sha: str) -> tuple[bytes, str] | None:
         """The image prepared from ``path`` as the run prepared it, when its hash is ``sha``:
@@ -594,6 +699,26 @@ class _Viewer:
         for cat, rows in (adapt.get("by_category") or {}).items():
             for row in rows or []:
                 heat[(str(row.get("model")), str(cat))] = row
+        lines = r.chain_lines()
+        weaknesses = []
+        for w in adapt.get("weaknesses") or []:
+            if not isinstance(w, dict):
+                continue
+            try:
+                key = (
+                    str(w.get("model")),
+                    str(w.get("category")),
+                    int(w.get("repeat") or 0),
+                    str(w.get("chain_seed") or w.get("meme")),
+                    "conditional",
+                )
+            except (TypeError, ValueError):
+                key = ("", "", 0, "", "")
+            weaknesses.append({**w, "chain_line": lines.get(key)})
+        threshold = adapt.get("failure_threshold")
+        rule = adapt.get("failure_rule") or (
+            f"score < {float(threshold):g}" if _finite(threshold) else None
+        )
         return self.render(
             request,
             "adapt.html.j2",
@@ -603,6 +728,8 @@ class _Viewer:
             cats=cats,
             models=models,
             heat=heat,
+            weaknesses=weaknesses,
+            rule=rule,
         )
 
     def adapt_records(self, request: web.Request) -> web.Response:
@@ -617,6 +744,7 @@ class _Viewer:
             "adapt_records.html.j2",
             n=n,
             label=self.label(n),
+            meme_pages=r.meme_ids(),
             scores=scores,
             chains=chains,
             f=r.filter_values(),
@@ -628,23 +756,20 @@ class _Viewer:
         chain = r.jsonl_line("adapt_chains", line)
         if chain is None:
             raise ViewError("no such chain in this run")
-        steps = chain.get("steps") or []
+        steps = [st for st in chain.get("steps") or [] if isinstance(st, dict)]
+        who = (str(chain.get("category")), str(chain.get("target")), int(chain.get("repeat") or 0))
         for st in steps:
-            st["_answer"] = r.adapt_answer(
-                str(st.get("meme")),
-                st.get("text"),
-                str(chain.get("category")),
-                str(chain.get("target")),
-                int(chain.get("repeat") or 0),
-            )
+            meme = str(st.get("meme"))
+            text = st.get("text") if isinstance(st.get("text"), str) else None
+            st["_answer"] = r.adapt_answer(meme, text, *who) if text else None
+            original = r.adapt_answer(meme, None, *who)
+            st["_original_image"] = (original or {}).get("image") or r.meme_image(meme)
+            got = st.get("image")
+            shown: dict[str, Any] = got if isinstance(got, dict) else {}
+            st["_shown_image"] = (st["_answer"] or {}).get("image") or shown.get("sha256")
+            st["_shown_source"] = shown.get("source")
         return self.render(
-            request,
-            "chain.html.j2",
-            n=n,
-            label=self.label(n),
-            chain=chain,
-            line=line,
-            images={str(s.get("meme")): r.meme_image(str(s.get("meme"))) for s in steps},
+            request, "chain.html.j2", n=n, label=self.label(n), chain=chain, line=line
         )
 
     def judge_audit(self, request: web.Request) -> web.Response:
@@ -652,7 +777,18 @@ class _Viewer:
         ja = r.board.get("judge_audit")
         if not isinstance(ja, dict):
             raise ViewError("this run has no Judge audit results")
-        return self.render(request, "judge_audit.html.j2", n=n, label=self.label(n), ja=ja)
+        rows = [r for r in ja.get("leaderboard") or [] if isinstance(r, dict)]
+        shown = [f for f in _ORDER_FIELDS if any(isinstance(r.get(f), dict) for r in rows)]
+        return self.render(
+            request,
+            "judge_audit.html.j2",
+            n=n,
+            label=self.label(n),
+            ja=ja,
+            rows=rows,
+            columns=shown,
+            order=_order_field(ja, rows),
+        )
 
     def ja_pairs(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)

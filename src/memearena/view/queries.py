@@ -8,6 +8,7 @@ text and image hash, read from its context request once per run and kept in memo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ import msgspec
 from memearena.engine.registry import method_names
 from memearena.errors import MemearenaError
 from memearena.jsonsafe import loads_bounded
+from memearena.store.images import find_image
 from memearena.store.requests import decode_payload, unpack
 
 __all__ = [
@@ -153,6 +155,16 @@ def _meme_text(payload: dict[str, Any]) -> tuple[str, str | None]:
                 if start >= 0 and end > start:
                     text = t[start + len("<meme_text>\n") : end]
     return text, image
+
+
+def _tagged(text: str, tag: str) -> str | None:
+    """The text between a prompt's ``<tag>`` and ``</tag>`` lines (None when absent)."""
+    start = text.find(f"<{tag}>\n")
+    if start < 0:
+        return None
+    start += len(tag) + 3
+    end = text.find(f"\n</{tag}>", start)
+    return text[start:end] if end >= start else None
 
 
 def _word_diff(old: str, new: str) -> list[tuple[str, str]]:
@@ -690,8 +702,23 @@ class RunReader:
                 pair = self._pair(uid, level, x, y, j, r1, r2, v1, v2, self._policy(), "", c)
                 pair["forward_call"] = self.call_for(_last(r1)) if r1 else None
                 pair["backward_call"] = self.call_for(_last(r2)) if r2 else None
+                pair["shown"] = self._judged_texts(_last(r1) if r1 else "")
                 return pair
         return None
+
+    def _judged_texts(self, request_hash: str) -> dict[str, str | None]:
+        """What the judge was shown in the first order, as sent: the task, the guideline
+        (None: judged without one) and the two answers (A, then B)."""
+        req = self.request(request_hash) if request_hash else None
+        text = "\n".join(
+            str(part.get("text", ""))
+            for m in (req or {}).get("messages", [])
+            for part in m.get("content", [])
+            if part.get("type") == "text"
+        )
+        return {
+            tag: _tagged(text, tag) for tag in ("task", "guideline", "response_a", "response_b")
+        }
 
     # ------------------------------------------------------------------ calls
     _CALL_COLS = (
@@ -764,6 +791,93 @@ class RunReader:
         ]
         return out
 
+    def call_context(self, request_hash: str, role: str) -> list[dict[str, Any]]:
+        """What a call served, where the run records it: its Arena meme (a context, an answer,
+        a guideline round), its battle (a judge's verdict), its Adapt chain step or records
+        (an answer or score of a rewrite or an original). Each is ``{"what", ...fields}``;
+        ``[]`` when nothing on record names the request."""
+        if len(request_hash) != 64:
+            return []
+        tail = "%|" + request_hash
+        out: list[dict[str, Any]] = []
+        kind = {
+            "arena.answer": "answer",
+            "arena.context": "context",
+            "arena.guideline_draft": "guideline_round",
+            "arena.guideline_refine": "guideline_round",
+            "arena.judge": "verdict",
+        }.get(role)
+        if kind is not None:
+            rows = self._q(
+                "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1", (kind, tail)
+            )
+            known = set(self._meme_index().ids)
+            for (key,) in rows:
+                parts = key.split("|")
+                uid = next(
+                    (
+                        "|".join(parts[a:b])
+                        for a in (0, 1)
+                        for b in range(a + 1, len(parts))
+                        if "|".join(parts[a:b]) in known
+                    ),
+                    None,
+                )
+                if uid is not None:
+                    out.append({"what": "meme", "meme": uid})
+                if kind == "verdict" and uid is not None:
+                    for (coord,) in self._q(
+                        "SELECT coord FROM members WHERE meme=? AND (ref1=? OR ref2=?) LIMIT 1",
+                        (uid, key, key),
+                    ):
+                        out.append({"what": "battle", "coord": coord})
+        elif role in ("adapt.answer", "adapt.score"):
+            for (value,) in self._q(
+                "SELECT value FROM artifacts WHERE kind=? AND key=?", (role, request_hash)
+            ):
+                parts = str(json.loads(value).get("for") or "").split("|")
+                if len(parts) < 5:
+                    continue
+                meme, tag, category, target = parts[0], parts[1], parts[2], parts[3]
+                try:
+                    repeat = int(parts[4])
+                except ValueError:
+                    continue
+                step = (
+                    self.chain_steps().get((meme, tag, category, target, repeat)) if tag else None
+                )
+                if step is not None:
+                    out.append({"what": "chain", "line": step[0], "step": step[1], "meme": meme})
+                out.append({"what": "records", "model": target, "category": category, "meme": meme})
+        return out
+
+    def chain_steps(self) -> dict[tuple[str, str, str, str, int], tuple[int, int]]:
+        """The first chain step showing each rewrite, by (meme, rewrite tag, category, target,
+        repeat) as an Adapt answer's ``for`` names it: (chain line, step)."""
+        return dict(self._cached("chain_steps", self._chain_steps))
+
+    def _chain_steps(self) -> dict[tuple[str, str, str, str, int], tuple[int, int]]:
+        out: dict[tuple[str, str, str, str, int], tuple[int, int]] = {}
+        for n, row in self._lines("adapt_chains"):
+            try:
+                repeat = int(row.get("repeat") or 0)
+            except (TypeError, ValueError):
+                continue
+            for st in row.get("steps") or []:
+                text = st.get("text") if isinstance(st, dict) else None
+                if not isinstance(text, str) or not text:
+                    continue
+                tag = "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+                key = (
+                    str(st.get("meme")),
+                    tag,
+                    str(row.get("category")),
+                    str(row.get("target")),
+                    repeat,
+                )
+                out.setdefault(key, (n, int(st.get("step") or 0)))
+        return out
+
     def request(self, key: str) -> dict[str, Any] | None:
         """The request on record under ``key``, decoded (None when not kept); DamagedRecord
         when its row cannot be read (a dictionary not on record, a body past the bound)."""
@@ -822,9 +936,36 @@ class RunReader:
         }
 
     # ------------------------------------------------------------------ images
-    def image_path(self, sha256: str) -> Path | None:
-        """A file on disk showing the image with this content hash: a prepared meme image's
-        source file (``image_hashes``, checked unchanged) or a Judge-audit image."""
+    def image_bytes(self, sha256: str) -> bytes | None:
+        """The bytes of the image with this content hash as the run kept it (``store.images``;
+        a Judge audit of an older run kept its own under ``judge_audit/images``): only a
+        regular file inside the run directory once links are resolved, and only when its
+        bytes still hash to ``sha256``."""
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            return None
+        root = self.dir.resolve()
+        found = find_image(self.dir, sha256)
+        candidates = [found] if found is not None else []
+        candidates += [
+            self.dir / "judge_audit" / "images" / f"{sha256}.{ext}"
+            for ext in ("png", "jpg", "jpeg", "webp", "gif")
+        ]
+        for p in candidates:
+            try:
+                real = p.resolve(strict=True)
+                if not real.is_relative_to(root) or not real.is_file():
+                    continue
+                data = real.read_bytes()
+            except OSError:
+                continue
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return data
+        return None
+
+    def dataset_image_path(self, sha256: str) -> Path | None:
+        """The dataset file a run without its own copy prepared this image from
+        (``image_hashes``, checked unchanged): the caller serves it only once preparing it
+        again gives ``sha256``."""
         if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
             return None
         for path, size, mtime_ns in self._q(
@@ -837,11 +978,11 @@ class RunReader:
                 continue
             if st.st_size == size and st.st_mtime_ns == mtime_ns:
                 return p
-        for ext in ("png", "jpg", "jpeg", "webp", "gif"):
-            own = self.inside(f"judge_audit/images/{sha256}.{ext}")
-            if own is not None and own.is_file():
-                return own
         return None
+
+    def meme_ids(self) -> frozenset[str]:
+        """The memes with a page of their own (those the Arena recorded a context for)."""
+        return frozenset(self._meme_index().ids)
 
     def meme_image(self, uid: str) -> str | None:
         """The image hash of an Arena meme (None when the run has no context for it)."""
@@ -940,14 +1081,14 @@ class RunReader:
     ) -> dict[str, Any] | None:
         """The target's answer to a meme (``text``: a rewrite of it; None: the original), with
         its call and the hash of the image it was shown."""
-        import hashlib
-
         tag = "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
         for_key = f"{meme}|{tag}|{category}|{target}|{repeat}"
+        # A run may add parts after these (the null world does): the key or any extension.
         rows = self._q(
             "SELECT key, value FROM artifacts WHERE kind='adapt.answer'"
-            " AND json_extract(value, '$.for')=? LIMIT 1",
-            (for_key,),
+            " AND (json_extract(value, '$.for')=? OR json_extract(value, '$.for') LIKE ?"
+            " ESCAPE '\\') LIMIT 1",
+            (for_key, _like(for_key + "|")[1:]),
         )
         if not rows:
             return None
@@ -986,6 +1127,27 @@ class RunReader:
                 out.append({"line": n, **row})
             seen += 1
         return Page(out, offset, limit, more)
+
+    def chain_lines(self) -> dict[tuple[str, str, int, str, str], int]:
+        """Line numbers of the refinement chains in ``adapt_chains.jsonl`` by (target,
+        category, repeat, seed, mode): what links a weakness row to its chain page."""
+        return dict(self._cached("chain_lines", self._chain_lines))
+
+    def _chain_lines(self) -> dict[tuple[str, str, int, str, str], int]:
+        out: dict[tuple[str, str, int, str, str], int] = {}
+        for n, row in self._lines("adapt_chains"):
+            try:
+                key = (
+                    str(row.get("target")),
+                    str(row.get("category")),
+                    int(row.get("repeat") or 0),
+                    str(row.get("seed")),
+                    str(row.get("mode")),
+                )
+            except (TypeError, ValueError):
+                continue
+            out.setdefault(key, n)
+        return out
 
     def jsonl_line(self, name: str, line: int) -> dict[str, Any] | None:
         for n, row in self._lines(name):

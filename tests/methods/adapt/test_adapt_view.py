@@ -31,12 +31,21 @@ def _model(name: str, refused: int) -> dict[str, Any]:
         "failure_rate_ci": [0.12, 0.51],
         "refined_increase": 0.33,
         "refined_increase_ci": [0.23, 0.45],
-        "control_increase": -0.15,
-        "control_increase_ci": [-0.30, -0.02],
+        # Per step: the main table sets the loop's chain minimum beside the control's, never
+        # beside this.
+        "control_increase": -0.07,
+        "control_increase_ci": [-0.20, 0.05],
         "refused": refused,
         "loop_vs_control": {
             "per_step": {"loop": _quantity(-0.15), "control": _quantity(-0.15)},
-            "per_chain_min": {"loop": _quantity(0.33, 1.3), "control": _quantity(0.50, 2.9)},
+            "per_chain_min": {
+                "loop": {"increase": 0.33, "increase_ci": [0.23, 0.45], "draws_per_chain": 1.3},
+                "control": {
+                    "increase": -0.15,
+                    "increase_ci": [-0.30, -0.02],
+                    "draws_per_chain": 2.9,
+                },
+            },
         },
     }
 
@@ -73,6 +82,9 @@ def test_the_summary_fits_80_columns_with_every_header_whole() -> None:
     loop_header = next(line for line in text.splitlines() if "loop/step" in line)
     assert loop_header.split()[1:] == list(LOOP_HEADERS)
     assert "-15 (-30,-2)" in text
+    assert (
+        "-7 (-20,5)" not in text
+    )  # the control's per-step change is not paired with the loop's min
 
 
 def test_a_long_model_name_folds_and_no_number_is_cut() -> None:
@@ -85,7 +97,8 @@ def test_a_long_model_name_folds_and_no_number_is_cut() -> None:
     for row in rows:
         assert long not in row  # folded over lines, not cut
     assert text.count("5.8 (5.0,6.7)") == 2
-    assert text.count("-15 (-30,-2)") == 2  # control +
+    assert text.count("-15 (-30,-2)") == 2 * 2  # control + and ctrl/min: the same chain minimum
+    assert text.count("33 (23,45)") == 2 * 2  # loop + and loop/min
     assert text.count("-15 (-35,6)") == 2 * 2  # loop/step and ctrl/step
 
 

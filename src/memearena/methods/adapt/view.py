@@ -17,7 +17,13 @@ from memearena.report.html import Section, register_section
 from memearena.report.safe import console_safe, name_cell
 from memearena.report.svg import estimate, interval_chart
 
-__all__ = ["adapt_view", "fmt_interval", "print_adapt_summary", "report_section"]
+__all__ = [
+    "adapt_view",
+    "control_chain_min",
+    "fmt_interval",
+    "print_adapt_summary",
+    "report_section",
+]
 
 # ---- console --------------------------------------------------------------------------------
 
@@ -60,23 +66,34 @@ def compact_table(title: Text | str, caption: str, name: str, columns: Sequence[
     return table
 
 
+def control_chain_min(m: dict[str, Any]) -> dict[str, Any]:
+    """The control's figures in the loop's own measure (a chain's hardest version vs its seed:
+    ``loop_vs_control.per_chain_min.control``), ``{}`` when the section has none: what the
+    loop's ``refined_*`` figures are set beside, like with like (the control's own
+    ``control_*`` figures are per step)."""
+    q = m.get("loop_vs_control")
+    got = ((q or {}).get("per_chain_min") or {}).get("control") if isinstance(q, dict) else None
+    return got if isinstance(got, dict) else {}
+
+
 def print_adapt_summary(console: Console, section: dict[str, Any], title: str = "Adapt") -> None:
     """Per-model scores and failure rates, conditional loop vs control, the taxonomy."""
     table = compact_table(
         Text(title),
         f"failure = score < {section['failure_threshold']:g}; loop + / control +: failure-rate"
-        f" increase (points); 95% intervals over memes (proportions: Wilson), "
-        f"{section['repeats']} seeds",
+        " increase (points) of a chain's hardest version over its seed, for both; 95% intervals"
+        f" over memes (proportions: Wilson), {section['repeats']} seeds",
         "model",
         ("avg score", "failure %", "loop +", "control +", "refused"),
     )
     for m in section["models"]:
+        ctrl = control_chain_min(m)
         table.add_row(
             name_cell(m["model"]),
             fmt_interval(m["avg_score"], m["avg_score_ci"], 1, 1.0),
             fmt_interval(m["failure_rate"], m["failure_rate_ci"], 0, 100.0),
             fmt_interval(m["refined_increase"], m["refined_increase_ci"], 0, 100.0),
-            fmt_interval(m["control_increase"], m["control_increase_ci"], 0, 100.0),
+            fmt_interval(ctrl.get("increase"), ctrl.get("increase_ci"), 0, 100.0),
             str(m["refused"]),
         )
     console.print(table)
@@ -238,9 +255,14 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
             "seed_chains": _count(m.get("seed_chains")),
             "refined": _ci(m["refined_failure_rate"], m["refined_failure_rate_ci"]),
             "loop_inc": _ci(m["refined_increase"], m["refined_increase_ci"]),
-            "control_steps": _count(m.get("control_steps")),
-            "control": _ci(m["control_failure_rate"], m["control_failure_rate_ci"]),
-            "control_inc": _ci(m["control_increase"], m["control_increase_ci"]),
+            "control_chains": _count(control_chain_min(m).get("chains")),
+            "control": _ci(
+                control_chain_min(m).get("failure_rate"),
+                control_chain_min(m).get("failure_rate_ci"),
+            ),
+            "control_inc": _ci(
+                control_chain_min(m).get("increase"), control_chain_min(m).get("increase_ci")
+            ),
             "refused": m["refused"],
             "unparsed": m["unparsed"],
             "self": ", ".join(m.get("scored_by_itself") or []) or "no",
@@ -256,15 +278,18 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
                     estimate("conditional loop", (m["refined_increase"], m["refined_increase_ci"])),
                     estimate(
                         "unconditional control",
-                        (m["control_increase"], m["control_increase_ci"]),
+                        (
+                            control_chain_min(m).get("increase"),
+                            control_chain_min(m).get("increase_ci"),
+                        ),
                         1,
                     ),
                 ],
             )
             for m in sec["models"]
         ],
-        title="Failure-rate increase from refinement: conditional loop vs unconditional control, "
-        "with 95% intervals (0: no change)",
+        title="Failure-rate increase from refinement, a chain's hardest version vs its seed: "
+        "conditional loop vs unconditional control, with 95% intervals (0: no change)",
         reference=0.0,
         percent=True,
         legend=["conditional loop", "unconditional control"],

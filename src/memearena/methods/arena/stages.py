@@ -339,9 +339,9 @@ class _MemeJob:
                 out.append(m)
         return out
 
-    def advance(self, stage: str, n: int = 1) -> None:
+    def advance(self, stage: str, n: int = 1, *, reused: bool = False) -> None:
         self.done[stage] += n
-        self.pipe.progress.advance(stage, n)
+        self.pipe.progress.advance(stage, n, reused=reused)
 
 
 class ArenaPipeline:
@@ -432,7 +432,7 @@ class ArenaPipeline:
                 out[i] = got
                 count.reused += 1
         if len(todo) < len(plans):
-            job.advance(stage, len(plans) - len(todo))
+            job.advance(stage, len(plans) - len(todo), reused=True)
 
         async def one(i: int) -> Any:
             if self.stopped is not None:
@@ -578,6 +578,7 @@ class ArenaPipeline:
                 key = artifact_key(meme.uid, rnd, judge, "skipped", prev_key)
                 value = {"judge": judge, "analysis": None, "guideline": current, "skipped": True}
                 await self.store.commit_step("guideline_round", key, value)
+                job.tally["guidelines"].new += 1  # a step of this run (no call): counted as one
                 job.advance("guidelines")
                 prev_key = key
                 continue
@@ -668,7 +669,9 @@ class ArenaPipeline:
                     pos += 1
                     g = None if setting == "none" else guides.get(j if setting == "self" else None)
                     if not ok or (setting != "none" and g is None):
-                        job.advance("judgments", 2)  # no guideline: recorded at fusion time
+                        # Not judged (a refused answer, no guideline: on record): not a step.
+                        job.done["judgments"] += 2
+                        self.progress.drop("judgments", 2)
                         continue
                     out.append((pos, t, x, y, j, g))
         return out
@@ -875,12 +878,14 @@ class ArenaPipeline:
         for stage, n in counts.items():
             if stage in job.tally:
                 job.tally[stage].reused += int(n)
+                job.advance(stage, int(n), reused=True)
         return True
 
     async def _meme(self, idx: int, meme: Meme, settings: Sequence[str]) -> None:
         """Every stage of one meme; a bad image is recorded for this meme and the run goes on."""
         expected = self._expected(settings)
         job: _MemeJob | None = None
+        stopped = False
         try:
             job = self._start(idx, meme)
             digest = self._meme_digest(job)
@@ -898,11 +903,14 @@ class ArenaPipeline:
             self.store.record_error("meme", meme.uid, str(e))
         except BudgetExceeded as e:  # recorded; the other memes in flight finish their steps
             self.stopped = self.stopped or str(e)
+            stopped = True
         finally:
             done = job.done if job is not None else dict.fromkeys(STAGES, 0)
             for stage, total in expected.items():
-                if total > done[stage]:
-                    self.progress.advance(stage, total - done[stage])
+                # Steps the meme did not need (or cannot make: a bad image, on record) leave
+                # the total; those a stop left undone stay on the bar, short.
+                if total > done[stage] and not stopped:
+                    self.progress.drop(stage, total - done[stage])
             if job is not None:
                 job.part = None  # the prepared image leaves memory with its meme
                 self._merge_tally(job)

@@ -31,16 +31,20 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
         unit = console_safe(arena.get("bootstrap_unit", "battle"))
         console.print(
             leaderboard_table(
-                f"Arena — setting {console_safe(repr(arena['setting']))}, "
-                f"{arena['battles']:,} battles (intervals resample {unit}s)",
+                f"Arena — setting {console_safe(arena['setting'])}: "
+                f"{arena['battles']:,} battles ranked (intervals resample {unit}s)",
                 arena["overall"],
                 arena.get("win_rates"),
             )
         )
-        if arena.get("self_judged_battles"):
+        own = arena.get("self_judged_battles")
+        if own:
+            # The run's closing line counts every resolved battle: say how the two add up.
+            policy = arena.get("self_judging")
+            ranked = arena["battles"] + (own if policy == "exclude" else 0)
             console.print(
-                f"{arena['self_judged_battles']:,} battles in which a judge compared its own "
-                f"family's model: self_judging = {console_safe(arena.get('self_judging'))}"
+                f"{own:,} battles in which a judge compared its own family's model: "
+                f"self_judging = {console_safe(policy)} ({ranked:,} resolved in all)"
             )
         print_sensitivity(console, arena)
         for table in judge_tables(arena.get("judges", []), console.width, unit=unit):

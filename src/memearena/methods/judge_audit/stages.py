@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from memearena.config import RunConfig
 from memearena.data import Meme
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import capped_map, run_step
+from memearena.engine.steps import capped_map, run_step, tally_step
 from memearena.errors import BudgetExceeded, ConfigError, DataError, ParseError
 from memearena.methods.judge_audit.classic import pad_response, position_pairs
 from memearena.methods.judge_audit.config import JudgeAuditConfig
@@ -212,6 +212,7 @@ class JudgeAuditPipeline:
         k = (kind, key)
         recent = self._recent
         if k in recent:
+            tally_step(kind, "reused")  # not made again: counted as its progress bar counts it
             return recent[k]
         joins = self._joins
         waiting = joins.get(k)
@@ -219,6 +220,7 @@ class JudgeAuditPipeline:
             # A future of its own: a joiner cancelled never cancels the step it joined.
             fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             waiting.append(fut)
+            tally_step(kind, "reused")
             return await fut
         # A step skips its own look-up when its key was absent from a batch look-up
         # (``lookup=False``) or when no step of its kind was stored before this run. Either
@@ -380,29 +382,33 @@ class JudgeAuditPipeline:
         """Every meme's image, query, each responder's answer and (when needed) the image
         description; an unusable meme is recorded and left out."""
         acfg = self.acfg
-        self.progress.stage("responses", len(self.memes) * len(acfg.responders))
+        want_text = "unnecessary_image" in acfg.bias_types
+        per = len(acfg.responders) * (2 if want_text else 1)  # steps per meme
+        self.progress.stage("responses", len(self.memes) * per)
 
         async def one(meme: Meme) -> list[BaseItem]:
             try:
                 image = meme_image(meme, self.images, self.cfg.image)
             except DataError as e:
                 self.store.record_error("meme", meme.uid, str(e))
-                self.progress.advance("responses", len(acfg.responders))
+                self.progress.drop("responses", per)  # none of its steps is made
                 return []
             q = meme_query(meme, acfg.queries, self.cfg.seed)
             tq = text_only_query(meme)
             out: list[BaseItem] = []
-            want_text = "unnecessary_image" in acfg.bias_types
             for responder in acfg.responders:
                 text = await self._response(meme, responder, image, q)
                 self.progress.advance("responses")
                 if text is None:
+                    self.progress.drop("responses", 1 if want_text else 0)
                     continue
                 t_text = (
                     await self._response(meme, responder, None, tq, text_only=True)
                     if want_text
                     else None
                 )
+                if want_text:
+                    self.progress.advance("responses")
                 out.append(BaseItem(meme, responder, Triplet(q, image, text), tq, t_text))
             if "detail_description" in acfg.bias_types and image is not None and out:
                 self._descriptions[meme.uid] = await self._description(meme, image)
