@@ -12,9 +12,10 @@ import pytest
 from rich.console import Console
 
 import memearena.engine.lifecycle as lifecycle
-from memearena.config import ArenaConfig, DatasetConfig, RunConfig, SimModelConfig
+from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.engine.lifecycle import run_method
 from memearena.engine.progress import StageProgress
+from memearena.methods.arena.config import ArenaConfig
 
 
 def test_a_bar_counts_reused_and_drops_unneeded_steps() -> None:
