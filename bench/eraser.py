@@ -152,7 +152,12 @@ def fhm_meme(seed: int) -> Sample:
             font = _font(font.size - 2)
         tw = d.textlength(text, font=font)
         d.text(
-            ((w - tw) / 2, y), text, font=font, fill="white", stroke_width=stroke, stroke_fill="black"
+            ((w - tw) / 2, y),
+            text,
+            font=font,
+            fill="white",
+            stroke_width=stroke,
+            stroke_fill="black",
         )
     meme = np.asarray(im)
     buf = io.BytesIO()
@@ -246,9 +251,7 @@ def figures(eraser: Any, sample: Sample, png: bytes, masked: float) -> dict[str,
 def median_ci(values: Sequence[float], rounds: int = 2000) -> tuple[float, float, float]:
     """Median and its 95% percentile-bootstrap interval over the images."""
     rng = random.Random(0)
-    meds = sorted(
-        statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds)
-    )
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
     return statistics.median(values), meds[int(0.025 * rounds)], meds[int(0.975 * rounds) - 1]
 
 
@@ -319,17 +322,23 @@ def main() -> None:
                 got.append({"set": set_name, "eraser": name, **figures(base, sample, png, masked)})
             cpu = (time.process_time() - t0) / max(1, len(samples))
             rows += got
-            print(f"\n[{set_name}] {name}  ({len(samples)} images, {cpu:.2f} CPU s/image incl. OCR)")
+            print(
+                f"\n[{set_name}] {name}  ({len(samples)} images, {cpu:.2f} CPU s/image incl. OCR)"
+            )
             for r in got:
                 print(
                     f"  {r['image']:>7}  words read {r['words_read']:>2}/{r['of_words']:<2} "
                     f"PSNR {r['psnr']:6.2f} dB  outside changed {r['outside_changed']:6.2%}  "
                     f"masked {r['masked']:6.2%}" + (f"  {r['words']}" if r["words"] else "")
                 )
-            parts = [f"words read {sum(r['words_read'] for r in got)}/"
-                     f"{sum(r['of_words'] for r in got)}"]
-            for key, fmt in (("psnr", "{:.2f} dB"), ("outside_changed", "{:.2%}"),
-                             ("masked", "{:.2%}")):
+            parts = [
+                f"words read {sum(r['words_read'] for r in got)}/{sum(r['of_words'] for r in got)}"
+            ]
+            for key, fmt in (
+                ("psnr", "{:.2f} dB"),
+                ("outside_changed", "{:.2%}"),
+                ("masked", "{:.2%}"),
+            ):
                 med, lo, hi = median_ci([float(r[key]) for r in got])
                 parts.append(f"{key} {fmt.format(med)} [{fmt.format(lo)}, {fmt.format(hi)}]")
             print("  median [95% CI]: " + "; ".join(parts))

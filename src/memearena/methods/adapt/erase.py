@@ -78,6 +78,10 @@ _MAX_LINE = 0.25
 _TEXT_SCORE = 0.5
 """A detected box counts as text when the recogniser reads it with at least this confidence."""
 
+_RESIDUAL = 0.6
+"""A later pass's box is what is left of found text when this share of it lies where the
+first pass found text."""
+
 _INPAINT_RADIUS = 3
 """Neighbourhood (pixels) ``cv2.inpaint`` fills each masked pixel from."""
 
@@ -219,6 +223,7 @@ class TextEraser:
         img = self.decode(image)
         height, width = img.shape[:2]
         mask = np.zeros((height, width), dtype=np.uint8)
+        found = np.zeros_like(mask)  # where the first pass found text (boxes with margins)
         boxes = 0
         passes = 0
         current = img
@@ -229,12 +234,7 @@ class TextEraser:
                 line = float(min(np.ptp(pts[:, 1]), np.ptp(pts[:, 0])))
                 if line > _MAX_LINE * height:
                     continue  # not a line of text: a texture the recogniser read as a glyph
-                if level and not self._touches(mask, pts, line):
-                    # Later passes only clean up what is left of text already found; a new
-                    # find there is an artefact of the inpainting or the scene.
-                    continue
-                self._add_glyphs(current, mask, pts, line, level)
-                added += 1
+                added += self._add_glyphs(current, mask, found, pts, line, level)
             if not added:
                 break
             boxes += added
@@ -262,13 +262,13 @@ class TextEraser:
         y1 = min(h, math.ceil(float(pts[:, 1].max())) + margin + 1)
         return x0, y0, x1, y1
 
-    def _touches(self, mask: Any, pts: Any, line: float) -> bool:
-        x0, y0, x1, y1 = self._window(mask.shape, pts, max(2, round(line * 0.3)))
-        return bool(mask[y0:y1, x0:x1].any())
-
-    def _add_glyphs(self, img: Any, mask: Any, pts: Any, line: float, level: int) -> None:
+    def _add_glyphs(
+        self, img: Any, mask: Any, found: Any, pts: Any, line: float, level: int
+    ) -> bool:
         """OR into ``mask`` the glyph pixels of one box (``level`` 0: the glyphs; 1: a lower
-        threshold and a wider margin, for what the first pass left; 2+: the whole box)."""
+        threshold and a wider margin, for what the first pass left; 2+: the whole box). Later
+        passes only clean up what is left of text the first found: a box mostly outside it is
+        an artefact of the inpainting or the scene, and is left alone."""
         import cv2
         import numpy as np
 
@@ -276,17 +276,28 @@ class TextEraser:
         grow = max(1, round(line * 0.06)) * (1 + level)
         x0, y0, x1, y1 = self._window(img.shape, pts, pad + grow + 2)
         crop = img[y0:y1, x0:x1]
-        region = np.zeros(crop.shape[:2], dtype=np.uint8)
-        cv2.fillPoly(region, [np.round(pts - (x0, y0)).astype(np.int32)], 255)
-        region = cv2.dilate(region, _disc(pad))
+        box = np.zeros(crop.shape[:2], dtype=np.uint8)
+        cv2.fillPoly(box, [np.round(pts - (x0, y0)).astype(np.int32)], 255)
+        seen = found[y0:y1, x0:x1]
+        if level:
+            inside = int(np.count_nonzero(seen[box > 0]))
+            if inside < _RESIDUAL * max(1, int(np.count_nonzero(box))):
+                return False
+        region = cv2.dilate(box, _disc(pad))
+        if not level:
+            np.bitwise_or(seen, region, out=seen)
+        glyphs: Any
         if level >= 2:
             glyphs = cv2.dilate(region, _disc(grow))
         else:
-            glyphs = _outlined_glyphs(crop, region, line) if level == 0 else None
-            if glyphs is None:
-                glyphs = _contrast_glyphs(crop, region, line, level)
-            glyphs = cv2.dilate(glyphs, _disc(grow))
+            found_glyphs = _outlined_glyphs(crop, region, line) if level == 0 else None
+            if found_glyphs is None:
+                found_glyphs = _contrast_glyphs(crop, region, line, level)
+            glyphs = cv2.dilate(found_glyphs, _disc(grow))
+        if level:
+            glyphs = cv2.bitwise_and(glyphs, cv2.dilate(seen, _disc(grow)))
         np.bitwise_or(mask[y0:y1, x0:x1], glyphs, out=mask[y0:y1, x0:x1])
+        return True
 
 
 _LIGHT = 180
@@ -493,6 +504,17 @@ class RefineImages:
                 "meme": meme.uid,
             }
             ctx.store.put_artifact(ERASED_KIND, key, rec)
+        limit = ctx.acfg.erase_max_mask
+        if float(rec["mask_area"]) > limit:
+            # A mask that large has painted over the picture, not just its text: never shown.
+            ctx.store.record_error(
+                ERASED_KIND,
+                meme.uid,
+                f"eraser mask covers {float(rec['mask_area']):.1%} of the image, over "
+                f"adapt.erase_max_mask {limit:.1%}: not used (give the meme's erased image, or "
+                f"raise adapt.erase_max_mask)",
+            )
+            return None
         img = prepare_image(path, ctx.cfg.image)
         part = ImagePart(img.data_url, img.sha256)
         self._register(ctx, part, meme)
