@@ -200,7 +200,7 @@ class TextEraser:
         scale = min(1.0, math.sqrt(self.ocr_pixels / float(h * w)))
         small = img
         if scale < 1.0:
-            size = (max(1, round(w * scale)), max(1, round(h * scale)))
+            size = (max(1, int(w * scale)), max(1, int(h * scale)))
             small = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
         with self._lock:
             res, _ = self._engine(small, use_det=True, use_cls=False, use_rec=True)
