@@ -121,7 +121,11 @@ def test_a_large_image_is_read_downscaled_and_an_allowed_thin_one_is_erased() ->
     assert out.mask_area == 0 and out.boxes == 0
     engine.shapes.clear()
     thin = eraser.erase(_png(400, 20))  # 20:1 is the limit, still allowed
-    assert engine.shapes == [(20, 400, 3)] and thin.mask_area == 0
+    # ... and read padded to 4:1 (the detector upscales a strip's short side to 736 pixels).
+    assert engine.shapes == [(100, 400, 3)] and thin.mask_area == 0
+    engine.shapes.clear()
+    eraser.erase(_png(20, 400))
+    assert engine.shapes == [(400, 100, 3)]
 
 
 def _fake_erase(area: float) -> Any:

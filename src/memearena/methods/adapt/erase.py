@@ -72,6 +72,9 @@ MAX_PIXELS = 40_000_000
 OCR_PIXELS = 4_000_000
 """The OCR reads a copy downscaled to at most this many pixels; its boxes are scaled back."""
 
+_OCR_ASPECT = 4.0
+"""The OCR reads an image no thinner than this (a thinner one is padded)."""
+
 _MAX_LINE = 0.25
 """A text line is at most this share of the image's height (a taller box is not a caption)."""
 
@@ -202,6 +205,21 @@ class TextEraser:
         if scale < 1.0:
             size = (max(1, int(w * scale)), max(1, int(h * scale)))
             small = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
+        sh, sw = small.shape[:2]
+        if max(sh, sw) > _OCR_ASPECT * min(sh, sw):
+            # The detector upscales the short side to 736 pixels: a thin strip becomes a huge
+            # array (51x1,020 peaked at 1.8 GB). Padded below or to the right with its median
+            # colour, the boxes keep their coordinates.
+            fill = [float(v) for v in np.median(small.reshape(-1, 3), axis=0)]
+            small = cv2.copyMakeBorder(
+                small,
+                0,
+                max(0, math.ceil(sw / _OCR_ASPECT) - sh),
+                0,
+                max(0, math.ceil(sh / _OCR_ASPECT) - sw),
+                cv2.BORDER_CONSTANT,
+                value=fill,
+            )
         with self._lock:
             res, _ = self._engine(small, use_det=True, use_cls=False, use_rec=True)
         return [
