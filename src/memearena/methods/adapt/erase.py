@@ -1,20 +1,24 @@
 """The image a refined meme is shown with: the meme's image with its text erased.
 
-A rewrite shown on the original image hides nothing: the image still carries the original
-caption. AdamMeme shows the target, the reference writers and the scorer a text-erased image with
-the rewritten text (the refiner and the checker see the original). The erased image comes, in
-order, from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's
-``erased_dir``, or AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's
-text detector and recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the
-text, OpenCV's ``cv2.inpaint`` (Telea) fills it in. The eraser is the ``erase`` extra; without
-it and without an erased image, refinement is refused before any model call (``refine_image:
-none`` sends the rewrite with no image instead, and the report says so).
+A rewrite shown on the original image hides nothing: the image still carries the original caption.
+AdamMeme shows the target, the reference writers and the scorer a text-erased image with the
+rewritten text (the refiner and the checker see the original). The erased image comes, in order,
+from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's ``erased_dir``, or
+AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's text detector and
+recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the text, a glyph mask
+inside each box picks its letters' pixels (fill, outline, antialiasing), and OpenCV's
+``cv2.inpaint`` (Telea) fills in those pixels only: the picture between and around the letters is
+kept. An image thinner than ``MAX_ASPECT`` or larger than ``MAX_PIXELS`` is refused (a per-item
+error naming the limit) before it is decoded. The eraser is the ``erase`` extra; without it and
+without an erased image, refinement is refused before any model call (``refine_image: none`` sends
+the rewrite with no image instead, and the report says so).
 
 Every erased image is stored by content hash in the run folder (``erased/<sha256>.png``) with an
 ``adapt.erased`` artifact keyed by the eraser's identity and the original's hash, recording the
-share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image
-or eraser is erased afresh. Request fingerprints carry the image hash, so a rewrite's cached
-answers never stand in for the erased image's.
+share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image or
+eraser is erased afresh. An erasure masking more than ``adapt.erase_max_mask`` of its image is
+flagged on record and never shown (the meme's chains wait for a re-run). Request fingerprints carry
+the image hash, so a rewrite's cached answers never stand in for the erased image's.
 """
 
 from __future__ import annotations
