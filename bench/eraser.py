@@ -1,13 +1,13 @@
 """Bench: the built-in text eraser (glyph masks) against the box-fill eraser it replaced.
 
-Run: python bench/eraser.py [--fhm N] [--demo N] [--inpaint telea,ns,...]
+Run: python bench/eraser.py [--fhm N] [--noise SIGMA] [--demo N] [--inpaint telea,ns,...]
 
 Image sets:
 
 * ``fhm``: FHM-style memes rendered here (photo-like scene: smooth colour gradients, soft
-  low-frequency shading, Gaussian noise of sigma 5, a few shapes, some crossing the caption
-  bands; white bold captions with a black outline at the top and the bottom), each with its
-  clean scene kept to compare;
+  low-frequency shading, Gaussian noise of sigma 5 (``--noise``), a few shapes, some crossing
+  the caption bands; white bold captions with a black outline at the top and the bottom),
+  each with its clean scene kept to compare;
 * ``demo``: the bundled demo memes (``src/memearena/data/demo/img/*.png``), compared with the
   scene the demo script saved as ``img/erased/`` (quantised on its own palette, so even an
   untouched pixel can differ from it by a few levels).
@@ -94,7 +94,7 @@ def _font(size: int) -> Any:
     return ImageFont.load_default(size=size)
 
 
-def fhm_scene(seed: int, size: tuple[int, int]) -> Any:
+def fhm_scene(seed: int, size: tuple[int, int], noise: float = 5.0) -> Any:
     """A photo-like scene (RGB uint8): a two-colour gradient, soft shading, shapes, noise."""
     from PIL import Image, ImageDraw, ImageFilter
 
@@ -130,16 +130,16 @@ def fhm_scene(seed: int, size: tuple[int, int]) -> Any:
     d.rectangle((x, 0, x + int(rng.integers(4, 12)), h), fill=(60, 50, 45, 255))
     layer = layer.filter(ImageFilter.GaussianBlur(1.2))  # photo edges are not pixel-sharp
     im.paste(layer, (0, 0), layer)
-    noisy = np.asarray(im, dtype=np.float64) + rng.normal(0, 5, (h, w, 3))
+    noisy = np.asarray(im, dtype=np.float64) + rng.normal(0, noise, (h, w, 3))
     return np.clip(noisy, 0, 255).astype(np.uint8)
 
 
-def fhm_meme(seed: int) -> Sample:
+def fhm_meme(seed: int, noise: float = 5.0) -> Sample:
     """One FHM-style meme: a scene with white outlined bold captions at the top and bottom."""
     from PIL import Image, ImageDraw
 
     size = SIZES[seed % len(SIZES)]
-    clean = fhm_scene(seed, size)
+    clean = fhm_scene(seed, size, noise)
     top, bottom = CAPTIONS[seed % len(CAPTIONS)]
     w, h = size
     im = Image.fromarray(clean.copy())
@@ -166,9 +166,9 @@ def fhm_meme(seed: int) -> Sample:
     return Sample(f"fhm-{seed}", buf.getvalue(), clean, text_px, words_of(f"{top} {bottom}"))
 
 
-def fhm_memes(n: int) -> list[Sample]:
-    """``n`` FHM-style memes (seeds 0..n-1)."""
-    return [fhm_meme(i) for i in range(n)]
+def fhm_memes(n: int, noise: float = 5.0) -> list[Sample]:
+    """``n`` FHM-style memes (seeds 0..n-1), their scenes' pixel noise of sigma ``noise``."""
+    return [fhm_meme(i, noise) for i in range(n)]
 
 
 def demo_memes(n: int | None = None) -> list[Sample]:
@@ -302,6 +302,7 @@ def main() -> None:
     """Erase each set with each eraser and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fhm", type=int, default=7, help="FHM-style memes rendered")
+    parser.add_argument("--noise", type=float, default=5.0, help="FHM-style scenes' noise sigma")
     parser.add_argument("--demo", type=int, default=24, help="demo memes (at most 24)")
     parser.add_argument("--inpaint", default="telea,ns", help="glyph eraser inpainting methods")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -311,7 +312,7 @@ def main() -> None:
     base = TextEraser()
     base.ocr(np.zeros((64, 64, 3), dtype=np.uint8))  # load the engine once
     runs = erasers([m for m in args.inpaint.split(",") if m])
-    sets = {"fhm": fhm_memes(args.fhm), "demo": demo_memes(args.demo)}
+    sets = {"fhm": fhm_memes(args.fhm, args.noise), "demo": demo_memes(args.demo)}
     rows: list[dict[str, Any]] = []
     for set_name, samples in sets.items():
         for name, run in runs.items():
