@@ -315,6 +315,8 @@ def main() -> None:
     sets = {"fhm": fhm_memes(args.fhm, args.noise), "demo": demo_memes(args.demo)}
     rows: list[dict[str, Any]] = []
     for set_name, samples in sets.items():
+        if not samples:
+            continue
         for name, run in runs.items():
             got = []
             t0 = time.process_time()
