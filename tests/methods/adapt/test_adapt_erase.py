@@ -149,6 +149,7 @@ def _fhm_style(path: Path) -> str:
 
 
 @needs_eraser
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # OCR on CPU: about a second an image
 def test_the_eraser_leaves_no_caption_text(tmp_path: Path) -> None:
     eraser = erase.TextEraser()
@@ -246,6 +247,7 @@ def test_refine_image_none_sends_rewrites_without_an_image_and_says_so(
 
 
 @needs_eraser
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_built_in_eraser_runs_once_per_image_and_is_stored_by_hash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

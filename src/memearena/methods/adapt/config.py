@@ -139,6 +139,8 @@ class AdaptConfig(_Strict):
     ``none`` (no image: the rewrite alone, said in the report), or ``original`` (the original
     image, whose caption still shows the original text: a rewrite then hides nothing; for
     measuring exactly that)."""
+    erase_max_mask: float = Field(0.3, gt=0, le=1)
+    """Largest share of an image the built-in eraser may mask; a larger erase is flagged, unused."""
     render_text: bool = False
     """Draw the text (each rewrite's, and the original's for the loop's ``s``) into the caption
     region of the erased image (Pillow)."""

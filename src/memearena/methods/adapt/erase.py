@@ -1,20 +1,24 @@
 """The image a refined meme is shown with: the meme's image with its text erased.
 
-A rewrite shown on the original image hides nothing: the image still carries the original
-caption. AdamMeme shows the target, the reference writers and the scorer a text-erased image with
-the rewritten text (the refiner and the checker see the original). The erased image comes, in
-order, from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's
-``erased_dir``, or AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's
-text detector and recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the
-text, OpenCV's ``cv2.inpaint`` (Telea) fills it in. The eraser is the ``erase`` extra; without
-it and without an erased image, refinement is refused before any model call (``refine_image:
-none`` sends the rewrite with no image instead, and the report says so).
+A rewrite shown on the original image hides nothing: the image still carries the original caption.
+AdamMeme shows the target, the reference writers and the scorer a text-erased image with the
+rewritten text (the refiner and the checker see the original). The erased image comes, in order,
+from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's ``erased_dir``, or
+AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's text detector and
+recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the text, a glyph mask
+inside each box picks its letters' pixels (fill, outline, antialiasing), and OpenCV's
+``cv2.inpaint`` (Telea) fills in those pixels only: the picture between and around the letters is
+kept. An image thinner than ``MAX_ASPECT`` or larger than ``MAX_PIXELS`` is refused (a per-item
+error naming the limit) before it is decoded. The eraser is the ``erase`` extra; without it and
+without an erased image, refinement is refused before any model call (``refine_image: none`` sends
+the rewrite with no image instead, and the report says so).
 
 Every erased image is stored by content hash in the run folder (``erased/<sha256>.png``) with an
 ``adapt.erased`` artifact keyed by the eraser's identity and the original's hash, recording the
-share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image
-or eraser is erased afresh. Request fingerprints carry the image hash, so a rewrite's cached
-answers never stand in for the erased image's.
+share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image or
+eraser is erased afresh. An erasure masking more than ``adapt.erase_max_mask`` of its image is
+flagged on record and never shown (the meme's chains wait for a re-run). Request fingerprints carry
+the image hash, so a rewrite's cached answers never stand in for the erased image's.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import functools
 import hashlib
 import importlib.util
 import io
+import math
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memearena.data import Meme, encode_png, prepare_image
 from memearena.errors import ConfigError, DataError
@@ -52,7 +57,7 @@ __all__ = [
     "render_caption",
 ]
 
-ERASER_ID = "rapidocr-det-rec+cv2-inpaint-telea/2"
+ERASER_ID = "rapidocr-det-rec+glyph-mask+cv2-inpaint-telea/3"
 """The built-in eraser's identity (part of every stored erasure's key: a change re-erases)."""
 
 ERASED_KIND = "adapt.erased"
@@ -61,11 +66,31 @@ ERASED_KIND = "adapt.erased"
 ERASE_EXTRA = "pip install 'memearena[erase]'"
 """What installs the built-in eraser."""
 
+MAX_ASPECT = 20.0
+"""Longest side over shortest side of an image the eraser takes, at most: the OCR letterboxes
+and upscales a thin image (a 1,024x1 line becomes a 30,720x7,680 array, gigabytes as floats)."""
+
+MAX_PIXELS = 40_000_000
+"""Pixels of an image the eraser takes, at most (read from the header, before decoding)."""
+
+OCR_PIXELS = 4_000_000
+"""The OCR reads a copy downscaled to at most this many pixels; its boxes are scaled back."""
+
+_OCR_ASPECT = 4.0
+"""The OCR reads an image no thinner than this (a thinner one is padded)."""
+
 _MAX_LINE = 0.25
 """A text line is at most this share of the image's height (a taller box is not a caption)."""
 
 _TEXT_SCORE = 0.5
 """A detected box counts as text when the recogniser reads it with at least this confidence."""
+
+_RESIDUAL = 0.6
+"""A later pass's box is what is left of found text when this share of it lies where the
+first pass found text."""
+
+_INPAINT_RADIUS = 3
+"""Neighbourhood (pixels) ``cv2.inpaint`` fills each masked pixel from."""
 
 
 @functools.cache
@@ -102,72 +127,262 @@ class Erased:
     most 3)."""
 
 
-class TextEraser:
-    """Text detection + inpainting. One OCR engine per eraser; ``erase`` and ``read`` may be
-    called from worker threads (a lock serialises the engine, which is not thread-safe)."""
+Box = tuple[Any, str, float]
+"""One OCR find: its corner points (an (n, 2) float array, image pixels), text, confidence."""
 
-    def __init__(self, *, max_passes: int = 3, radius: int = 5) -> None:
+
+class TextEraser:
+    """Text detection + glyph masks + inpainting. One OCR engine per eraser; ``erase`` and
+    ``read`` may be called from worker threads (a lock serialises the engine, which is not
+    thread-safe).
+
+    The OCR's boxes only say where text is. Inside each box the glyphs are the pixels that
+    differ from the box's background (the box filled in from its surroundings): fill, outline
+    and antialiasing, closed and grown by a pixel or two. Only those pixels are inpainted, so
+    the picture between and around the letters is kept as it was. Text still read at what was
+    erased gets a wider mask on the next pass, and the whole box on the last.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_passes: int = 3,
+        radius: int = _INPAINT_RADIUS,
+        inpaint: Literal["telea", "ns"] = "telea",
+        max_pixels: int = MAX_PIXELS,
+        max_aspect: float = MAX_ASPECT,
+        ocr_pixels: int = OCR_PIXELS,
+    ) -> None:
         _require()
         self.max_passes = max_passes
         self.radius = radius
+        self.inpaint = inpaint
+        self.max_pixels = max_pixels
+        self.max_aspect = max_aspect
+        self.ocr_pixels = ocr_pixels
         self._engine: Any = None
         self._lock = threading.Lock()
 
-    def _ocr(self, png: bytes) -> list[tuple[list[list[float]], str, float]]:
+    # ---- bounded decoding and reading ----
+
+    def decode(self, image: bytes) -> Any:
+        """The image (encoded bytes) as a BGR array, refused with a DataError naming the limit
+        when its header declares more than ``max_pixels`` or a thinner shape than
+        ``max_aspect``: one image never allocates unbounded memory."""
+        import cv2
+        import numpy as np
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(image)) as im:
+                w, h = im.size
+        except Exception as e:  # Pillow names what it could not read
+            raise DataError(f"the eraser could not read the image ({type(e).__name__})") from None
+        if w < 1 or h < 1 or w * h > self.max_pixels:
+            raise DataError(
+                f"the eraser takes images of at most {self.max_pixels:,} pixels; this one is "
+                f"{w}x{h}"
+            )
+        if max(w, h) > self.max_aspect * min(w, h):
+            raise DataError(
+                f"the eraser takes images no thinner than {self.max_aspect:g}:1 (longest side over "
+                f"shortest); this one is {w}x{h}"
+            )
+        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if img is None or img.shape[:2] != (h, w):
+            raise DataError("the eraser could not decode the image")
+        return img
+
+    def ocr(self, img: Any) -> list[Box]:
+        """The text boxes OCR finds in a BGR array (read from a copy of at most
+        ``ocr_pixels`` pixels)."""
+        import cv2
+        import numpy as np
+
         if self._engine is None:
             from rapidocr_onnxruntime import RapidOCR
 
             self._engine = RapidOCR()
+        h, w = img.shape[:2]
+        scale = min(1.0, math.sqrt(self.ocr_pixels / float(h * w)))
+        small = img
+        if scale < 1.0:
+            size = (max(1, int(w * scale)), max(1, int(h * scale)))
+            small = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
+        sh, sw = small.shape[:2]
+        if max(sh, sw) > _OCR_ASPECT * min(sh, sw):
+            # The detector upscales the short side to 736 pixels: a thin strip becomes a huge
+            # array (51x1,020 peaked at 1.8 GB). Padded below or to the right with its median
+            # colour, the boxes keep their coordinates.
+            fill = [float(v) for v in np.median(small.reshape(-1, 3), axis=0)]
+            small = cv2.copyMakeBorder(
+                small,
+                0,
+                max(0, math.ceil(sw / _OCR_ASPECT) - sh),
+                0,
+                max(0, math.ceil(sh / _OCR_ASPECT) - sw),
+                cv2.BORDER_CONSTANT,
+                value=fill,
+            )
         with self._lock:
-            res, _ = self._engine(png, use_det=True, use_cls=False, use_rec=True)
+            res, _ = self._engine(small, use_det=True, use_cls=False, use_rec=True)
         return [
-            (box, str(text), float(score))
+            (np.asarray(box, dtype=np.float32) / scale, str(text), float(score))
             for box, text, score in (res or [])
             if float(score) >= _TEXT_SCORE and str(text).strip()
         ]
 
     def read(self, image: bytes) -> list[str]:
         """The text OCR reads in an image (encoded bytes), one string per box."""
-        return [text for _, text, _ in self._ocr(image)]
+        return [text for _, text, _ in self.ocr(self.decode(image))]
+
+    # ---- erasing ----
 
     def erase(self, image: bytes) -> Erased:
-        """The image (encoded bytes) with every text box found inpainted."""
-        import cv2
+        """The image (encoded bytes) with the glyphs of every text box found inpainted."""
         import numpy as np
 
-        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
-            raise DataError("the eraser could not decode the image")
-        mask = np.zeros(img.shape[:2], dtype=np.uint8)
+        img = self.decode(image)
+        height, width = img.shape[:2]
+        mask = np.zeros((height, width), dtype=np.uint8)
+        found = np.zeros_like(mask)  # where the first pass found text (boxes with margins)
         boxes = 0
         passes = 0
-        current = _png(img)
-        for _ in range(self.max_passes):
+        current = img
+        for level in range(self.max_passes):
             passes += 1
             added = 0
-            for box, _, _ in self._ocr(current):
-                pts = np.asarray(box, dtype=np.float32)
-                height = float(min(np.ptp(pts[:, 1]), np.ptp(pts[:, 0])))
-                if height > _MAX_LINE * img.shape[0]:
+            for pts, _, _ in self.ocr(current):
+                line = float(min(np.ptp(pts[:, 1]), np.ptp(pts[:, 0])))
+                if line > _MAX_LINE * height:
                     continue  # not a line of text: a texture the recogniser read as a glyph
-                one = np.zeros_like(mask)
-                cv2.fillPoly(one, [np.round(pts).astype(np.int32)], 255)
-                if passes > 1 and not np.any(one & mask):
-                    # Later passes only clean up what is left of text already found; a new
-                    # find there is an artefact of the inpainting or the scene.
-                    continue
-                # Outline strokes and antialiasing reach past the detected box.
-                grow = max(3, round(height * 0.25))
-                kernel = np.ones((2 * grow + 1, 2 * grow + 1), dtype=np.uint8)
-                mask |= cv2.dilate(one, kernel)
-                added += 1
+                added += self._add_glyphs(current, mask, found, pts, line, level)
             if not added:
                 break
             boxes += added
-            img = cv2.inpaint(img, mask, self.radius, cv2.INPAINT_TELEA)
-            current = _png(img)
+            # Unmasked pixels are the original's: the fill always starts from the original.
+            current = self.fill(img, mask)
         area = float(np.count_nonzero(mask)) / float(mask.size)
-        return Erased(current, hashlib.sha256(current).hexdigest(), area, boxes, passes)
+        out = _png(current)
+        return Erased(out, hashlib.sha256(out).hexdigest(), area, boxes, passes)
+
+    def fill(self, img: Any, mask: Any) -> Any:
+        """``img`` with the pixels of ``mask`` (non-zero) inpainted."""
+        import cv2
+
+        if not mask.any():
+            return img
+        flag = cv2.INPAINT_TELEA if self.inpaint == "telea" else cv2.INPAINT_NS
+        return cv2.inpaint(img, mask, self.radius, flag)
+
+    @staticmethod
+    def _window(shape: tuple[int, ...], pts: Any, margin: int) -> tuple[int, int, int, int]:
+        h, w = shape[:2]
+        x0 = max(0, math.floor(float(pts[:, 0].min())) - margin)
+        y0 = max(0, math.floor(float(pts[:, 1].min())) - margin)
+        x1 = min(w, math.ceil(float(pts[:, 0].max())) + margin + 1)
+        y1 = min(h, math.ceil(float(pts[:, 1].max())) + margin + 1)
+        return x0, y0, x1, y1
+
+    def _add_glyphs(
+        self, img: Any, mask: Any, found: Any, pts: Any, line: float, level: int
+    ) -> bool:
+        """OR into ``mask`` the glyph pixels of one box (``level`` 0: the glyphs; 1: a lower
+        threshold and a wider margin, for what the first pass left; 2+: the whole box). Later
+        passes only clean up what is left of text the first found: a box mostly outside it is
+        an artefact of the inpainting or the scene, and is left alone."""
+        import cv2
+        import numpy as np
+
+        pad = max(2, round(line * 0.3))  # outline strokes and antialiasing reach past the box
+        grow = max(1, round(line * 0.06)) * (1 + level)
+        x0, y0, x1, y1 = self._window(img.shape, pts, pad + grow + 2)
+        crop = img[y0:y1, x0:x1]
+        box = np.zeros(crop.shape[:2], dtype=np.uint8)
+        cv2.fillPoly(box, [np.round(pts - (x0, y0)).astype(np.int32)], 255)
+        seen = found[y0:y1, x0:x1]
+        if level:
+            inside = int(np.count_nonzero(seen[box > 0]))
+            if inside < _RESIDUAL * max(1, int(np.count_nonzero(box))):
+                return False
+        region = cv2.dilate(box, _disc(pad))
+        if not level:
+            np.bitwise_or(seen, region, out=seen)
+        glyphs: Any
+        if level >= 2:
+            glyphs = cv2.dilate(region, _disc(grow))
+        else:
+            found_glyphs = _outlined_glyphs(crop, region, line) if level == 0 else None
+            if found_glyphs is None:
+                found_glyphs = _contrast_glyphs(crop, region, line, level)
+            glyphs = cv2.dilate(found_glyphs, _disc(grow))
+        if level:
+            glyphs = cv2.bitwise_and(glyphs, cv2.dilate(seen, _disc(grow)))
+        np.bitwise_or(mask[y0:y1, x0:x1], glyphs, out=mask[y0:y1, x0:x1])
+        return True
+
+
+_LIGHT = 180
+"""A caption's fill: every channel at least this bright ..."""
+_CHROMA = 50
+"""... and the channels within this of each other (white, not a bright colour)."""
+_DARK = 90
+"""A caption's outline: every channel at most this bright."""
+_RIM = 0.7
+"""A light component is a glyph's fill when at least this share of its 2-pixel rim is dark
+(glyphs of the demo and rendered memes: 0.74 and up; white sheep with a dark head: 0.65)."""
+
+
+def _outlined_glyphs(crop: Any, region: Any, line: float) -> Any | None:
+    """The meme caption's glyphs in a box: white fill with a dark outline (Impact-style).
+    Fill is a light, colourless component whose rim is mostly dark; the outline is the dark
+    pixels within a stroke of it. None when the box holds no such text."""
+    import cv2
+    import numpy as np
+
+    lo, hi = crop.min(axis=2), crop.max(axis=2)
+    inside = region > 0
+    light = ((lo >= _LIGHT) & ((hi - lo) <= _CHROMA) & inside).astype(np.uint8)
+    dark = (hi <= _DARK).astype(np.uint8)
+    reach = max(2, round(line * 0.12))
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(light, connectivity=8)
+    keep = np.zeros(n, dtype=bool)
+    rim = _disc(2)
+    h, w = light.shape
+    for i in range(1, n):
+        x, y, bw, bh, _area = (int(v) for v in stats[i])
+        x0, y0, x1, y1 = max(0, x - 3), max(0, y - 3), min(w, x + bw + 3), min(h, y + bh + 3)
+        one = (labels[y0:y1, x0:x1] == i).astype(np.uint8)
+        ring = (cv2.dilate(one, rim) > 0) & (one == 0)
+        # A glyph's fill is ringed by its outline; a white shape of the scene is not.
+        keep[i] = ring.any() and float(dark[y0:y1, x0:x1][ring].mean()) >= _RIM
+    fill = keep[labels]
+    if np.count_nonzero(fill) < 0.02 * np.count_nonzero(inside):
+        return None
+    near = cv2.dilate(fill.astype(np.uint8), _disc(reach)) > 0
+    glyphs = np.where(fill | (near & (dark > 0)), 255, 0).astype(np.uint8)
+    return cv2.morphologyEx(glyphs, cv2.MORPH_CLOSE, _disc(1))
+
+
+def _contrast_glyphs(crop: Any, region: Any, line: float, level: int) -> Any:
+    """Any other text's glyphs in a box: the pixels far from the box's background (the box
+    filled in from around it), by an Otsu threshold (lower on a later pass)."""
+    import cv2
+    import numpy as np
+
+    background = cv2.inpaint(crop, region, _INPAINT_RADIUS, cv2.INPAINT_TELEA)
+    diff = cv2.absdiff(crop, background).max(axis=2)
+    inside = diff[region > 0]
+    otsu, _ = cv2.threshold(inside.reshape(-1, 1), 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
+    threshold = float(np.clip(otsu, 30, 90)) * (0.6 if level else 1.0)
+    glyphs = np.where((diff > threshold) & (region > 0), 255, 0).astype(np.uint8)
+    return cv2.morphologyEx(glyphs, cv2.MORPH_CLOSE, _disc(max(1, round(line * 0.05))))
+
+
+def _disc(radius: int) -> Any:
+    import cv2
+
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
 
 def _png(img: Any) -> bytes:
@@ -311,6 +526,17 @@ class RefineImages:
                 "meme": meme.uid,
             }
             ctx.store.put_artifact(ERASED_KIND, key, rec)
+        limit = ctx.acfg.erase_max_mask
+        if float(rec["mask_area"]) > limit:
+            # A mask that large has painted over the picture, not just its text: never shown.
+            ctx.store.record_error(
+                ERASED_KIND,
+                meme.uid,
+                f"eraser mask covers {float(rec['mask_area']):.1%} of the image, over "
+                f"adapt.erase_max_mask {limit:.1%}: not used (give the meme's erased image, or "
+                f"raise adapt.erase_max_mask)",
+            )
+            return None
         img = prepare_image(path, ctx.cfg.image)
         part = ImagePart(img.data_url, img.sha256)
         self._register(ctx, part, meme)
