@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import pickle
 import socket
@@ -36,6 +37,7 @@ __all__ = [
     "BackgroundServer",
     "EchoResponder",
     "ServerStats",
+    "body_digest",
     "make_app",
     "parse_messages",
     "serve",
@@ -62,6 +64,14 @@ class ServerStats:
     """Most requests handled at once."""
     roles: dict[str, int] = field(default_factory=dict)
     """Requests by agent role."""
+    answered: dict[str, int] = field(default_factory=dict)
+    """Request body hash (model, messages, parameters) -> replies sent with usage (a proper
+    completion or a malformed one: both are billed); a hash above 1 was paid more than once."""
+
+    def paid_twice(self) -> int:
+        """Replies billed for a request body already answered once (0 when nothing is paid
+        twice)."""
+        return sum(n - 1 for n in self.answered.values() if n > 1)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -74,7 +84,16 @@ class ServerStats:
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "roles": dict(self.roles),
+            "answered_bodies": len(self.answered),
+            "paid_twice": self.paid_twice(),
         }
+
+
+def body_digest(body: Mapping[str, Any]) -> str:
+    """The hash of a request body as billed: its JSON with sorted keys (one request, one hash,
+    however a client orders its fields)."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 STATS_KEY = web.AppKey("memearena_stats", ServerStats)
@@ -198,6 +217,8 @@ def make_app(
                 text = garble(text, seq, plan.seed)
             elif fault is None:
                 stats.completed += 1
+            digest = body_digest(body)
+            stats.answered[digest] = stats.answered.get(digest, 0) + 1
             prompt_tokens = estimate_tokens(messages)
             completion_tokens = estimate_text_tokens(text)
             reply = {
