@@ -17,6 +17,7 @@ from memearena.errors import ConfigError
 from memearena.methods.adapt.config import AdaptConfig
 from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.models.types import GenParams
+from memearena.models.urls import check_base_url
 
 CRITERIA: tuple[str, ...] = (
     "instruction_following",
@@ -183,6 +184,8 @@ class OpenAIModelConfig(_ModelCommon):
     def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
         urls = [v] if isinstance(v, str) else (v or [])
         for u in urls:
+            if isinstance(u, str):
+                check_base_url(u)  # first: a message that echoes the URL must hold no secret
             _check_url(u)
         if isinstance(v, list) and not v:
             raise ValueError("must list at least one URL")

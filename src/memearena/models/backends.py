@@ -17,6 +17,7 @@ from memearena.errors import BadResponse, EndpointError, ModelError, TransientMo
 from memearena.jsonsafe import loads_bounded
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.types import GenParams, ImagePart, Message, RawReply, TextPart, Usage
+from memearena.models.urls import split_query
 
 if TYPE_CHECKING:
     from memearena.config import OpenAIModelConfig, SimModelConfig
@@ -321,16 +322,20 @@ class OpenAIBackend:
         # Kept only to scrub it out of error messages; never logged, stored or repr'd.
         self._secret = key
         self._max_bytes = cfg.max_response_bytes
-        urls: list[str | None] = list(cfg.urls()) or [None]
+        # The SDK appends its paths to the base URL's raw path, query and all: the query goes
+        # on every request as default_query instead, so it follows the path.
+        urls: list[tuple[str | None, dict[str, str]]] = [split_query(u) for u in cfg.urls()]
+        urls = urls or [(None, {})]
         self._clients = [
             openai.AsyncOpenAI(
                 api_key=key,
                 base_url=u,
+                default_query=query or None,
                 max_retries=0,
                 timeout=cfg.timeout,
                 http_client=_fast_http_client(openai),
             )
-            for u in urls
+            for u, query in urls
         ]
         self._busy = [0] * len(self._clients)
         self._rr = itertools.count()

@@ -54,6 +54,7 @@ from memearena.models.backends import (
     status_error,
 )
 from memearena.models.types import GenParams, Message
+from memearena.models.urls import endpoint_url
 
 if TYPE_CHECKING:
     import aiohttp
@@ -221,7 +222,7 @@ class LeanBackend:
         self._secret = key
         self._max_bytes = cfg.max_response_bytes
         bases = cfg.urls() or [os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL]
-        self._bases = [b.rstrip("/") for b in bases]
+        self._bases = list(bases)
         headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
@@ -269,7 +270,8 @@ class LeanBackend:
                 for _ in self._bases
             ]
             for path in ("/chat/completions", "/embeddings"):
-                self._urls[path] = [URL(b + path) for b in self._bases]
+                # encoded=True: the URL is sent as written (its query kept, after the path)
+                self._urls[path] = [URL(endpoint_url(b, path), encoded=True) for b in self._bases]
             self._aiohttp = aiohttp
         return self._sessions[i]
 
