@@ -31,6 +31,7 @@ __all__ = [
     "GroupWriter",
     "RunStore",
     "artifact_key",
+    "checkpoint",
     "create_private",
 ]
 
@@ -278,6 +279,26 @@ class GroupWriter(Protocol):
         """Have everything queued committed within a few event-loop turns."""
 
 
+CHECKPOINT_WAIT_MS = 2000
+"""How long a closing database waits for readers before its final checkpoint settles for what
+it can copy (a reader mid-query holds the log's newest pages)."""
+
+
+def checkpoint(db: sqlite3.Connection) -> None:
+    """Copy every page of the write-ahead log back into the database file and empty the log,
+    so the file alone is the whole database (copied, mailed, or opened without its -wal).
+    SQLite does this itself only when the last connection closes: a reader left open (the
+    viewer) would keep the data in the log. The journal mode stays WAL. Best effort: a reader
+    in a transaction may keep the newest pages in the log, never losing them."""
+    try:
+        db.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.Error:
+        pass  # the data is safe in the log; the next open or close checkpoints it
+
+
 def create_private(path: Path) -> None:
     """Create ``path``'s missing parent folders (0700) and the file itself (0600) unless it
     exists: run files hold prompts, replies and spend, readable by their owner only."""
@@ -425,14 +446,18 @@ class RunStore:
         db.executescript(REQUESTS_SCHEMA)
 
     def close(self) -> None:
-        """Commit what is queued and close the database (idempotent)."""
+        """Commit what is queued, copy the write-ahead log back into run.db and close the
+        database (idempotent)."""
         if self._closed:
             return
         try:
             self._sync()
         finally:
-            self._db.close()
-            self._closed = True
+            try:
+                checkpoint(self._db)
+            finally:
+                self._db.close()
+                self._closed = True
 
     @property
     def closed(self) -> bool:
