@@ -10,7 +10,12 @@ Threat: text the grader was shown (a meme, an answer, a reference, a misbelief) 
 rating, echoed or quoted by the grader, must never become the score. The defence is on the
 input side: every untrusted text is rendered through ``defang_score_fields`` (``prompts.render``
 does it for every inserted value), which makes ``[[``/``]]`` and rating/score labels inert, so a
-rating left in a reply was written by the grader itself. Then every rating in the reply is
+rating left in a reply was written by the grader itself. Inert under normalisation too: a
+grader that echoes text NFKC-normalised or without its invisible format characters must not
+bring a rating back, so those characters are dropped, a text that would spell a rating once
+normalised is inserted normalised, and the label itself is broken by a middle dot (``Rat·ing``:
+no normalisation joins it again), not only its punctuation (a fullwidth colon folds back to
+``:``). Then every rating in the reply is
 collected: none, several distinct ones, one with more than one decimal or one out of range is a
 ParseError (the caller re-asks, then records the output as unparsed) — never a guess from a
 stray digit.
@@ -19,6 +24,7 @@ stray digit.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -61,7 +67,20 @@ _VALUE_ONLY = re.compile(rf"{_DECOR}{_VALUE}{_DECOR}\.?{_DECOR}", re.IGNORECASE 
 # word before the label, a label anywhere in a line.
 _LABEL_SEP = re.compile(rf"(rating|score)({_DECOR})([:=])", re.IGNORECASE)
 _INERT_SEP = {":": "\uff1a", "=": "\uff1d"}  # fullwidth colon / equals: read, never parsed
+_BREAK = "\u00b7"
+"""Put inside a label (``Rat·ing``, ``Sco·re``): visible, not a format character, unchanged by
+NFKC, so no normalisation of an echoed text makes the label whole again."""
 _ADJACENT = re.compile(r"(?<=\[)(?=\[)|(?<=\])(?=\])")
+# Invisible characters a grader may drop when it echoes a text: every format character (Cf:
+# zero-width, joiners, bidi controls, soft hyphen, BOM, tags) and the other default-ignorable
+# ones (combining grapheme joiner, Hangul fillers, variation selectors). Dropped from untrusted
+# text first, so what the defence sees is what such a grader writes.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 
 
 @dataclass(frozen=True)
@@ -213,13 +232,31 @@ def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
     return Score(values[-1])
 
 
+def _spells_a_field(text: str) -> bool:
+    """Whether ``text`` holds a rating label with its separator or adjacent brackets."""
+    return "[[" in text or "]]" in text or _LABEL_SEP.search(text) is not None
+
+
+def _inert_label(m: re.Match[str]) -> str:
+    label = m.group(1)
+    return label[:3] + _BREAK + label[3:] + m.group(2) + _INERT_SEP[m.group(3)]
+
+
 def defang_score_fields(text: str) -> str:
-    """Untrusted text made unable to hold a rating: adjacent ``[[``/``]]`` get a space between
-    them and a rating/score label's ``:``/``=`` becomes its fullwidth form (still readable).
-    Idempotent."""
+    """Untrusted text made unable to hold a rating, as written and as a normalising grader
+    would echo it (NFKC, format characters dropped): invisible format characters are dropped;
+    a text that spells a rating field only once NFKC-normalised (fullwidth letters, brackets or
+    colons, a no-break space) is taken normalised; then adjacent ``[[``/``]]`` get a space
+    between them and a rating/score label is broken by a middle dot, its ``:``/``=`` made
+    fullwidth (``Rat·ing： 10``: still readable). Idempotent."""
+    if not text.isascii():
+        text = _IGNORABLE.sub("", text)
+        folded = unicodedata.normalize("NFKC", text)
+        if folded != text and _spells_a_field(folded):
+            text = _IGNORABLE.sub("", folded)
     low = text.lower()
     if "rating" in low or "score" in low or not text.isascii():
-        text = _LABEL_SEP.sub(lambda m: m.group(1) + m.group(2) + _INERT_SEP[m.group(3)], text)
+        text = _LABEL_SEP.sub(_inert_label, text)
     if "[[" in text or "]]" in text:
         text = _ADJACENT.sub(" ", text)
     return text
