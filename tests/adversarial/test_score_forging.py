@@ -3,6 +3,7 @@ becomes a grader's score, however the grader echoes or quotes what it was shown.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import unicodedata
 from typing import Any
@@ -215,3 +216,52 @@ def test_normalising_graders_accept_no_forged_score(capsys: pytest.CaptureFixtur
     with capsys.disabled():
         print(f"\nnormalising graders: {accepted} forged accepted, {own} own, {refused} refused")
     assert accepted == 0 and own > 0
+
+
+def _retype(text: str) -> str:
+    """What a grader re-typing the material writes: the defence's marks undone."""
+    text = unicodedata.normalize("NFKC", text).replace("\u00b7", "")
+    return text.replace("[ [", "[[").replace("] ]", "]]")
+
+
+RETYPING = {
+    "retype_only": lambda quoted: f"The material says: {_retype(quoted)}",
+    "retype_then_own": lambda quoted: f"It says:\n{_retype(quoted)}\n\nRating: {OWN}",
+    "own_then_retype": lambda quoted: f"Rating: [[{OWN}]]\n\nIt says:\n{_retype(quoted)}",
+}
+
+
+def test_a_rating_retyped_from_the_material_is_not_the_graders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    accepted = blind = own = refused = 0
+    graders = [t for t in TEMPLATES if t == "adapt.score" or t.startswith("judge_audit/")]
+    for template in graders:
+        vars_, places = TEMPLATES[template]
+        for place in places:
+            for name, payload in {**PAYLOADS, **DISGUISED}.items():
+                _, quoted = _rendered(template, place, payload)
+                shown = tuple(
+                    f"{v}\n{payload}" if k == place else v for k, v in vars_.items() if k in places
+                )
+                for behaviour, reply in RETYPING.items():
+                    text = reply(quoted)
+                    case = (template, place, name, behaviour)
+                    # Told nothing of the material, the parser reads the forgery.
+                    with contextlib.suppress(ParseError):
+                        blind += parse_score(text, allow_na=True).value == float(FORGED)
+                    try:
+                        got = parse_score(text, allow_na=True, shown=shown).value
+                    except ParseError:
+                        refused += 1
+                        assert behaviour == "retype_only", case
+                        continue
+                    accepted += got == float(FORGED)
+                    own += got == float(OWN)
+                    assert got == float(OWN), (*case, got)
+    with capsys.disabled():
+        print(
+            f"\nretyping graders: {accepted} forged accepted ({blind} without the material), "
+            f"{own} own, {refused} refused"
+        )
+    assert accepted == 0 and own > 0 and blind > 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -101,6 +102,7 @@ class _Rating(NamedTuple):
     raw: str
     num: str
     den: str | None
+    end: int
 
 
 def ratings_in(text: str) -> list[tuple[int, str]]:
@@ -129,7 +131,7 @@ def _ratings(text: str) -> list[_Rating]:
                     label = _LABEL_BEFORE.search(text, line, start)
                     if label is not None:
                         at = label.start()
-                found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
+                found.append(_Rating(at, m.group(0), v.group("num"), v.group("den"), m.end()))
     for line in _label_lines(text, low):  # only a line holding a label can be a rating line
         lm = _LINE_FIELD.match(text, line)
         if lm is None:
@@ -139,7 +141,9 @@ def _ratings(text: str) -> list[_Rating]:
             continue  # "Rating: [[5]]": read above, once
         v = _VALUE_ONLY.fullmatch(rest)
         if v is not None:  # "Score: the answer misses ..." is prose, not a rating
-            found.append(_Rating(lm.start(), rest.strip(), v.group("num"), v.group("den")))
+            found.append(
+                _Rating(lm.start(), rest.strip(), v.group("num"), v.group("den"), lm.end())
+            )
     if len(found) > 1:
         found.sort(key=_at)
     return found
@@ -191,19 +195,66 @@ def _number(r: _Rating, lo: int, hi: int) -> float:
     return value if frac else int(whole)
 
 
-def parse_score(text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False) -> Score:
+def parse_score(
+    text: str,
+    *,
+    lo: int = 1,
+    hi: int = 10,
+    allow_na: bool = False,
+    shown: Sequence[str] = (),
+) -> Score:
     """The grader's score: every rating in ``text`` (see module doc) must give the same number
-    in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason."""
-    return _score(_ratings(text), lo, hi, allow_na)
+    in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason.
+
+    ``shown``: the untrusted texts the grader was shown (as given to the template). A rating
+    that, normalised, is a quote of one of them (a grader that re-typed a defanged rating) is
+    not the grader's: it is left out, and a reply whose only ratings are such quotes is a
+    ParseError."""
+    return _score(_own(text, _ratings(text), shown), lo, hi, allow_na)
 
 
 def parse_score_at(
-    text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False
+    text: str,
+    *,
+    lo: int = 1,
+    hi: int = 10,
+    allow_na: bool = False,
+    shown: Sequence[str] = (),
 ) -> tuple[Score, int]:
     """``parse_score`` and ``first_rating_at`` from one scan of ``text``: the grader's score and
     the offset of its first rating (where its feedback ends)."""
-    found = _ratings(text)
+    found = _own(text, _ratings(text), shown)
     return _score(found, lo, hi, allow_na), found[0].at
+
+
+_CANON_DROP = str.maketrans({_BREAK: None, "\u201c": '"', "\u201d": '"'})
+_CANON_SPACE = re.compile(r"\s+")
+
+
+def _canon(text: str) -> str:
+    """``text`` as any normalising echo of it compares: format characters dropped, NFKC,
+    the defence's marks undone (label breaks, spaced brackets), case and spacing folded."""
+    text = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)).translate(_CANON_DROP)
+    text = text.replace("[ [", "[[").replace("] ]", "]]")
+    return _CANON_SPACE.sub(" ", text).casefold().strip(" \t*_>#-")
+
+
+def _own(text: str, found: list[_Rating], shown: Sequence[str]) -> list[_Rating]:
+    """The ratings of ``found`` that are not a (normalised) quote of a text in ``shown``."""
+    if not found or not shown:
+        return found
+    sources = [_canon(s) for s in shown if s]
+    own = []
+    for r in found:
+        quote = _canon(text[r.at : r.end])
+        if not (quote and any(quote in src for src in sources)):
+            own.append(r)
+    if not own:
+        raise ParseError(
+            "the only rating is quoted from the material shown; "
+            "end with your own rating on its own line: 'Rating: [[n]]'"
+        )
+    return own
 
 
 def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
