@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, InitErrorDetails
 
 from memearena.config.sections import section_models
+from memearena.config.urls import check_base_url
 from memearena.errors import ConfigError
 
 MAX_BOOTSTRAP = 100_000
@@ -175,12 +176,20 @@ class OpenAIModelConfig(_ModelCommon):
     ``--dry-run``."""
     batch_poll_s: float = Field(30.0, gt=0, le=3600)
     """Seconds between two polls of a pending batch."""
+    batch_max_bytes: int = Field(200_000_000, ge=4096, le=10_000_000_000)
+    """Largest batch input file the provider accepts, in bytes (200 MB at OpenAI): the calls
+    that gather are split into files of at most this size (and an upload refused as too
+    large is split again)."""
+    batch_max_requests: int = Field(50_000, ge=1, le=10_000_000)
+    """Most requests in one batch input file (50,000 at OpenAI)."""
 
     @field_validator("base_url")
     @classmethod
     def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
         urls = [v] if isinstance(v, str) else (v or [])
         for u in urls:
+            if isinstance(u, str):
+                check_base_url(u)  # first: a message that echoes the URL must hold no secret
             _check_url(u)
         if isinstance(v, list) and not v:
             raise ValueError("must list at least one URL")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from memearena.config.urls import split_query
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
 from memearena.jsonsafe import loads_bounded
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
@@ -321,16 +322,20 @@ class OpenAIBackend:
         # Kept only to scrub it out of error messages; never logged, stored or repr'd.
         self._secret = key
         self._max_bytes = cfg.max_response_bytes
-        urls: list[str | None] = list(cfg.urls()) or [None]
+        # The SDK appends its paths to the base URL's raw path, query and all: the query goes
+        # on every request as default_query instead, so it follows the path.
+        urls: list[tuple[str | None, dict[str, str]]] = [split_query(u) for u in cfg.urls()]
+        urls = urls or [(None, {})]
         self._clients = [
             openai.AsyncOpenAI(
                 api_key=key,
                 base_url=u,
+                default_query=query or None,
                 max_retries=0,
                 timeout=cfg.timeout,
                 http_client=_fast_http_client(openai),
             )
-            for u in urls
+            for u, query in urls
         ]
         self._busy = [0] * len(self._clients)
         self._rr = itertools.count()

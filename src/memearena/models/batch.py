@@ -15,6 +15,12 @@ submitting it again. The same holds inside one run: a transient error on a poll,
 read or a batch creation is retried against that batch (a created batch is found by its input
 file), and only the batch's terminal state or a failed reply line takes a request off the
 record.
+
+A batch input file is bounded like the providers' (``batch_max_bytes``, 200 MB, and
+``batch_max_requests``, 50,000, at OpenAI): the requests that gathered are split into as many
+files as they need, and an upload the endpoint refuses as too large (413) is split in two and
+uploaded again (the limit learned for the next ones), never failing the run; only a single
+request larger than the limit fails, naming it.
 """
 
 from __future__ import annotations
@@ -40,12 +46,24 @@ if TYPE_CHECKING:
     from memearena.config import OpenAIModelConfig
     from memearena.store import RunStore
 
-__all__ = ["BATCH_ENDPOINT", "BatchBackend", "BatchLedger", "custom_id"]
+__all__ = [
+    "BATCH_ENDPOINT",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_REQUESTS",
+    "BatchBackend",
+    "BatchLedger",
+    "custom_id",
+]
 
 log = logging.getLogger("memearena.models")
 
 BATCH_ENDPOINT: Literal["/v1/chat/completions"] = "/v1/chat/completions"
 """The endpoint every batched request goes to."""
+
+DEFAULT_MAX_BYTES = 200_000_000
+"""The largest batch input file the providers accept (OpenAI: 200 MB)."""
+DEFAULT_MAX_REQUESTS = 50_000
+"""The most requests in one batch input file (OpenAI: 50,000)."""
 
 _GATHER_S = 0.2  # calls arriving within this of each other share a batch
 _REPLY_DEPTH = 64
@@ -69,11 +87,20 @@ CREATE INDEX IF NOT EXISTS batch_requests_batch ON batch_requests (batch_id);
 """
 
 
-def custom_id(role: str, body: dict[str, Any]) -> str:
-    """The request's id inside a batch: its role and the hash of its exact body (the same
-    request asked again, in this run or a re-run, has the same id)."""
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
+def custom_id(role: str, body: dict[str, Any], endpoint: str = "") -> str:
+    """The request's id inside a batch and on the ledger: its role and the hash of the
+    endpoint it goes to and its exact body, model id included (the same request asked again,
+    in this run or a re-run, has the same id; one model id on two endpoints has two)."""
+    text = json.dumps([endpoint, body], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:40]
     return f"{role}|{digest}"
+
+
+def _too_large(e: BaseException) -> bool:
+    """Whether the endpoint refused an upload as too large (413)."""
+    import openai
+
+    return isinstance(e, openai.APIStatusError) and e.status_code == 413
 
 
 class BatchLedger:
@@ -95,12 +122,21 @@ class BatchLedger:
         """The ledger kept in `store`'s database (in memory without a store)."""
         return cls(None if store is None else store.path)
 
-    def lookup(self, cid: str) -> tuple[str, str | None] | None:
-        """(file id, batch id or None) for a request already submitted, else None."""
+    def lookup(self, cid: str, model: str) -> tuple[str, str | None] | None:
+        """(file id, batch id or None) for a request already submitted, else None. A request
+        another name of the same model submitted (the same endpoint and body) becomes
+        `model`'s, so `model`'s watcher hands its reply over."""
         row = self._db.execute(
-            "SELECT file_id, batch_id FROM batch_requests WHERE custom_id = ?", (cid,)
+            "SELECT file_id, batch_id, model FROM batch_requests WHERE custom_id = ?", (cid,)
         ).fetchone()
-        return None if row is None else (row[0], row[1])
+        if row is None:
+            return None
+        if row[2] != model:
+            with self._db:
+                self._db.execute(
+                    "UPDATE batch_requests SET model = ? WHERE custom_id = ?", (model, cid)
+                )
+        return row[0], row[1]
 
     def add(self, model: str, file_id: str, ids: Sequence[str]) -> None:
         """Requests uploaded in `file_id` (before its batch is created)."""
@@ -111,11 +147,13 @@ class BatchLedger:
                 [(cid, model, file_id, now) for cid in ids],
             )
 
-    def set_batch(self, file_id: str, batch_id: str) -> None:
-        """The batch created from `file_id`."""
+    def set_batch(self, model: str, file_id: str, batch_id: str) -> None:
+        """The batch created from `model`'s `file_id` (file and batch ids are the endpoint's:
+        two endpoints may give the same ones, so every look-up by id is the model's)."""
         with self._db:
             self._db.execute(
-                "UPDATE batch_requests SET batch_id = ? WHERE file_id = ?", (batch_id, file_id)
+                "UPDATE batch_requests SET batch_id = ? WHERE file_id = ? AND model = ?",
+                (batch_id, file_id, model),
             )
 
     def forget(self, ids: Sequence[str]) -> None:
@@ -126,17 +164,19 @@ class BatchLedger:
                 "DELETE FROM batch_requests WHERE custom_id = ?", [(cid,) for cid in ids]
             )
 
-    def ids_of(self, file_id: str) -> list[str]:
-        """The requests uploaded in `file_id`."""
+    def ids_of(self, model: str, file_id: str) -> list[str]:
+        """The requests `model` uploaded in `file_id`."""
         rows = self._db.execute(
-            "SELECT custom_id FROM batch_requests WHERE file_id = ?", (file_id,)
+            "SELECT custom_id FROM batch_requests WHERE file_id = ? AND model = ?",
+            (file_id, model),
         ).fetchall()
         return [r[0] for r in rows]
 
-    def ids_of_batch(self, batch_id: str) -> list[str]:
-        """The requests on record in batch `batch_id`."""
+    def ids_of_batch(self, model: str, batch_id: str) -> list[str]:
+        """The requests of `model` on record in batch `batch_id`."""
         rows = self._db.execute(
-            "SELECT custom_id FROM batch_requests WHERE batch_id = ?", (batch_id,)
+            "SELECT custom_id FROM batch_requests WHERE batch_id = ? AND model = ?",
+            (batch_id, model),
         ).fetchall()
         return [r[0] for r in rows]
 
@@ -191,11 +231,22 @@ class BatchBackend:
         retry_base_s: float = _RETRY_BASE_S,
         retry_cap_s: float = _RETRY_CAP_S,
         attempts: int = _ATTEMPTS,
+        max_bytes: int | None = None,
+        max_requests: int | None = None,
     ) -> None:
         self.name = name
         self._cfg = cfg
         self._live = OpenAIBackend(name, cfg)  # request bodies, client, key scrubbing
         self._client = self._live._clients[0]
+        self._endpoint = str(self._client.base_url)
+        # The input file's bounds: the config's (the providers' defaults), lowered to below
+        # any upload the endpoint refused as too large.
+        if max_bytes is None:
+            max_bytes = int(getattr(cfg, "batch_max_bytes", DEFAULT_MAX_BYTES))
+        if max_requests is None:
+            max_requests = int(getattr(cfg, "batch_max_requests", DEFAULT_MAX_REQUESTS))
+        self._max_bytes = max_bytes
+        self._max_requests = max_requests
         self._ledger = ledger
         self._gather_s = gather_s
         self._poll_s = cfg.batch_poll_s
@@ -215,12 +266,12 @@ class BatchBackend:
     async def chat(self, messages: Sequence[Message], params: GenParams, role: str) -> RawReply:
         """Submit the request (or find it already submitted) and wait for its batch's reply."""
         body = self._live._request(messages, params)
-        cid = custom_id(role, body)
+        cid = custom_id(role, body, self._endpoint)
         future = self._waiting.get(cid)
         if future is None:
             future = asyncio.get_running_loop().create_future()
             self._waiting[cid] = future
-            known = self._ledger.lookup(cid)
+            known = self._ledger.lookup(cid, self.name)
             if known is not None:
                 file_id, batch_id = known
                 self._watch(batch_id=batch_id, file_id=file_id)
@@ -271,14 +322,51 @@ class BatchBackend:
             await self._submit(queue)
 
     async def _submit(self, queue: list[tuple[str, dict[str, Any]]]) -> None:
-        ids = [cid for cid, _ in queue]
-        data = b"".join(
-            json.dumps(
-                {"custom_id": cid, "method": "POST", "url": BATCH_ENDPOINT, "body": body}
-            ).encode()
-            + b"\n"
+        """Upload what gathered in as many files as the file limit needs."""
+        lines = [
+            (
+                cid,
+                json.dumps(
+                    {"custom_id": cid, "method": "POST", "url": BATCH_ENDPOINT, "body": body}
+                ).encode()
+                + b"\n",
+            )
             for cid, body in queue
+        ]
+        for part in self._parts(lines):
+            await self._upload(part)
+
+    def _parts(self, lines: list[tuple[str, bytes]]) -> list[list[tuple[str, bytes]]]:
+        """``lines`` in order, cut into files of at most ``max_bytes`` and ``max_requests``; a
+        request larger than the limit on its own is failed (no file can hold it)."""
+        parts: list[list[tuple[str, bytes]]] = []
+        part: list[tuple[str, bytes]] = []
+        size = 0
+        for cid, line in lines:
+            if len(line) > self._max_bytes:
+                self._fail([cid], self._oversized(len(line)))
+                continue
+            if part and (size + len(line) > self._max_bytes or len(part) >= self._max_requests):
+                parts.append(part)
+                part, size = [], 0
+            part.append((cid, line))
+            size += len(line)
+        if part:
+            parts.append(part)
+        return parts
+
+    def _oversized(self, size: int) -> ModelError:
+        return ModelError(
+            f"{self._where}: a request of {size:,} bytes exceeds the batch file limit of "
+            f"{self._max_bytes:,} bytes (batch_max_bytes); send this model live (batch: false)",
+            kind="batch_too_large",
         )
+
+    async def _upload(self, part: list[tuple[str, bytes]]) -> None:
+        """Upload one file, record it and watch it (its watcher creates the batch); an upload
+        refused as too large (413) is split in two and each half uploaded."""
+        ids = [cid for cid, _ in part]
+        data = b"".join(line for _, line in part)
         try:
             uploaded = await self._retrying(
                 "upload",
@@ -289,6 +377,17 @@ class BatchBackend:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # nothing was submitted (an orphan file is never batched)
+            if _too_large(e):
+                # No file this large is accepted: the next ones are cut below it.
+                self._max_bytes = min(self._max_bytes, len(data) - 1)
+                log.info("%s: upload of %d bytes refused as too large; split", self.name, len(data))
+                if len(part) == 1:
+                    self._fail(ids, self._oversized(len(data)))
+                    return
+                half = len(part) // 2
+                await self._upload(part[:half])
+                await self._upload(part[half:])
+                return
             self._fail(ids, self._as_model_error("upload failed", e))
             return
         self._ledger.add(self.name, uploaded.id, ids)  # on record before the batch exists
@@ -335,7 +434,7 @@ class BatchBackend:
                     return coro
 
                 batch_id = await self._retrying("batch creation", again)
-                self._ledger.set_batch(file_id, batch_id)
+                self._ledger.set_batch(self.name, file_id, batch_id)
             bid = batch_id
             while True:
                 batch = await self._retrying("poll", lambda: self._client.batches.retrieve(bid))
@@ -361,7 +460,7 @@ class BatchBackend:
 
     def _members(self, file_id: str) -> list[str]:
         """The waiting callers whose request is in `file_id`."""
-        return [cid for cid in self._ledger.ids_of(file_id) if cid in self._waiting]
+        return [cid for cid in self._ledger.ids_of(self.name, file_id) if cid in self._waiting]
 
     async def _batch_of(self, file_id: str, *, look: bool = True) -> str:
         """The batch made from `file_id`: an existing one (a kill or a lost answer fell after
@@ -397,7 +496,7 @@ class BatchBackend:
                 if isinstance(cid, str):
                     seen[cid] = line
                     self._settle(cid, line, None)
-        members = self._ledger.ids_of_batch(batch_id)
+        members = self._ledger.ids_of_batch(self.name, batch_id)
         for cid in members:  # asked again while the error file was read: its line is here
             if cid in seen and cid in self._waiting:
                 self._settle(cid, seen[cid], None)

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
 from memearena.models.types import Completion, GenParams, ImagePart, Message, TextPart, Usage
-from memearena.store.runstore import PAGE_CACHE_KIB, WAL_CHECKPOINT_PAGES, create_private
+from memearena.store.runstore import (
+    PAGE_CACHE_KIB,
+    WAL_CHECKPOINT_PAGES,
+    checkpoint,
+    create_private,
+)
 from memearena.store.sqlite_util import insert_many
 
 if TYPE_CHECKING:
@@ -326,5 +331,6 @@ class ResponseCache:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
-        """Close the cache file (idempotent)."""
+        """Copy the write-ahead log back into the cache file and close it (idempotent)."""
+        checkpoint(self._db)  # a closed connection's error is ignored there
         self._db.close()

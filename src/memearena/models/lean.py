@@ -16,6 +16,12 @@ from the SDK path, field by field:
   401/403/404 end the endpoint; other 4xx permanent) with the SDK's message text;
 - a refused connection or an unknown host is an ``EndpointError``; a timeout, a reset or a
   dropped connection is transient;
+- a reply is read only for a request sent on its connection: a kept-alive connection holding
+  bytes nobody asked for (an unsolicited or extra response) is closed, never reused, so no
+  request is handed another one's reply;
+- redirects are not followed (a 307/308 would re-POST the prompt to another origin, a 302 turn
+  into a GET whose reply looks like a completion): a 3xx is an ``EndpointError`` naming the
+  status and the Location;
 - the key comes from the environment only and is scrubbed from every message.
 
 Retries, limits, spend, the cache and the call record stay in ``ModelPool``: this is only the
@@ -24,6 +30,7 @@ raw endpoint."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import json
 import os
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from memearena.config.urls import endpoint_url
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
 from memearena.models.accounting import estimate_text_tokens
 from memearena.models.backends import (
@@ -95,6 +103,53 @@ def _response_format(text: str) -> msgspec.Raw:
 def _body(model: str, messages: Sequence[Message], params: GenParams) -> bytes:
     """The request body ``request_body`` builds for the SDK path, as JSON bytes."""
     return _ENCODER.encode(request_body(model, messages, params, _response_format))
+
+
+_CONNECTORS: dict[int, type] = {}
+
+
+def _checked_connector(aiohttp: Any) -> type:
+    """A ``TCPConnector`` that never hands out a pooled connection holding bytes nobody asked
+    for: an HTTP/1.1 reply carries no request id, so a response that arrived on an idle
+    kept-alive connection would be read as the reply to the next request sent on it. Such a
+    connection (``should_close``: unread data buffered, or marked to close) is closed and the
+    next one taken, or a new one opened."""
+    got = _CONNECTORS.get(id(aiohttp))
+    if got is not None:
+        return got
+    base = aiohttp.TCPConnector
+
+    def unread(proto: Any) -> bool:
+        return proto is not None and bool(getattr(proto, "should_close", False))
+
+    if inspect.iscoroutinefunction(base._get):  # aiohttp >= 3.10: returns a Connection
+
+        class Checked(base):  # type: ignore[misc,valid-type]
+            async def _get(self, *args: Any, **kw: Any) -> Any:
+                while True:
+                    conn = await super()._get(*args, **kw)
+                    if conn is None or not unread(conn.protocol):
+                        return conn
+                    conn.close()
+
+    else:  # aiohttp 3.9: returns the protocol
+
+        class Checked(base):  # type: ignore[misc,valid-type,no-redef]
+            def _get(self, *args: Any, **kw: Any) -> Any:
+                while True:
+                    proto = super()._get(*args, **kw)
+                    if proto is None or not unread(proto):
+                        return proto
+                    proto.close()
+
+    _CONNECTORS[id(aiohttp)] = Checked
+    return Checked
+
+
+def _printable(text: str, limit: int = 300) -> str:
+    """Untrusted header text made safe for a one-line message (controls escaped, bounded)."""
+    text = text[:limit]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _too_deep(data: Any, limit: int) -> bool:
@@ -167,7 +222,7 @@ class LeanBackend:
         self._secret = key
         self._max_bytes = cfg.max_response_bytes
         bases = cfg.urls() or [os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL]
-        self._bases = [b.rstrip("/") for b in bases]
+        self._bases = list(bases)
         headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
@@ -204,9 +259,10 @@ class LeanBackend:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self._cfg.timeout, sock_read=self._cfg.timeout
             )
+            connector = _checked_connector(aiohttp)
             self._sessions = [
                 aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+                    connector=connector(limit=0, keepalive_timeout=30),
                     timeout=timeout,
                     skip_auto_headers=("User-Agent",),
                     raise_for_status=False,
@@ -214,7 +270,8 @@ class LeanBackend:
                 for _ in self._bases
             ]
             for path in ("/chat/completions", "/embeddings"):
-                self._urls[path] = [URL(b + path) for b in self._bases]
+                # encoded=True: the URL is sent as written (its query kept, after the path)
+                self._urls[path] = [URL(endpoint_url(b, path), encoded=True) for b in self._bases]
             self._aiohttp = aiohttp
         return self._sessions[i]
 
@@ -238,8 +295,13 @@ class LeanBackend:
         self._busy[i] += 1
         try:
             async with session.post(
-                self._urls[path][i], data=body, headers=self._headers_for(role)
+                self._urls[path][i],
+                data=body,
+                headers=self._headers_for(role),
+                allow_redirects=False,
             ) as resp:
+                if 300 <= resp.status < 400:
+                    raise self._redirected(resp)
                 if resp.status >= 400:
                     text = await self._read_error(resp)
                     msg = self._scrub(f"{self._where}: HTTP {resp.status}: {text}")
@@ -253,6 +315,19 @@ class LeanBackend:
             raise self._connection_error(e, timeout=False) from None
         finally:
             self._busy[i] -= 1
+
+    def _redirected(self, resp: aiohttp.ClientResponse) -> EndpointError:
+        """A 3xx: never followed (the prompt would go to wherever it points, a 302 turn into a
+        GET); every call would be redirected alike, so nothing more is sent to the model."""
+        resp.close()  # its body is not read: the connection is not reused
+        location = _printable(resp.headers.get("Location", "(none)"))
+        return EndpointError(
+            self._scrub(
+                f"{self._where}: HTTP {resp.status} redirect to {location}; redirects are not "
+                "followed (set base_url to the address that answers)"
+            ),
+            kind="redirect",
+        )
 
     def _connection_error(self, e: BaseException, *, timeout: bool) -> ModelError:
         dead = connection_failure_kind(e)

@@ -40,7 +40,7 @@ import re
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memearena.errors import (
@@ -73,7 +73,8 @@ from memearena.models.embeddings import (
 )
 from memearena.models.limits import RateLimiter, backoff_delay
 from memearena.models.refusal import detect_refusal
-from memearena.models.types import Completion, GenParams, ImagePart, Message
+from memearena.models.types import Completion, GenParams, ImagePart, Message, Usage
+from memearena.store.keyfilter import KeyFilter
 from memearena.store.runstore import USAGE_FIELDS, CallStatus, RunStore
 
 if TYPE_CHECKING:
@@ -180,7 +181,9 @@ def _live_backend(m: _Model) -> OpenAIBackend | LeanBackend:
 
 class ModelPool:
     """Every configured model behind one ``complete`` call. Identical requests are served from
-    the cache; every call, cached or failed, is recorded in the store."""
+    the cache, or from the answer on record (a reply is paid for once, whatever stopped the
+    run that paid for it), or share the one call in flight; every call, cached or failed, is
+    recorded in the store."""
 
     def __init__(
         self,
@@ -246,6 +249,17 @@ class ModelPool:
         self._pending_withdrawn: list[tuple[str]] = []  # sent rows whose request never left
         self._pending_cache: dict[str, Completion] = {}
         self._pending_requests: list[tuple[str, int, bytes]] = []  # requests as sent
+        # Replies paid for since the last commit, by request key (``_reused`` serves them
+        # before the commit puts them on record), and keys whose replies were found unusable.
+        self._pending_replies: dict[str, Completion] = {}
+        self._pending_dropped: list[tuple[str]] = []
+        # Whether earlier invocations left replies on record, and the keys this one paid for:
+        # only those are looked up in the store before a call is sent.
+        self._replies_before = store.has_replies() if store is not None else False
+        self._replied: KeyFilter | None = None
+        # Single flight: the call in flight per request key, which an identical request
+        # joins instead of paying for the same reply again (None: it ended without one).
+        self._flights: dict[str, asyncio.Future[Completion | None]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
         self._embedders: dict[str, EmbeddingBackend] = {}  # per model, opened on first embed
@@ -415,6 +429,7 @@ class ModelPool:
             or self._pending_settle
             or self._pending_withdrawn
             or self._pending_requests
+            or self._pending_dropped
             or (self._store is not None and self._store.pending_steps)
         )
 
@@ -468,6 +483,8 @@ class ModelPool:
         withdrawn, self._pending_withdrawn = self._pending_withdrawn, []
         entries, self._pending_cache = self._pending_cache, {}
         requests, self._pending_requests = self._pending_requests, []
+        dropped, self._pending_dropped = self._pending_dropped, []
+        self._pending_replies = {}  # on record once this commit is
         waiters, self._waiters = self._waiters, []
         error: Exception | None = None
         if entries and self._cache is not None:
@@ -476,9 +493,14 @@ class ModelPool:
             except Exception as e:  # StoreError; anything else must still wake the waiters
                 error = e
         store = self._store
-        if store is not None and (calls or settle or requests or withdrawn or store.pending_steps):
+        if store is not None and (
+            calls or settle or requests or withdrawn or dropped or store.pending_steps
+        ):
             try:  # one transaction: requests as sent, calls about to be sent and ended, steps
-                store.write_call_rows(calls, settle, requests, withdrawn)
+                if dropped:
+                    store.write_call_rows(calls, settle, requests, withdrawn, dropped=dropped)
+                else:
+                    store.write_call_rows(calls, settle, requests, withdrawn)
             except Exception as e:
                 error = error or e
         told = False
@@ -552,18 +574,23 @@ class ModelPool:
     def uncache(
         self, model: str, messages: Sequence[Message], params: GenParams | None = None
     ) -> None:
-        """Forget the cached reply to this request: its output did not parse, and a cached
-        unusable reply would replay on every re-run (so a required step could never be asked
-        again). Its call record stays."""
+        """Forget the reply to this request, cached and on record: its output stayed unusable
+        (an ask that ended unparseable after its re-asks), and a reply replayed on every re-run
+        would mean a required step could never be asked again. Its call record stays, marked
+        as never to be reused (with the next commit)."""
         m = self._models.get(model)
-        if m is None or self._cache is None:
+        if m is None:
             return
         if params is None:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
         else:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
-        self._pending_cache.pop(key, None)
-        self._cache.delete(key)
+        if self._store is not None:
+            self._pending_replies.pop(key, None)
+            self._pending_dropped.append((key,))
+        if self._cache is not None:
+            self._pending_cache.pop(key, None)
+            self._cache.delete(key)
 
     async def complete(
         self,
@@ -607,12 +634,88 @@ class ModelPool:
                     cached=True,
                     cost_usd=0.0,
                 )
+        return await self._once(m, key, role, t0, lambda: self._call(m, key, messages, p, role, t0))
+
+    def _reusable(self, m: _Model) -> bool:
+        """Whether replies on record may stand for ``m``'s new calls: always, except for a
+        simulated model with the cache off (a world that answers one request differently,
+        such as Adapt's null world, turns the cache off; its replies are free)."""
+        return self._store is not None and (m.cfg.provider != "sim" or self._cache is not None)
+
+    def _reused(self, m: _Model, key: str, role: str, t0: float) -> Completion | None:
+        """The answer already paid for under ``key`` (this invocation's, not committed yet, or
+        one on record from any earlier invocation, however it ended: a kill, the spend cap, an
+        error elsewhere), recorded as a ``cached`` call; None when there is none (a refusal
+        or an empty reply is never replayed)."""
+        if not self._reusable(m):
+            return None
+        done = self._pending_replies.get(key)
+        if done is not None:
+            return self._joined(m, key, role, t0, done)
+        if not (self._replies_before or (self._replied is not None and key in self._replied)):
+            return None
+        assert self._store is not None
+        row = self._store.reply_on_record(key)
+        if row is None:
+            return None
+        text, n_in, n_out = row
+        return self._joined(m, key, role, t0, Completion(text, m.name, Usage(n_in, n_out)))
+
+    def _joined(self, m: _Model, key: str, role: str, t0: float, done: Completion) -> Completion:
+        """``done``, a reply paid for once, served to another call of the same request: a
+        ``cached`` call (free) on ``m``'s record."""
+        latency = time.perf_counter() - t0
+        self._record(m, key, role, "cached", latency=latency, response=done.text)
+        self.schedule_flush()
+        return Completion(
+            done.text,
+            m.name,
+            done.usage,
+            latency,
+            done.finish_reason,
+            refusal=done.refusal,
+            cached=True,
+            cost_usd=0.0,
+        )
+
+    async def _once(
+        self,
+        m: _Model,
+        key: str,
+        role: str,
+        t0: float,
+        send: Callable[[], Awaitable[Completion]],
+    ) -> Completion:
+        """``send()``'s reply to request ``key``, paid for at most once: a reply on record is
+        reused; a request identical to one in flight (the same model under two names, two
+        equal answers judged in both orders) waits for that call's reply instead of sending
+        its own (single flight); only when that call ends without a reply (failed,
+        cancelled) does the next one send it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            served = self._reused(m, key, role, t0)
+            if served is not None:
+                return served
+            flight = self._flights.get(key)
+            if flight is None or flight.get_loop() is not loop:
+                break
+            # shield: a waiter cancelled must not cancel the call it waits for
+            done = await asyncio.shield(flight)
+            if done is not None:
+                return self._joined(m, key, role, t0, done)
         self._check_open(m)
+        fut: asyncio.Future[Completion | None] = loop.create_future()
+        self._flights[key] = fut
         self._in_flight += 1
         self._idle.clear()
+        done = None
         try:
-            return await self._call(m, key, messages, p, role, t0)
+            done = await send()
+            return done
         finally:
+            if self._flights.get(key) is fut:
+                del self._flights[key]
+            fut.set_result(done)
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
@@ -793,6 +896,13 @@ class ModelPool:
             and text.strip()
         ):
             self._pending_cache[key] = completion
+        if self._store is not None and not refusal and text.strip():
+            # An answer paid for: served to any later call of this request (a refusal or an
+            # empty reply is asked again, as the cache would have it).
+            self._pending_replies[key] = completion
+            if self._replied is None:
+                self._replied = KeyFilter()
+            self._replied.add(key)
         self._record(
             m,
             key,
@@ -869,10 +979,12 @@ class ModelPool:
                 return vectors
         self._check_open(m)
         embedder = self._embedder(m)
-        self._in_flight += 1
-        self._idle.clear()
-        try:
-            done = await self._call(
+        done = await self._once(
+            m,
+            key,
+            role,
+            t0,
+            lambda: self._call(
                 m,
                 key,
                 messages,
@@ -881,11 +993,8 @@ class ModelPool:
                 t0,
                 via=EmbedAsChat(embedder, texts),
                 estimate=estimate_tokens(messages) * m.price_in,
-            )
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight:
-                self._idle.set()
+            ),
+        )
         vectors = decode_vectors(done.text, len(texts))
         if vectors is None:  # only if scrubbing a key value garbled it: never use that reply
             raise ModelError(f"{model}: embeddings reply unusable after scrubbing", kind="bug")

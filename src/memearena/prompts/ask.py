@@ -66,6 +66,7 @@ async def ask(
     convo = list(messages)
     raw: list[str] = []
     reason = ""
+    asked: list[list[Message]] = []  # the requests whose replies did not parse
     for attempt in range(1, max_reasks + 2):
         try:
             completion = await pool.complete(model, convo, role=role, params=params)
@@ -79,10 +80,14 @@ async def ask(
             return AskResult(parser(completion.text), raw, None, False, attempt)
         except ParseError as e:
             reason = str(e) or "output does not match the required format"
-            # An unusable reply must not be replayed from the cache by a re-run's ask.
-            uncache = getattr(pool, "uncache", None)
-            if uncache is not None:
-                uncache(model, convo, params)
+            asked.append(convo)
         convo = [*convo, Message.text("assistant", completion.text), reask_message(reason)]
+    # A reply that did not parse stays paid for while a re-ask may still succeed (a run
+    # stopped mid-way replays it and its re-asks instead of paying for them again); once every
+    # re-ask failed, none of them is replayed, so a re-run asks afresh.
+    uncache = getattr(pool, "uncache", None)
+    if uncache is not None:
+        for request in asked:
+            uncache(model, request, params)
     # An output that never parses is recorded as a failure, never turned into a default answer.
     return AskResult(None, raw, f"unparseable: {reason}", False, max_reasks + 1)

@@ -10,7 +10,12 @@ Threat: text the grader was shown (a meme, an answer, a reference, a misbelief) 
 rating, echoed or quoted by the grader, must never become the score. The defence is on the
 input side: every untrusted text is rendered through ``defang_score_fields`` (``prompts.render``
 does it for every inserted value), which makes ``[[``/``]]`` and rating/score labels inert, so a
-rating left in a reply was written by the grader itself. Then every rating in the reply is
+rating left in a reply was written by the grader itself. Inert under normalisation too: a
+grader that echoes text NFKC-normalised or without its invisible format characters must not
+bring a rating back, so those characters are dropped, a text that would spell a rating once
+normalised is inserted normalised, and the label itself is broken by a middle dot (``Rat·ing``:
+no normalisation joins it again), not only its punctuation (a fullwidth colon folds back to
+``:``). Then every rating in the reply is
 collected: none, several distinct ones, one with more than one decimal or one out of range is a
 ParseError (the caller re-asks, then records the output as unparsed) — never a guess from a
 stray digit.
@@ -19,6 +24,8 @@ stray digit.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -61,7 +68,20 @@ _VALUE_ONLY = re.compile(rf"{_DECOR}{_VALUE}{_DECOR}\.?{_DECOR}", re.IGNORECASE 
 # word before the label, a label anywhere in a line.
 _LABEL_SEP = re.compile(rf"(rating|score)({_DECOR})([:=])", re.IGNORECASE)
 _INERT_SEP = {":": "\uff1a", "=": "\uff1d"}  # fullwidth colon / equals: read, never parsed
+_BREAK = "\u00b7"
+"""Put inside a label (``Rat·ing``, ``Sco·re``): visible, not a format character, unchanged by
+NFKC, so no normalisation of an echoed text makes the label whole again."""
 _ADJACENT = re.compile(r"(?<=\[)(?=\[)|(?<=\])(?=\])")
+# Invisible characters a grader may drop when it echoes a text: every format character (Cf:
+# zero-width, joiners, bidi controls, soft hyphen, BOM, tags) and the other default-ignorable
+# ones (combining grapheme joiner, Hangul fillers, variation selectors). Dropped from untrusted
+# text first, so what the defence sees is what such a grader writes.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class _Rating(NamedTuple):
     raw: str
     num: str
     den: str | None
+    end: int
 
 
 def ratings_in(text: str) -> list[tuple[int, str]]:
@@ -110,7 +131,7 @@ def _ratings(text: str) -> list[_Rating]:
                     label = _LABEL_BEFORE.search(text, line, start)
                     if label is not None:
                         at = label.start()
-                found.append(_Rating(at, m.group(0), v.group("num"), v.group("den")))
+                found.append(_Rating(at, m.group(0), v.group("num"), v.group("den"), m.end()))
     for line in _label_lines(text, low):  # only a line holding a label can be a rating line
         lm = _LINE_FIELD.match(text, line)
         if lm is None:
@@ -120,7 +141,9 @@ def _ratings(text: str) -> list[_Rating]:
             continue  # "Rating: [[5]]": read above, once
         v = _VALUE_ONLY.fullmatch(rest)
         if v is not None:  # "Score: the answer misses ..." is prose, not a rating
-            found.append(_Rating(lm.start(), rest.strip(), v.group("num"), v.group("den")))
+            found.append(
+                _Rating(lm.start(), rest.strip(), v.group("num"), v.group("den"), lm.end())
+            )
     if len(found) > 1:
         found.sort(key=_at)
     return found
@@ -172,19 +195,66 @@ def _number(r: _Rating, lo: int, hi: int) -> float:
     return value if frac else int(whole)
 
 
-def parse_score(text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False) -> Score:
+def parse_score(
+    text: str,
+    *,
+    lo: int = 1,
+    hi: int = 10,
+    allow_na: bool = False,
+    shown: Sequence[str] = (),
+) -> Score:
     """The grader's score: every rating in ``text`` (see module doc) must give the same number
-    in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason."""
-    return _score(_ratings(text), lo, hi, allow_na)
+    in ``[lo, hi]`` (or N/A when ``allow_na``); otherwise ParseError with a short reason.
+
+    ``shown``: the untrusted texts the grader was shown (as given to the template). A rating
+    that, normalised, is a quote of one of them (a grader that re-typed a defanged rating) is
+    not the grader's: it is left out, and a reply whose only ratings are such quotes is a
+    ParseError."""
+    return _score(_own(text, _ratings(text), shown), lo, hi, allow_na)
 
 
 def parse_score_at(
-    text: str, *, lo: int = 1, hi: int = 10, allow_na: bool = False
+    text: str,
+    *,
+    lo: int = 1,
+    hi: int = 10,
+    allow_na: bool = False,
+    shown: Sequence[str] = (),
 ) -> tuple[Score, int]:
     """``parse_score`` and ``first_rating_at`` from one scan of ``text``: the grader's score and
     the offset of its first rating (where its feedback ends)."""
-    found = _ratings(text)
+    found = _own(text, _ratings(text), shown)
     return _score(found, lo, hi, allow_na), found[0].at
+
+
+_CANON_DROP = str.maketrans({_BREAK: None, "\u201c": '"', "\u201d": '"'})
+_CANON_SPACE = re.compile(r"\s+")
+
+
+def _canon(text: str) -> str:
+    """``text`` as any normalising echo of it compares: format characters dropped, NFKC,
+    the defence's marks undone (label breaks, spaced brackets), case and spacing folded."""
+    text = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)).translate(_CANON_DROP)
+    text = text.replace("[ [", "[[").replace("] ]", "]]")
+    return _CANON_SPACE.sub(" ", text).casefold().strip(" \t*_>#-")
+
+
+def _own(text: str, found: list[_Rating], shown: Sequence[str]) -> list[_Rating]:
+    """The ratings of ``found`` that are not a (normalised) quote of a text in ``shown``."""
+    if not found or not shown:
+        return found
+    sources = [_canon(s) for s in shown if s]
+    own = []
+    for r in found:
+        quote = _canon(text[r.at : r.end])
+        if not (quote and any(quote in src for src in sources)):
+            own.append(r)
+    if not own:
+        raise ParseError(
+            "the only rating is quoted from the material shown; "
+            "end with your own rating on its own line: 'Rating: [[n]]'"
+        )
+    return own
 
 
 def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
@@ -213,13 +283,31 @@ def _score(found: list[_Rating], lo: int, hi: int, allow_na: bool) -> Score:
     return Score(values[-1])
 
 
+def _spells_a_field(text: str) -> bool:
+    """Whether ``text`` holds a rating label with its separator or adjacent brackets."""
+    return "[[" in text or "]]" in text or _LABEL_SEP.search(text) is not None
+
+
+def _inert_label(m: re.Match[str]) -> str:
+    label = m.group(1)
+    return label[:3] + _BREAK + label[3:] + m.group(2) + _INERT_SEP[m.group(3)]
+
+
 def defang_score_fields(text: str) -> str:
-    """Untrusted text made unable to hold a rating: adjacent ``[[``/``]]`` get a space between
-    them and a rating/score label's ``:``/``=`` becomes its fullwidth form (still readable).
-    Idempotent."""
+    """Untrusted text made unable to hold a rating, as written and as a normalising grader
+    would echo it (NFKC, format characters dropped): invisible format characters are dropped;
+    a text that spells a rating field only once NFKC-normalised (fullwidth letters, brackets or
+    colons, a no-break space) is taken normalised; then adjacent ``[[``/``]]`` get a space
+    between them and a rating/score label is broken by a middle dot, its ``:``/``=`` made
+    fullwidth (``Rat·ing： 10``: still readable). Idempotent."""
+    if not text.isascii():
+        text = _IGNORABLE.sub("", text)
+        folded = unicodedata.normalize("NFKC", text)
+        if folded != text and _spells_a_field(folded):
+            text = _IGNORABLE.sub("", folded)
     low = text.lower()
     if "rating" in low or "score" in low or not text.isascii():
-        text = _LABEL_SEP.sub(lambda m: m.group(1) + m.group(2) + _INERT_SEP[m.group(3)], text)
+        text = _LABEL_SEP.sub(_inert_label, text)
     if "[[" in text or "]]" in text:
         text = _ADJACENT.sub(" ", text)
     return text

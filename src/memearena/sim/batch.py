@@ -6,6 +6,9 @@ output file. A batch completes ``batch_delay_s`` after its creation (each line a
 the simulated world as a live call would be, its role read from the custom id's prefix). Every
 answered request is counted by custom id, so a test can check that none was paid twice.
 
+An uploaded file is accepted up to ``file_limit`` bytes (200 MB, as the providers accept) and
+refused past it with a 413, as they answer.
+
 ``batch_faults`` injects 500s: for each step named (`BATCH_FAULT_STEPS`), the first N calls
 about one object answer 500 (an upload: per content; a batch creation: per input file, and the
 batch *is* created before the 500, as a provider that timed out after committing would; a poll:
@@ -32,7 +35,16 @@ from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import SimResponder
 from memearena.sim.wire import parse_messages, request_params
 
-__all__ = ["BATCH_FAULT_STEPS", "BATCH_STATS_KEY", "BatchStats", "add_batch_routes"]
+__all__ = [
+    "BATCH_FAULT_STEPS",
+    "BATCH_FILE_LIMIT",
+    "BATCH_STATS_KEY",
+    "BatchStats",
+    "add_batch_routes",
+]
+
+BATCH_FILE_LIMIT = 200_000_000
+"""The largest batch input file accepted by default, in bytes (OpenAI's limit: 200 MB)."""
 
 BATCH_FAULT_STEPS = ("file_create", "batch_create", "poll", "output_read", "list")
 """The batch endpoints' steps a fault can be injected into."""
@@ -49,6 +61,10 @@ class BatchStats:
     """custom id → how many times it was answered (billed) in a completed batch."""
     faults: dict[str, int] = field(default_factory=dict)
     """step → 500s injected."""
+    too_large: int = 0
+    """Uploads refused with 413 (past the file limit)."""
+    largest_upload: int = 0
+    """Bytes of the largest file accepted."""
 
     def as_dict(self) -> dict[str, Any]:
         """Counters as JSON."""
@@ -60,10 +76,18 @@ class BatchStats:
             "distinct_requests": len(self.billed),
             "billed_twice": sorted(k for k, v in self.billed.items() if v > 1),
             "faults": dict(self.faults),
+            "too_large": self.too_large,
+            "largest_upload": self.largest_upload,
         }
 
 
 BATCH_STATS_KEY = web.AppKey("batch_stats", BatchStats)
+
+
+def upload_body_limit(file_limit: int) -> int:
+    """The request body an upload of ``file_limit`` bytes needs (the multipart envelope on
+    top): what the server's ``client_max_size`` must be at least."""
+    return file_limit + 64 * 1024
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -78,9 +102,12 @@ def add_batch_routes(
     delay_s: float = 0.5,
     known_models: list[str] | None = None,
     faults: Mapping[str, int] | None = None,
+    file_limit: int = BATCH_FILE_LIMIT,
 ) -> None:
     """Add the file and batch endpoints to the simulated server's `app`; `faults`: step →
-    how many first calls about each object answer 500 (see the module's docstring)."""
+    how many first calls about each object answer 500 (see the module's docstring);
+    `file_limit`: the largest upload accepted, in bytes (the app's ``client_max_size`` must
+    admit it, see ``upload_body_limit``)."""
     plan = dict(faults or {})
     unknown = sorted(set(plan) - set(BATCH_FAULT_STEPS))
     if unknown:
@@ -165,12 +192,24 @@ def add_batch_routes(
         )
         stats.completed_batches += 1
 
+    def too_large(size: str) -> web.Response:
+        stats.too_large += 1
+        return _error(413, f"File too large: {size}; the limit is {file_limit:,} bytes")
+
     async def create_file(request: web.Request) -> web.StreamResponse:
-        form = await request.post()
+        if (request.content_length or 0) > upload_body_limit(file_limit):
+            return too_large(f"{request.content_length:,} bytes")
+        try:
+            form = await request.post()
+        except web.HTTPRequestEntityTooLarge:
+            return too_large("over the request body limit")
         upload = form.get("file")
         if not isinstance(upload, FileField) or form.get("purpose") != "batch":
             return _error(400, "expected a multipart 'file' with purpose 'batch'")
         content = upload.file.read()
+        if len(content) > file_limit:
+            return too_large(f"{len(content):,} bytes")
+        stats.largest_upload = max(stats.largest_upload, len(content))
         if fault("file_create", hashlib.sha256(content).hexdigest()):
             return server_error()
         file_id = f"file-sim-{next(ids)}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import pickle
 import socket
@@ -28,6 +29,7 @@ from memearena.errors import ConfigError, ModelError, TransientModelError
 from memearena.models.accounting import estimate_text_tokens, estimate_tokens
 from memearena.models.backends import ROLE_HEADER, SimResponder
 from memearena.models.types import GenParams, ImagePart, Message
+from memearena.sim.batch import BATCH_FILE_LIMIT, add_batch_routes, upload_body_limit
 from memearena.sim.faults import FAULTS, FaultPlan, garble
 from memearena.sim.wire import BadRequest, parse_messages, request_params
 
@@ -36,6 +38,7 @@ __all__ = [
     "BackgroundServer",
     "EchoResponder",
     "ServerStats",
+    "body_digest",
     "make_app",
     "parse_messages",
     "serve",
@@ -62,6 +65,14 @@ class ServerStats:
     """Most requests handled at once."""
     roles: dict[str, int] = field(default_factory=dict)
     """Requests by agent role."""
+    answered: dict[str, int] = field(default_factory=dict)
+    """Request body hash (model, messages, parameters) -> replies sent with usage (a proper
+    completion or a malformed one: both are billed); a hash above 1 was paid more than once."""
+
+    def paid_twice(self) -> int:
+        """Replies billed for a request body already answered once (0 when nothing is paid
+        twice)."""
+        return sum(n - 1 for n in self.answered.values() if n > 1)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -74,7 +85,16 @@ class ServerStats:
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "roles": dict(self.roles),
+            "answered_bodies": len(self.answered),
+            "paid_twice": self.paid_twice(),
         }
+
+
+def body_digest(body: Mapping[str, Any]) -> str:
+    """The hash of a request body as billed: its JSON with sorted keys (one request, one hash,
+    however a client orders its fields)."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 STATS_KEY = web.AppKey("memearena_stats", ServerStats)
@@ -118,19 +138,22 @@ def make_app(
     models: Sequence[str] = (),
     batch_delay_s: float = 0.5,
     batch_faults: Mapping[str, int] | None = None,
+    batch_file_limit: int = BATCH_FILE_LIMIT,
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
     of ``retry_after_s``), ``500``, ``timeout`` (hangs ``hang_s``) or ``malformed``.
     With ``models`` given, a request for any other model gets a 404 ``model_not_found`` error,
     as OpenAI answers (so a misspelt model fails ``models check``); without, every name is
-    served and ``/v1/models`` lists the names requested so far."""
+    served and ``/v1/models`` lists the names requested so far. A batch input file is accepted
+    up to ``batch_file_limit`` bytes (200 MB, as the providers accept; 413 past it)."""
     plan = FaultPlan.of(fail_rate, seed, faults)
     delay = latency_ms / 1000.0
     stats = ServerStats()
     known_models = list(models)
     strict = bool(known_models)
-    app = web.Application()
+    # aiohttp's default body limit (1 MiB) would refuse batch uploads the providers accept.
+    app = web.Application(client_max_size=max(1024**2, upload_body_limit(batch_file_limit)))
     app[STATS_KEY] = stats
     retry_header = {"Retry-After": f"{retry_after_s:g}"}
 
@@ -198,6 +221,8 @@ def make_app(
                 text = garble(text, seq, plan.seed)
             elif fault is None:
                 stats.completed += 1
+            digest = body_digest(body)
+            stats.answered[digest] = stats.answered.get(digest, 0) + 1
             prompt_tokens = estimate_tokens(messages)
             completion_tokens = estimate_text_tokens(text)
             reply = {
@@ -296,10 +321,13 @@ def make_app(
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/stats", get_stats)
-    from memearena.sim.batch import add_batch_routes  # the Batch API (/v1/files, /v1/batches)
-
-    add_batch_routes(
-        app, responder, delay_s=batch_delay_s, known_models=known_models, faults=batch_faults
+    add_batch_routes(  # the Batch API (/v1/files, /v1/batches)
+        app,
+        responder,
+        delay_s=batch_delay_s,
+        known_models=known_models,
+        faults=batch_faults,
+        file_limit=batch_file_limit,
     )
     return app
 

@@ -33,6 +33,7 @@ __all__ = [
     "GroupWriter",
     "RunStore",
     "artifact_key",
+    "checkpoint",
     "create_private",
 ]
 
@@ -159,6 +160,8 @@ _CALL_COLUMNS_ADDED = (
     ("call_id", "TEXT"),
     ("cost_bound_usd", "REAL NOT NULL DEFAULT 0"),
     ("error_kind", "TEXT"),
+    # 1 once the reply was found unusable for good (``ModelPool.uncache``): never reused.
+    ("dropped", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -223,6 +226,12 @@ _SETTLE_CALL = (
     "WHERE call_id=? AND status='sent'"
 )
 _WITHDRAW_CALL = "DELETE FROM calls WHERE call_id=? AND status='sent'"
+_DROP_REPLIES = "UPDATE calls SET dropped=1 WHERE request_hash=? AND status='ok'"
+_REPLY_ON_RECORD = (
+    "SELECT response, input_tokens, output_tokens FROM calls"
+    " WHERE request_hash=? AND status='ok' AND response IS NOT NULL AND dropped=0"
+    " ORDER BY id DESC LIMIT 1"
+)
 
 
 def _call_row(r: CallRecord) -> tuple[Any, ...]:
@@ -270,6 +279,26 @@ class GroupWriter(Protocol):
 
     def schedule_flush(self) -> None:
         """Have everything queued committed within a few event-loop turns."""
+
+
+CHECKPOINT_WAIT_MS = 2000
+"""How long a closing database waits for readers before its final checkpoint settles for what
+it can copy (a reader mid-query holds the log's newest pages)."""
+
+
+def checkpoint(db: sqlite3.Connection) -> None:
+    """Copy every page of the write-ahead log back into the database file and empty the log,
+    so the file alone is the whole database (copied, mailed, or opened without its -wal).
+    SQLite does this itself only when the last connection closes: a reader left open (the
+    viewer) would keep the data in the log. The journal mode stays WAL. Best effort: a reader
+    in a transaction may keep the newest pages in the log, never losing them."""
+    try:
+        db.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.Error:
+        pass  # the data is safe in the log; the next open or close checkpoints it
 
 
 def create_private(path: Path) -> None:
@@ -414,17 +443,23 @@ class RunStore:
             "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
             " WHERE call_id IS NOT NULL"
         )
+        # A resumed call looks its request up by key: a reply on record is never paid again.
+        db.execute("CREATE INDEX IF NOT EXISTS calls_request ON calls(request_hash)")
         db.executescript(REQUESTS_SCHEMA)
 
     def close(self) -> None:
-        """Commit what is queued and close the database (idempotent)."""
+        """Commit what is queued, copy the write-ahead log back into run.db and close the
+        database (idempotent)."""
         if self._closed:
             return
         try:
             self._sync()
         finally:
-            self._db.close()
-            self._closed = True
+            try:
+                checkpoint(self._db)
+            finally:
+                self._db.close()
+                self._closed = True
 
     @property
     def closed(self) -> bool:
@@ -487,12 +522,15 @@ class RunStore:
         settle: Sequence[tuple[Any, ...]],
         requests: Sequence[tuple[str, int, bytes]] = (),
         withdrawn: Sequence[tuple[str]] = (),
+        dropped: Sequence[tuple[str]] = (),
     ) -> None:
         """``record_call_rows(rows)``, ``settle_call_rows(settle)`` and, first,
         ``record_request_rows(requests)`` in one transaction (one commit for all, as the model
         stack's group commit writes them): all or none. ``withdrawn`` names, by call id, rows
         on record as ``sent`` whose request never left after all (its model died while it
-        waited for a send slot): they are removed, last.
+        waited for a send slot): they are removed, last. ``dropped`` names, by request key,
+        replies found unusable for good (``reply_on_record`` never returns them again), marked
+        after the rows above, so a reply settled in this same commit is marked too.
 
         The queued steps (``commit_step``) ride along, written after the calls: a step is
         queued only once the calls it came from returned, and their rows were queued before,
@@ -504,6 +542,7 @@ class RunStore:
                 (_INSERT_CALL, rows),
                 (_SETTLE_CALL, settle),
                 (_WITHDRAW_CALL, withdrawn),
+                (_DROP_REPLIES, dropped),
             )
             if batch
         ]
@@ -533,6 +572,25 @@ class RunStore:
             if steps is not None:  # the steps are lost too: their next commit_step says so
                 self._failed = failure
             raise failure from None
+
+    def reply_on_record(self, key: str) -> tuple[str, int, int] | None:
+        """``(response, input_tokens, output_tokens)`` of the latest answer paid for under
+        request ``key`` (``ok``, not empty, not dropped), or None: a request whose answer is on
+        record is never sent again, whatever stopped the run that paid for it. (A refusal is
+        not an answer: like the response cache, the record never replays one.)
+
+        Reads only what is committed, without committing the queue first: the model pool asks
+        this before each call it would send, and keeps the replies it has not committed yet
+        itself (a commit per call would undo its group commit)."""
+        rows = self._read(_REPLY_ON_RECORD, (key,))
+        if not rows or not str(rows[0][0]).strip():
+            return None
+        response, n_in, n_out = rows[0]
+        return str(response), int(n_in), int(n_out)
+
+    def has_replies(self) -> bool:
+        """Whether any answer is on record (``ok``): a fresh run has none to look up."""
+        return bool(self._read("SELECT 1 FROM calls WHERE status='ok' LIMIT 1"))
 
     def calls(self) -> list[CallRecord]:
         """Every call record, oldest first."""

@@ -11,6 +11,7 @@ outcome of its own outside the failure rate (``refusals: excluded``)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,8 @@ async def answer_and_score(
                 scorer,
                 "adapt.score",
                 "adapt/scorer.j2",
-                parse_score,
+                # A rating re-typed from what the scorer was shown is not its own.
+                functools.partial(parse_score, shown=tuple(shown.values())),
                 lambda v: {"score": v.value},
                 image=image,
                 params=ctx.repeat_params(repeat, temperature=acfg.scorer_temperature),

@@ -96,9 +96,10 @@ class PointwiseScore:
     """The judge's feedback (the text before its score field), at most 2,000 characters."""
 
 
-def parse_pointwise(text: str, *, allow_na: bool) -> PointwiseScore:
-    """The judge's score (strict; see module doc) and its feedback."""
-    score, at = parse_score_at(text, lo=1, hi=10, allow_na=allow_na)
+def parse_pointwise(text: str, *, allow_na: bool, shown: tuple[str, ...] = ()) -> PointwiseScore:
+    """The judge's score (strict; see module doc) and its feedback; ``shown``: the untrusted
+    texts it was shown (a rating quoted from them is not the judge's)."""
+    score, at = parse_score_at(text, lo=1, hi=10, allow_na=allow_na, shown=shown)
     feedback = text[:at].strip()
     return PointwiseScore(score.value, feedback[:2000])
 

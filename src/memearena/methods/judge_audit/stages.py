@@ -142,12 +142,13 @@ class _Request:
     just before it is sent, its payload is still in the pool's memo (not built and hashed a
     second time); shared by identical steps, it is keyed once for all of them."""
 
-    __slots__ = ("judge", "key", "msgs")
+    __slots__ = ("judge", "key", "msgs", "shown")
 
-    def __init__(self, judge: str, msgs: list[Message]) -> None:
+    def __init__(self, judge: str, msgs: list[Message], shown: tuple[str, ...] = ()) -> None:
         self.judge = judge
         self.msgs = msgs
         self.key: str | None = None
+        self.shown = shown  # the untrusted texts in it: a rating quoted from them is not one
 
 
 _LOOKUP_CHUNK = 480
@@ -322,7 +323,8 @@ class JudgeAuditPipeline:
 
     async def score(self, judge: str, triplet: Triplet) -> dict[str, Any] | None:
         """One judge's pointwise score of one triplet (stored; shared by identical requests)."""
-        return await self._score(judge, _Request(judge, score_messages(triplet, self.acfg.prompt)))
+        msgs = score_messages(triplet, self.acfg.prompt)
+        return await self._score(judge, _Request(judge, msgs, (triplet.query, triplet.response)))
 
     def _key(self, request: _Request) -> str:
         """The step key of ``request`` (the judge and the request's fingerprint)."""
@@ -336,7 +338,7 @@ class JudgeAuditPipeline:
         self, judge: str, request: _Request, *, lookup: bool = True
     ) -> dict[str, Any] | None:
         allow_na = self.acfg.prompt == "abstention"
-        msgs = request.msgs
+        msgs, shown = request.msgs, request.shown
         art = await self._step(
             "ja_score",
             self._key(request),
@@ -345,7 +347,7 @@ class JudgeAuditPipeline:
                 judge,
                 "judge_audit.score",
                 msgs,
-                lambda t: parse_pointwise(t, allow_na=allow_na),
+                lambda t: parse_pointwise(t, allow_na=allow_na, shown=shown),
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_score,
@@ -632,7 +634,8 @@ class JudgeAuditPipeline:
     def _requests(self, triplet: Triplet) -> dict[str, _Request]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
         msgs = score_messages(triplet, self.acfg.prompt)
-        return {j: _Request(j, msgs) for j in self.acfg.judges}
+        shown = (triplet.query, triplet.response)
+        return {j: _Request(j, msgs, shown) for j in self.acfg.judges}
 
     # ---------------------------------------------------------------- stage 4
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
