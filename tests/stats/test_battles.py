@@ -237,3 +237,20 @@ def test_group_by_keeps_file_order_and_labels_missing_values(tmp_path: Path) -> 
     assert groups["j1"].models == ("x", "y")
     counts = groups[None].counts()
     assert counts.models == ("x", "y", "z") and counts.total == 3
+
+
+@pytest.mark.parametrize("late", ['{"model_a": "new", "model_b": "x", "winner": "tie"}', "bad"])
+def test_chunks_after_the_names_are_known_still_meet_new_names_and_bad_lines(late: str) -> None:
+    # Later chunks decode model names typed as the names already met: a new name, or a bad
+    # line, in such a chunk is read as the exact path reads it.
+    lines = [json.dumps(GOOD[k % 2]) for k in range(40)] + [late] + [json.dumps(GOOD[0])] * 5
+    data = "\n".join(lines).encode()
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", 200):
+        fast = parse_battle_table(data, source="f", skip_bad=True)
+        if late == "bad":
+            with pytest.raises(DataError, match=r"^f:41: invalid JSON"):
+                parse_battle_table(data, source="f")
+    loaded = parse_battles(data, source="f", skip_bad=True)
+    assert as_rows(fast) == exact_rows(loaded.battles)
+    assert list(fast.skipped) == loaded.skipped
+    assert ("new" in fast.models) == (late != "bad")

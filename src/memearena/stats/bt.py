@@ -14,7 +14,7 @@ Scale: a rating difference of `scale` (400) means `base` (10) times the odds of 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -626,6 +626,7 @@ def bradley_terry(
     scale: float = 400.0,
     base: float = 10.0,
     init: float = 1000.0,
+    meanwhile: Callable[[], object] | None = None,
 ) -> BTResult:
     """Bradley–Terry MLE on aggregated counts, on the Elo scale, with bootstrap CIs.
 
@@ -636,7 +637,9 @@ def bradley_terry(
     unit that was sampled, e.g. memes) instead of single battles. A disconnected comparison
     graph or unbounded MLE raises (`DisconnectedComparisonError`, `UnboundedRatingsError`)
     unless `prior` > 0: that many virtual ties per model against an average opponent,
-    reported in `BTResult.note`.
+    reported in `BTResult.note`. `meanwhile` (e.g. online Elo, pure Python) is called once on
+    this thread while the first bootstrap batch is drawn on another, which does not hold the
+    GIL (without bootstrap: before returning).
     """
     clustered = data if isinstance(data, ClusteredCounts) else None
     if clustered is not None and models is not None and tuple(models) != clustered.models:
@@ -691,6 +694,8 @@ def bradley_terry(
             pending = pool.submit(draw, sizes[0])
             first = 0
             for k, rounds in enumerate(sizes):
+                if k == 0 and meanwhile is not None:
+                    meanwhile()
                 draws = pending.result()
                 if k + 1 < len(sizes):
                     pending = pool.submit(draw, sizes[k + 1])
@@ -703,6 +708,8 @@ def bradley_terry(
                 first += rounds
         tail = 100 * (1 - ci) / 2
         ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
+    elif meanwhile is not None:
+        meanwhile()
     return BTResult(
         models=counts.models,
         ratings=ratings,
