@@ -17,9 +17,13 @@ traceback. A UTF-8 byte-order mark is accepted at the start of the file and of a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import pickle
 import re
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -716,37 +720,147 @@ def _exact(data: bytes, first_line: int, source: str, skip_bad: bool, out: _Buil
 
 
 def parse_battle_table(
-    data: bytes, *, source: str = "<battles>", fields: Sequence[str] = (), skip_bad: bool = False
+    data: bytes,
+    *,
+    source: str = "<battles>",
+    fields: Sequence[str] = (),
+    skip_bad: bool = False,
+    workers: int = 1,
 ) -> BattleTable:
     """Battles from JSONL or JSON-array bytes into columns, with the extra `fields` asked for.
 
     Errors as in `load_battles`: a malformed line raises `DataError` naming file, line and
-    field, or with `skip_bad` is left out and listed in `.skipped`.
+    field, or with `skip_bad` is left out and listed in `.skipped`. With `workers` > 1, a large
+    JSONL file is read by that many processes at once (forked, where the platform forks), each
+    its own run of lines: the same table, the same first error.
     """
     fields = list(dict.fromkeys(fields))
     out = _Builder(fields)
-    struct, attrs = _fast_struct(fields)
     data = data.removeprefix(_BOM)
     if _is_array(data):
+        struct, attrs = _fast_struct(fields)
         if not _fast_array(data, struct, attrs, out):
             out = _Builder(fields)
             _exact(data, 0, source, skip_bad, out)
         return out.table()
-    decoders = _FastDecoders(fields)
-    line, start = 1, 0
-    while start < len(data):
-        stop = start + _CHUNK_BYTES
-        if stop >= len(data):
-            end = len(data)
+    workers = min(workers, len(data) // _PARALLEL_BYTES) if hasattr(os, "fork") else 1
+    if workers > 1:
+        _parse_forked(data, source, skip_bad, out, workers)
+    else:
+        _parse_lines(data, 0, len(data), 1, source, skip_bad, out)
+    return out.table()
+
+
+_PARALLEL_BYTES = 16 << 20  # bytes of battle file per reading process, at least
+
+
+def _parse_lines(
+    data: bytes, begin: int, stop: int, line: int, source: str, skip_bad: bool, out: _Builder
+) -> None:
+    """The JSONL lines in data[begin:stop] (whole lines; the first is line `line`) into `out`."""
+    decoders = _FastDecoders(out.fields)
+    start = begin
+    while start < stop:
+        limit = start + _CHUNK_BYTES
+        if limit >= stop:
+            end = stop
         else:  # whole lines only
-            newline = data.rfind(b"\n", start, stop)
-            end = newline + 1 if newline >= start else (data.find(b"\n", stop) + 1 or len(data))
+            newline = data.rfind(b"\n", start, limit)
+            end = newline + 1 if newline >= start else (data.find(b"\n", limit, stop) + 1 or stop)
         chunk = data[start:end]
         if not _fast_chunk(chunk, decoders, out):
             _exact(chunk, line, source, skip_bad, out)
         line += chunk.count(b"\n")
         start = end
-    return out.table()
+
+
+def _merge(out: _Builder, part: _Builder) -> None:
+    """Append `part`, read from the lines after those of `out`: its codes are re-coded so that
+    names and labels keep their order of first appearance in the whole file."""
+
+    def remap(into: dict[Any, int], codes_of: dict[Any, int]) -> Codes:
+        for key in codes_of:
+            into.setdefault(key, len(into))
+        return np.array([into[key] for key in codes_of], dtype=np.int32)
+
+    names = remap(out.index, part.index)
+    out.a.extend(names[x] for x in part.a)
+    out.b.extend(names[x] for x in part.b)
+    out.outcome.extend(part.outcome)
+    for f in range(len(out.fields)):
+        labels = remap(out.labels[f], part.labels[f])
+        out.field_codes[f].extend(labels[x] for x in part.field_codes[f])
+        out.present[f] |= part.present[f]
+    out.skipped.extend(part.skipped)
+
+
+def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, workers: int) -> None:
+    """Read the file's lines in `workers` runs: this process the first, forked children the
+    others (each sends back its columns, or its first error). Runs are merged in file order,
+    so the first error raised is the file's first."""
+    bounds = [0]
+    for k in range(1, workers):
+        cut = data.find(b"\n", max(bounds[-1], k * len(data) // workers)) + 1 or len(data)
+        bounds.append(cut)
+    bounds.append(len(data))
+    runs = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+    lines = [1]
+    for lo, hi in runs[:-1]:
+        lines.append(lines[-1] + data.count(b"\n", lo, hi))
+    children: list[tuple[int, int]] = []
+    try:
+        for (lo, hi), line in zip(runs[1:], lines[1:], strict=True):
+            children.append(_fork_run(data, lo, hi, line, source, skip_bad, out.fields))
+        _parse_lines(data, runs[0][0], runs[0][1], 1, source, skip_bad, out)
+        while children:
+            pid, fd = children.pop(0)
+            with os.fdopen(fd, "rb") as pipe:
+                payload = pipe.read()
+            os.waitpid(pid, 0)
+            message: tuple[str, Any] = pickle.loads(payload) if payload else ("crash", "none")
+            kind, value = message
+            if kind == "error":
+                raise DataError(value)
+            if kind != "ok":
+                raise RuntimeError(f"a battle-file reading process failed: {value}")
+            part = _Builder(out.fields)
+            vars(part).update(value)
+            _merge(out, part)
+    finally:
+        for pid, fd in children:  # an error before their turn: stop them
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _fork_run(
+    data: bytes, lo: int, hi: int, line: int, source: str, skip_bad: bool, fields: Sequence[str]
+) -> tuple[int, int]:
+    """Fork a child that reads data[lo:hi] and writes its columns to a pipe: (pid, read end)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    # The child: never returns, never runs the parent's exit handlers.
+    code = 0
+    try:
+        os.close(read_end)
+        part = _Builder(fields)
+        try:
+            _parse_lines(data, lo, hi, line, source, skip_bad, part)
+            reply: tuple[str, Any] = ("ok", vars(part))
+        except DataError as exc:
+            reply = ("error", str(exc))
+        except Exception as exc:  # a bug: the parent raises it
+            reply = ("crash", repr(exc))
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) -> bool:
@@ -762,8 +876,10 @@ def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) 
 
 
 def read_battle_table(
-    path: str | Path, *, fields: Sequence[str] = (), skip_bad: bool = False
+    path: str | Path, *, fields: Sequence[str] = (), skip_bad: bool = False, workers: int = 1
 ) -> BattleTable:
     """Read a battle file (JSONL or a JSON array) into a `BattleTable`; see `parse_battle_table`."""
     path = Path(path)
-    return parse_battle_table(_read_bytes(path), source=str(path), fields=fields, skip_bad=skip_bad)
+    return parse_battle_table(
+        _read_bytes(path), source=str(path), fields=fields, skip_bad=skip_bad, workers=workers
+    )
