@@ -661,7 +661,7 @@ def bradley_terry(
     unless `prior` > 0: that many virtual ties per model against an average opponent,
     reported in `BTResult.note`. `meanwhile` (e.g. online Elo, pure Python) is called once on
     this thread while the first bootstrap batch is drawn on another, which does not hold the
-    GIL (without bootstrap: before returning).
+    GIL.
     """
     clustered = data if isinstance(data, ClusteredCounts) else None
     if clustered is not None and models is not None and tuple(models) != clustered.models:
@@ -679,45 +679,47 @@ def bradley_terry(
         raise StatsError(
             f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} rounds; got {bootstrap}"
         )
-    if prior == 0:
-        check_identifiable(counts)
     *_, cell_counts = counts.cells()
-    theta, kappa = fit_cells(counts, cell_counts[None, :], prior=prior, ties=ties)
-    factor = scale / math.log(base)
-    anchor_idx = None if anchor is None else counts.models.index(anchor)
+    # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
+    # (one generator drawn in sequence, so the draws are those of a single call).
+    batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
+    sizes = [min(batch, bootstrap - first) for first in range(0, bootstrap, batch)]
+    rng = np.random.default_rng(seed)
 
-    def to_elo(th: FloatArray) -> FloatArray:
-        ref = th.mean(axis=1) if anchor_idx is None else th[:, anchor_idx]
-        return init + factor * (th - ref[:, None])
+    def draw(rounds: int) -> FloatArray:
+        if clustered is not None:
+            return clustered.resample(rounds, rng)
+        return resample(counts, rounds, rng)
 
-    ratings = to_elo(theta)[0]
-    tie_strength = float(np.exp(kappa[0])) if kappa is not None else None
-    samples = ci_low = ci_high = None
-    regularised = 0
-    if bootstrap > 0:
-        rng = np.random.default_rng(seed)
-        # Resampled fits lie near the point estimate: starting there saves Newton steps.
-        start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
-        samples = np.empty((bootstrap, counts.n_models))
-        # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
-        # (one generator drawn in sequence, so the draws are those of a single call).
-        batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
-        sizes = [min(batch, bootstrap - first) for first in range(0, bootstrap, batch)]
+    # Each batch is drawn on a worker thread (numpy releases the GIL) while this thread fits the
+    # point estimate or the previous batch, and runs `meanwhile`: one generator, drawn in
+    # order, so the draws are those of one call.
+    pool = ThreadPoolExecutor(max_workers=1) if sizes else None
+    try:
+        pending = pool.submit(draw, sizes[0]) if pool is not None else None
+        if prior == 0:
+            check_identifiable(counts)
+        theta, kappa = fit_cells(counts, cell_counts[None, :], prior=prior, ties=ties)
+        factor = scale / math.log(base)
+        anchor_idx = None if anchor is None else counts.models.index(anchor)
 
-        def draw(rounds: int) -> FloatArray:
-            if clustered is not None:
-                return clustered.resample(rounds, rng)
-            return resample(counts, rounds, rng)
+        def to_elo(th: FloatArray) -> FloatArray:
+            ref = th.mean(axis=1) if anchor_idx is None else th[:, anchor_idx]
+            return init + factor * (th - ref[:, None])
 
-        certificate = _certificate(counts) if prior == 0 else None
-        # The next batch is drawn on a worker thread while this one is fitted (numpy releases
-        # the GIL in both): one generator, drawn in order, so the draws are those of one call.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(draw, sizes[0])
+        ratings = to_elo(theta)[0]
+        tie_strength = float(np.exp(kappa[0])) if kappa is not None else None
+        samples = ci_low = ci_high = None
+        regularised = 0
+        if meanwhile is not None:
+            meanwhile()
+        if pool is not None and pending is not None:
+            # Resampled fits lie near the point estimate: starting there saves Newton steps.
+            start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
+            samples = np.empty((bootstrap, counts.n_models))
+            certificate = _certificate(counts) if prior == 0 else None
             first = 0
             for k, rounds in enumerate(sizes):
-                if k == 0 and meanwhile is not None:
-                    meanwhile()
                 draws = pending.result()
                 if k + 1 < len(sizes):
                     pending = pool.submit(draw, sizes[k + 1])
@@ -728,10 +730,11 @@ def bradley_terry(
                 regularised += failed
                 samples[first : first + rounds] = to_elo(boot_theta)
                 first += rounds
-        tail = 100 * (1 - ci) / 2
-        ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
-    elif meanwhile is not None:
-        meanwhile()
+            tail = 100 * (1 - ci) / 2
+            ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return BTResult(
         models=counts.models,
         ratings=ratings,
