@@ -369,3 +369,22 @@ def test_chord_rounds_stepped_on_two_threads_are_bit_identical_to_one(models: in
         assert fit.samples is not None
         results.append(fit.samples)
     assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    m=st.integers(1, 12),
+    density=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+)
+def test_the_dense_strong_connectivity_check_agrees_with_the_graph_search(
+    m: int, density: float, seed: int
+) -> None:
+    from scipy.sparse.csgraph import connected_components
+
+    from memearena.stats.bt import _strongly_connected
+
+    adjacency = np.random.default_rng(seed).random((m, m)) < density
+    np.fill_diagonal(adjacency, False)
+    n, _ = connected_components(adjacency, directed=True, connection="strong")
+    assert _strongly_connected(adjacency) == (n == 1)

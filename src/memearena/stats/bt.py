@@ -494,8 +494,29 @@ def _mle_exists_draws(
     return ok
 
 
+_CLOSURE_MODELS = 512  # most models whose reachability is squared out densely
+
+
+def _strongly_connected(adjacency: np.ndarray) -> bool:
+    """Whether every model reaches every other along `adjacency` (False: not, or too many
+    models to tell this way). Repeated squaring of the reachability matrix: no scipy, whose
+    import would otherwise come before the bootstrap draws could start."""
+    m = len(adjacency)
+    if m > _CLOSURE_MODELS:
+        return False
+    reach = (adjacency | np.eye(m, dtype=bool)).astype(np.float32)  # sums stay exact
+    for _ in range(max(1, math.ceil(math.log2(max(m, 2)))) + 1):
+        step = ((reach @ reach) > 0).astype(np.float32)
+        if np.array_equal(step, reach):
+            break
+        reach = step
+    return bool(reach.all())
+
+
 def check_identifiable(counts: PairCounts) -> None:
     """Raise if the plain MLE does not exist: a disconnected graph, or unbounded ratings."""
+    if _strongly_connected(counts.scores > 0):  # the usual case, answered without a search
+        return
     components = counts.components()
     if len(components) > 1:
         listing = "; ".join("{" + ", ".join(c) + "}" for c in components)
