@@ -808,38 +808,39 @@ class RunReader:
         ]
         stored = arena.get("pairwise") if isinstance(arena, dict) else None
         if isinstance(stored, dict):
-            names = stored.get("models")
-            rates, games = stored.get("win_rate"), stored.get("battles")
-            m = len(names) if isinstance(names, list) else -1
+            given: list[Any] = stored.get("models") or []
+            rates: list[Any] = stored.get("win_rate") or []
+            games: list[Any] = stored.get("battles") or []
+            m = len(given) if isinstance(given, list) else -1
             # leaderboard.json is a file on disk: a matrix of the wrong shape is not drawn
             # from, the battles are read instead.
             if (
-                m >= 0
-                and all(isinstance(x, str) for x in names)
+                m > 0
+                and all(isinstance(x, str) for x in given)
                 and isinstance(rates, list)
                 and isinstance(games, list)
                 and len(rates) == len(games) == m
                 and all(isinstance(r, list) and len(r) == m for r in (*rates, *games))
             ):
-                at = {x: k for k, x in enumerate(names)}
-                models = [x for x in order if x in at] + [x for x in names if x not in order]
+                at = {x: k for k, x in enumerate(given)}
+                ranked = [x for x in order if x in at] + [x for x in given if x not in order]
 
                 def met(x: str, y: str) -> bool:
                     n = games[at[x]][at[y]]
                     return isinstance(n, int | float) and not isinstance(n, bool) and n > 0
 
                 return {
-                    "models": models,
+                    "models": ranked,
                     "rate": {
                         x: {
                             y: rates[at[x]][at[y]]
-                            for y in models
+                            for y in ranked
                             if met(x, y) and isinstance(rates[at[x]][at[y]], int | float)
                         }
-                        for x in models
+                        for x in ranked
                     },
                     "count": {
-                        x: {y: games[at[x]][at[y]] for y in models if met(x, y)} for x in models
+                        x: {y: games[at[x]][at[y]] for y in ranked if met(x, y)} for x in ranked
                     },
                 }
         path = self.dir / "battles.jsonl"
