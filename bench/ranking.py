@@ -1,10 +1,12 @@
-"""Bench: `memearena rank` at arena scale vs the FastChat recipe, whole process, parsing included.
+"""Bench: `memearena rank` at arena scale vs FastChat's own code, whole process, parsing included.
 
-Run:  python bench/ranking.py                      # all sizes, 1000 rounds, medians of 3
-      python bench/ranking.py --sizes 15x100000 --repeats 1
+Run:  python bench/ranking.py --fastchat DIR              # all sizes, 1000 rounds, medians of 3
+      python bench/ranking.py --fastchat DIR --sizes 50x1000000 --repeats 3 --baseline-repeats 1
       python bench/ranking.py --readers            # battle-file readers on the largest file
       python bench/ranking.py --blas               # batched solves with BLAS pinned or not
-(the baseline needs pandas: `pip install -e ".[notebook]"`)
+DIR is a FastChat checkout (`git clone https://github.com/lm-sys/FastChat`) or a bare clone of it;
+FastChat is never a dependency: its `fastchat/serve/monitor/rating_systems.py` is loaded from DIR
+(it needs pandas, scipy and tqdm: `pip install -e ".[notebook]" tqdm`).
 
 Arenas are skewed as real ones are: each battle's two models are drawn with log-normal
 popularity (σ = --sigma), so many pairs never meet and rare models have a handful of battles;
@@ -12,24 +14,24 @@ outcomes follow Bradley–Terry with about 20% ties. Each arena is written as a 
 (Chatbot Arena format) and both sides run as separate processes on it:
 
 * memearena: `python -m memearena rank FILE --bootstrap N --json`.
-* FastChat: a faithful REIMPLEMENTATION (FastChat is not a dependency) of how
-  fastchat/serve/monitor ranks a battle file: `pandas.read_json(lines=True)`, online Elo over
-  `itertuples` (elo_analysis.compute_elo), `preprocess_for_bt` (pd.factorize, np.unique over
-  (model_a, model_b, outcome) rows), `compute_bt`, and `compute_bootstrap_bt`: one
-  `np.random.multinomial` draw of all rounds, then a `multiprocessing.Pool(os.cpu_count())`
-  mapping one scipy L-BFGS-B fit per round (maxiter 100, gtol 1e-6), percentiles of the rounds.
+* FastChat: how its leaderboard code ranks a battle file: `pandas.read_json(lines=True)`, then
+  `rating_systems.compute_elo`, `compute_bt` and `compute_bootstrap_bt` (one multinomial draw of
+  all rounds, a `multiprocessing.Pool(os.cpu_count())` of L-BFGS-B fits), percentiles of the
+  rounds. Its BLAS is pinned to one thread (`--baseline-blas-as-found` leaves it): its pool
+  already fills every core, and BLAS threads inside each small fit only oversubscribe them
+  (20x slower per fit on a loaded machine).
 
 Reported per size: wall time (median of --repeats), CPU time (user + sys, the process and its
-pool workers), peak RSS (largest single process), and the ratio FastChat ÷ memearena; then the
-largest difference between the two point estimates (memearena's is the exact MLE; FastChat's
-L-BFGS stops at gtol). The machine may be shared: CPU time is the steadier figure.
+pool workers), peak RSS (largest single process), the ratio FastChat ÷ memearena, the largest
+difference between the two point estimates (memearena's is the exact MLE; FastChat's L-BFGS
+stops at gtol), and each side's parts, timed in one more run of each. The machine may be
+shared: the load average is printed at the start and end of each size.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -81,16 +83,17 @@ def write_arena(path: Path, n_models: int, n_battles: int, sigma: float, seed: i
 # --- processes ------------------------------------------------------------------------------------
 
 
-def run(cmd: list[str], out: Path) -> dict[str, float]:
+def run(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, float]:
     """Run a command to completion: wall s, CPU s (it and its reaped children), peak RSS MB."""
-    with out.open("w") as stdout:
+    with out.open("w") as stdout, tempfile.TemporaryFile() as stderr:  # a file: never blocks
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
+        stderr.seek(0)
+        errors = stderr.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {stderr.strip()[-500:]}")
+        raise SystemExit(f"{' '.join(cmd)} failed: {errors.strip()[-500:]}")
     return {
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime,
@@ -98,146 +101,124 @@ def run(cmd: list[str], out: Path) -> dict[str, float]:
     }
 
 
-def median_run(cmd: list[str], out: Path, repeats: int) -> dict[str, float]:
-    runs = [run(cmd, out) for _ in range(repeats)]
+def median_run(
+    cmd: list[str], out: Path, repeats: int, env: dict[str, str] | None = None
+) -> dict[str, float]:
+    runs = [run(cmd, out, env) for _ in range(repeats)]
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
-# --- the FastChat recipe, reimplemented -----------------------------------------------------------
+def load() -> str:
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def compute_elo(
-    battles: Any, k: float = 4, scale: float = 400, base: float = 10, init: float = 1000
-) -> dict[str, float]:
-    """fastchat/serve/monitor/elo_analysis.py: compute_elo."""
-    from collections import defaultdict
-
-    rating: dict[str, float] = defaultdict(lambda: init)
-    for _, model_a, model_b, winner in battles[["model_a", "model_b", "winner"]].itertuples():
-        ra, rb = rating[model_a], rating[model_b]
-        ea = 1 / (1 + base ** ((rb - ra) / scale))
-        eb = 1 / (1 + base ** ((ra - rb) / scale))
-        if winner == "model_a":
-            sa = 1.0
-        elif winner == "model_b":
-            sa = 0.0
-        elif winner in ("tie", "tie (bothbad)"):
-            sa = 0.5
-        else:
-            raise ValueError(f"unexpected vote {winner}")
-        rating[model_a] += k * (sa - ea)
-        rating[model_b] += k * (1 - sa - eb)
-    return dict(rating)
+def parts_line(parts: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
 
 
-def preprocess_for_bt(df: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """fastchat/serve/monitor/rating_systems.py: preprocess_for_bt."""
-    import pandas as pd
+# --- FastChat's code, loaded from a checkout ------------------------------------------------------
 
-    n_rows = len(df)
-    model_indices, models = pd.factorize(pd.concat([df["model_a"], df["model_b"]]))
-    matchups = np.column_stack([model_indices[:n_rows], model_indices[n_rows:]])
-    schedule = np.full(shape=(n_rows,), fill_value=1, dtype=np.int32)
-    schedule[df["winner"] == "model_a"] = 2
-    schedule[df["winner"] == "model_b"] = 0
-    matchups_outcomes = np.column_stack([matchups, schedule])
-    unique_matchups, weights = np.unique(matchups_outcomes, return_counts=True, axis=0)
-    matchups = unique_matchups[:, [0, 1]]
-    outcomes = unique_matchups[:, 2].astype(np.float64) / 2.0
-    return matchups, outcomes, weights.astype(np.float64), models
+RATING_SYSTEMS = "fastchat/serve/monitor/rating_systems.py"
 
 
-def bt_loss_and_grad(
-    ratings: np.ndarray,
-    matchups: np.ndarray,
-    outcomes: np.ndarray,
-    weights: np.ndarray,
-    alpha: float = 1.0,
-) -> tuple[float, np.ndarray]:
-    """rating_systems.py: bt_loss_and_grad."""
-    from scipy.special import expit
+def load_rating_systems(fastchat: Path, into: Path) -> Any:
+    """FastChat's rating_systems module from a checkout or a bare clone (never copied here)."""
+    import importlib
 
-    matchup_ratings = ratings[matchups]
-    logits = alpha * (matchup_ratings[:, 0] - matchup_ratings[:, 1])
-    probs = expit(logits)
-    loss = -((np.log(probs) * outcomes + np.log(1.0 - probs) * (1.0 - outcomes)) * weights).sum()
-    matchups_grads = -alpha * (outcomes - probs) * weights
-    model_grad = np.zeros_like(ratings)
-    np.add.at(
-        model_grad,
-        matchups[:, [0, 1]],
-        matchups_grads[:, None] * np.array([1.0, -1.0], dtype=np.float64),
-    )
-    return loss, model_grad
+    source = fastchat / RATING_SYSTEMS
+    if source.is_file():
+        text = source.read_text()
+    else:
+        text = subprocess.run(
+            ["git", "--git-dir", str(fastchat), "show", f"HEAD:{RATING_SYSTEMS}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    (into / "rating_systems.py").write_text(text)
+    sys.path.insert(0, str(into))  # importable by name in the pool's workers too
+    return importlib.import_module("rating_systems")
 
 
-def fit_bt(
-    matchups: np.ndarray,
-    outcomes: np.ndarray,
-    weights: np.ndarray,
-    n_models: int,
-    alpha: float,
-    tol: float = 1e-6,
-) -> np.ndarray:
-    """rating_systems.py: fit_bt (L-BFGS-B from zeros)."""
-    from scipy.optimize import minimize
+def fastchat_rank(path: Path, rounds: int, fastchat: Path) -> dict[str, Any]:
+    """FastChat's leaderboard computation on a battle file, its parts timed."""
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        rs = load_rating_systems(fastchat, Path(d))
+        import pandas as pd
 
-    result = minimize(
-        fun=bt_loss_and_grad,
-        x0=np.zeros(n_models, dtype=np.float64),
-        args=(matchups, outcomes, weights, alpha),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 100, "gtol": tol},
-    )
-    return np.asarray(result["x"])
-
-
-def _fit_round(args: tuple[np.ndarray, np.ndarray, int, float, np.ndarray]) -> np.ndarray:
-    matchups, outcomes, n_models, alpha, weights = args
-    return fit_bt(matchups, outcomes, weights, n_models, alpha)
-
-
-def fastchat_rank(path: Path, rounds: int, seed: int) -> dict[str, Any]:
-    """rating_systems.py compute_bt + compute_bootstrap_bt, elo_analysis.py compute_elo."""
-    import multiprocessing as mp
-
-    import pandas as pd
-
-    battles = pd.read_json(path, lines=True)
-    elo = compute_elo(battles)
-    matchups, outcomes, weights, models = preprocess_for_bt(battles)
-    alpha = math.log(10.0)
-    point = fit_bt(matchups, outcomes, weights, len(models), alpha)
-    np.random.seed(seed)
-    idxs = np.random.multinomial(n=len(battles), pvals=weights / weights.sum(), size=rounds)
-    boot_weights = idxs.astype(np.float64) / len(battles)
-    jobs = [(matchups, outcomes, len(models), alpha, w) for w in boot_weights]
-    with mp.Pool(os.cpu_count()) as pool:
-        boot = np.array(list(pool.imap_unordered(_fit_round, jobs)))
-    scaled = 400.0 * boot + 1000.0
-    low, high = np.percentile(scaled, [2.5, 97.5], axis=0)
+        t1 = time.perf_counter()
+        battles = pd.read_json(path, lines=True)
+        t2 = time.perf_counter()
+        elo = rs.compute_elo(battles)
+        t3 = time.perf_counter()
+        bt = rs.compute_bt(battles)
+        t4 = time.perf_counter()
+        boot = rs.compute_bootstrap_bt(battles, num_round=rounds)
+        t5 = time.perf_counter()
+    low, high = boot.quantile(0.025), boot.quantile(0.975)
     rows = [
         {
             "model": m,
-            "bt": 400.0 * point[k] + 1000.0,
-            "ci_low": low[k],
-            "ci_high": high[k],
-            "elo": elo[m],
+            "bt": float(bt[m]),
+            "ci_low": float(low[m]),
+            "ci_high": float(high[m]),
+            "elo": float(elo[m]),
         }
-        for k, m in enumerate(models)
+        for m in bt.index
     ]
-    return {"models": sorted(rows, key=lambda r: -r["bt"])}
+    parts = {
+        "imports": t1 - t0,
+        "read_json": t2 - t1,
+        "compute_elo": t3 - t2,
+        "compute_bt": t4 - t3,
+        "compute_bootstrap_bt": t5 - t4,
+    }
+    return {"models": rows, "parts": parts}
+
+
+def ours_parts(path: Path, rounds: int) -> dict[str, float]:
+    """memearena's parts in one process, as `rank --json` runs them."""
+    t0 = time.perf_counter()
+    from memearena.cli.rank import rank_command  # noqa: F401  (what the command imports)
+    from memearena.stats.battles import read_battle_table
+    from memearena.stats.elo import online_elo_codes
+    from memearena.stats.rank_table import rank_table
+
+    t1 = time.perf_counter()
+    table = read_battle_table(path)
+    t2 = time.perf_counter()
+    rank_table(table, bootstrap=rounds, seed=0)
+    t3 = time.perf_counter()
+    online_elo_codes(table.model_a, table.model_b, table.score_a, len(table.models))
+    t4 = time.perf_counter()
+    return {
+        "imports": t1 - t0,
+        "read": t2 - t1,
+        "counts, BT, bootstrap, online Elo (overlapped)": t3 - t2,
+        "online Elo alone": t4 - t3,
+    }
 
 
 # --- parts ----------------------------------------------------------------------------------------
 
 
+def baseline_env(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ, TQDM_DISABLE="1")
+    if not args.baseline_blas_as_found:
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
 def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
+    if not args.no_baseline and args.fastchat is None:
+        raise SystemExit("--fastchat DIR (a FastChat checkout or clone) or --no-baseline")
     print(
-        f"rank --bootstrap {args.rounds} --json vs the FastChat recipe (reimplemented), "
-        f"whole process, medians of {args.repeats}; cores: {os.cpu_count()}, "
-        f"load average {os.getloadavg()[0]:.1f} at start"
+        f"rank --bootstrap {args.rounds} --json vs FastChat's rating_systems "
+        f"(compute_elo + compute_bt + compute_bootstrap_bt, BLAS "
+        f"{'as found' if args.baseline_blas_as_found else 'pinned to 1 thread'}), whole "
+        f"process; memearena median of {args.repeats}, FastChat of "
+        f"{args.baseline_repeats or args.repeats}; cores: {os.cpu_count()}"
     )
     header = (
         f"{'models × battles':>18} {'met':>4} | {'memearena wall':>14} {'cpu':>6} {'RSS':>7} | "
@@ -249,21 +230,30 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
         path = tmp / f"arena-{m}x{n}.jsonl"
         met = write_arena(path, m, n, args.sigma, args.seed)
         ours_out, theirs_out = tmp / "ours.json", tmp / "theirs.json"
-        ours = median_run(
-            [
-                sys.executable,
-                "-m",
-                "memearena",
-                "rank",
-                str(path),
-                "--bootstrap",
-                str(args.rounds),
-                "--json",
-            ],
-            ours_out,
-            args.repeats,
-        )
+        at_start = load()
+        ours_cmd = [
+            sys.executable, "-m", "memearena", "rank", str(path),
+            "--bootstrap", str(args.rounds), "--json",
+        ]  # fmt: skip
+        theirs_cmd = [
+            sys.executable, __file__, "--fastchat-run", str(path),
+            "--rounds", str(args.rounds), "--fastchat", str(args.fastchat),
+        ]  # fmt: skip
+        # Interleaved: each FastChat run between memearena runs, so both see the same load.
+        ours_runs, theirs_runs = [], []
+        for k in range(max(args.repeats, 0 if args.no_baseline else args.baseline_repeats or 0)):
+            if k < args.repeats:
+                ours_runs.append(run(ours_cmd, ours_out))
+            if not args.no_baseline and k < (args.baseline_repeats or args.repeats):
+                theirs_runs.append(run(theirs_cmd, theirs_out, baseline_env(args)))
+        ours = {key: statistics.median(r[key] for r in ours_runs) for key in ours_runs[0]}
         rows = json.loads(ours_out.read_text())["models"]
+        parts_out = tmp / "parts.json"
+        run(
+            [sys.executable, __file__, "--ours-parts", str(path), "--rounds", str(args.rounds)],
+            parts_out,
+        )
+        our_parts = json.loads(parts_out.read_text())
         if args.no_baseline:
             flags = sum(not r["mle"] for r in rows)
             print(
@@ -271,16 +261,14 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
                 f"{ours['rss']:>5.0f}MB | rows flagged mle=false: {flags}",
                 flush=True,
             )
+            print(f"    memearena parts (s): {parts_line(our_parts)}; load {at_start} → {load()}")
             path.unlink()
             continue
-        theirs = median_run(
-            [sys.executable, __file__, "--fastchat-run", str(path), "--rounds", str(args.rounds)],
-            theirs_out,
-            args.baseline_repeats or args.repeats,
-        )
+        theirs = {key: statistics.median(r[key] for r in theirs_runs) for key in theirs_runs[0]}
+        result = json.loads(theirs_out.read_text())
         a = {r["model"]: r["bt"] for r in rows}
         prior = "" if all(r["mle"] for r in rows) else " (no MLE: memearena used the weak prior)"
-        b = {r["model"]: r["bt"] for r in json.loads(theirs_out.read_text())["models"]}
+        b = {r["model"]: r["bt"] for r in result["models"]}
         delta = max(abs(a[k] - b[k]) for k in a)
         print(
             f"{m:>6} × {n:>9,} {met:>4.0%} | {ours['wall']:>12.2f} s {ours['cpu']:>5.1f}s "
@@ -289,6 +277,12 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
             f"{theirs['cpu'] / ours['cpu']:>6.1f} | {delta:>6.3f} Elo{prior}",
             flush=True,
         )
+        walls = ", ".join(f"{r['wall']:.2f}" for r in ours_runs)
+        their_walls = ", ".join(f"{r['wall']:.1f}" for r in theirs_runs)
+        print(f"    memearena walls (s): {walls}; FastChat walls (s): {their_walls}")
+        print(f"    memearena parts (s): {parts_line(our_parts)}")
+        print(f"    FastChat parts (s): {parts_line(result['parts'])}")
+        print(f"    load average (1/5/15 min): {at_start} at start, {load()} at the end")
         path.unlink()
 
 
@@ -398,10 +392,20 @@ def main() -> None:
     parser.add_argument("--readers", action="store_true", help="compare battle-file readers")
     parser.add_argument("--no-baseline", action="store_true", help="time memearena only")
     parser.add_argument("--blas", action="store_true", help="BLAS threads pinned vs not")
+    parser.add_argument("--fastchat", type=Path, help="a FastChat checkout or bare clone")
+    parser.add_argument(
+        "--baseline-blas-as-found",
+        action="store_true",
+        help="leave FastChat's BLAS threads as found (default: pinned to 1)",
+    )
     parser.add_argument("--fastchat-run", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--ours-parts", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fastchat_run is not None:
-        print(json.dumps(fastchat_rank(args.fastchat_run, args.rounds, args.seed)))
+        print(json.dumps(fastchat_rank(args.fastchat_run, args.rounds, args.fastchat)))
+        return
+    if args.ours_parts is not None:
+        print(json.dumps(ours_parts(args.ours_parts, args.rounds)))
         return
     with tempfile.TemporaryDirectory() as d:
         if args.readers:

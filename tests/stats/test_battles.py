@@ -237,3 +237,44 @@ def test_group_by_keeps_file_order_and_labels_missing_values(tmp_path: Path) -> 
     assert groups["j1"].models == ("x", "y")
     counts = groups[None].counts()
     assert counts.models == ("x", "y", "z") and counts.total == 3
+
+
+@pytest.mark.parametrize("late", ['{"model_a": "new", "model_b": "x", "winner": "tie"}', "bad"])
+def test_chunks_after_the_names_are_known_still_meet_new_names_and_bad_lines(late: str) -> None:
+    # Later chunks decode model names typed as the names already met: a new name, or a bad
+    # line, in such a chunk is read as the exact path reads it.
+    lines = [json.dumps(GOOD[k % 2]) for k in range(40)] + [late] + [json.dumps(GOOD[0])] * 5
+    data = "\n".join(lines).encode()
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", 200):
+        fast = parse_battle_table(data, source="f", skip_bad=True)
+        if late == "bad":
+            with pytest.raises(DataError, match=r"^f:41: invalid JSON"):
+                parse_battle_table(data, source="f")
+    loaded = parse_battles(data, source="f", skip_bad=True)
+    assert as_rows(fast) == exact_rows(loaded.battles)
+    assert list(fast.skipped) == loaded.skipped
+    assert ("new" in fast.models) == (late != "bad")
+
+
+@settings(max_examples=25, deadline=None)
+@given(lines=st.lists(LINES, min_size=1, max_size=60), workers=st.integers(2, 4))
+def test_reading_with_forked_processes_gives_the_same_table(lines: list[str], workers: int) -> None:
+    data = "\n".join(lines).encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff")
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", 97):
+        one = parse_battle_table(data, source="f", fields=["g"], skip_bad=True)
+        with mock.patch.object(battles_module, "_PARALLEL_BYTES", 1):
+            many = parse_battle_table(
+                data, source="f", fields=["g"], skip_bad=True, workers=workers
+            )
+        assert columns(many) == columns(one) and many.models == one.models
+        g_one, g_many = one.fields["g"], many.fields["g"]
+        assert g_many.labels == g_one.labels  # codes in order of first appearance, as one reads
+        errors = []
+        for count, bytes_per in ((1, 1 << 30), (workers, 1)):
+            with mock.patch.object(battles_module, "_PARALLEL_BYTES", bytes_per):
+                try:
+                    parse_battle_table(data, source="f", fields=["g"], workers=count)
+                    errors.append("")
+                except DataError as exc:
+                    errors.append(str(exc))
+        assert errors[0] == errors[1]  # the file's first error, whichever process met it

@@ -348,3 +348,43 @@ def test_bootstrap_batches_draw_what_one_call_would() -> None:
         batched = bradley_terry(counts, bootstrap=200, seed=9, prior=1.0)
     assert whole.samples is not None and batched.samples is not None
     np.testing.assert_allclose(batched.samples, whole.samples, atol=1e-9)
+
+
+@pytest.mark.parametrize("models", [6, 30])
+def test_chord_rounds_stepped_on_two_threads_are_bit_identical_to_one(models: int) -> None:
+    from unittest import mock
+
+    from memearena.stats import bt as bt_module
+
+    rng = np.random.default_rng(models)
+    wins = rng.integers(0, 40, (models, models)).astype(float)
+    np.fill_diagonal(wins, 0.0)
+    ties = rng.integers(0, 6, (models, models)).astype(float)
+    ties = np.triu(ties, 1) + np.triu(ties, 1).T
+    counts = PairCounts.from_arrays([f"m{k}" for k in range(models)], wins, ties)
+    results = []
+    for threads in (1, 2, 3):
+        with mock.patch.object(bt_module, "_CHORD_THREADS", threads):
+            fit = bradley_terry(counts, bootstrap=2 * 3 * bt_module._CHORD_SPLIT_ROUNDS, seed=1)
+        assert fit.samples is not None
+        results.append(fit.samples)
+    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    m=st.integers(1, 12),
+    density=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+)
+def test_the_dense_strong_connectivity_check_agrees_with_the_graph_search(
+    m: int, density: float, seed: int
+) -> None:
+    from scipy.sparse.csgraph import connected_components
+
+    from memearena.stats.bt import _strongly_connected
+
+    adjacency = np.random.default_rng(seed).random((m, m)) < density
+    np.fill_diagonal(adjacency, False)
+    n, _ = connected_components(adjacency, directed=True, connection="strong")
+    assert _strongly_connected(adjacency) == (n == 1)

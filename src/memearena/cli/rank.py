@@ -5,6 +5,7 @@ Registered by the main app as `app.command("rank")(rank_command)`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -64,6 +65,15 @@ def _groups(table: BattleTable, group_by: str | None) -> dict[str | None, Battle
     return {MISSING_GROUP if k is None else k: v for k, v in sorted(groups.items(), key=_order)}
 
 
+def _cores() -> int:
+    """Processes that read a large battle file (the cores this process may run on, up to 8)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
 def _order(item: tuple[str | None, BattleTable]) -> str:
     return MISSING_GROUP if item[0] is None else item[0]
 
@@ -117,7 +127,7 @@ def rank_command(
         if not 0 <= prior < float("inf"):
             raise MemearenaError(f"--prior must be a finite number >= 0; got {prior}")
         fields = [f for f in (group_by, cluster) if f is not None]
-        table = read_battle_table(battles, fields=fields, skip_bad=skip_bad)
+        table = read_battle_table(battles, fields=fields, skip_bad=skip_bad, workers=_cores())
         for skipped in table.skipped:
             err.print(
                 strip_control(clip(f"skipped {battles}:{skipped.line}: {skipped.reason}", 2000))

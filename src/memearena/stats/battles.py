@@ -17,9 +17,13 @@ traceback. A UTF-8 byte-order mark is accepted at the start of the file and of a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import pickle
 import re
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -528,8 +532,11 @@ class _Builder:
         )
 
 
-def _fast_struct(fields: Sequence[str]) -> tuple[type, list[str]]:
-    """A typed decoder with the declared types of the exact path, plus the asked-for fields."""
+def _fast_spec(
+    fields: Sequence[str],
+) -> tuple[list[tuple[str, Any, Any]], dict[str, str], list[str]]:
+    """The fast decoder's fields, with the declared types of the exact path plus the asked-for
+    fields: (spec, renames, attributes of the asked-for fields)."""
     spec: list[tuple[str, Any, Any]] = [
         ("model_a", str, msgspec.NODEFAULT),
         ("model_b", str, msgspec.NODEFAULT),
@@ -555,42 +562,88 @@ def _fast_struct(fields: Sequence[str]) -> tuple[type, list[str]]:
             kind = str | int | None if name == "item" else str | None
             spec.append((f"x_{name}", kind, None))
             rename[f"x_{name}"] = name
+    return spec, rename, attrs
+
+
+def _fast_struct(fields: Sequence[str]) -> tuple[type, list[str]]:
+    """A typed decoder with the declared types of the exact path, plus the asked-for fields."""
+    spec, rename, attrs = _fast_spec(fields)
     return msgspec.defstruct("BattleLine", spec, rename=rename, gc=False), attrs
-
-
-def _count(chunk: bytes, char: bytes) -> int:
-    return int(np.count_nonzero(np.frombuffer(chunk, np.uint8) == char[0]))
 
 
 def _too_deep(chunk: bytes, rows: int, array: bool) -> bool:
     """Conservative depth check: flat lines are fine; otherwise count brackets per line."""
-    opening = _count(chunk, b"{") + _count(chunk, b"[")
-    if opening <= rows + (1 if array else 0):
+    if b"[" not in chunk and chunk.count(b"{") == rows:  # one object a line, nothing nested
         return False
     if array:
         return True  # nested elements: the exact path decides
     return any(line.count(b"{") + line.count(b"[") > MAX_DEPTH for line in chunk.split(b"\n"))
 
 
-def _fast_chunk(
-    chunk: bytes, decoder: msgspec.json.Decoder[Any], attrs: Sequence[str], out: _Builder
-) -> bool:
+_MAX_NAMED = 4096  # most model names typed into the fast decoder
+_MAX_MISSES = 8  # chunks meeting a new name before the typed decoder is given up
+
+
+class _FastDecoders:
+    """The fast path's decoders of one file: model names typed as the names already met (each
+    decoded to that very string: no string made per line, and a cached hash to code it), and
+    names typed as any string, for a chunk that meets a new name. Both accept exactly the same
+    lines wherever the first succeeds: it only narrows a type the checks after it read."""
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.spec, self.rename, self.attrs = _fast_spec(fields)
+        self.plain: msgspec.json.Decoder[Any] = msgspec.json.Decoder(self._struct(str))
+        self.named: msgspec.json.Decoder[Any] | None = None
+        self.names = 0
+        self.misses = 0
+
+    def _struct(self, name_type: Any) -> type:
+        spec = [(n, name_type if n in ("model_a", "model_b") else t, d) for n, t, d in self.spec]
+        return msgspec.defstruct("BattleLine", spec, rename=self.rename, gc=False)
+
+    def decode(self, chunk: bytes) -> tuple[list[Any], bool] | None:
+        """(rows, whether every name is already known), or None when msgspec refuses it."""
+        if self.named is not None and self.misses < _MAX_MISSES:
+            try:
+                return self.named.decode_lines(chunk), True
+            except msgspec.ValidationError:  # a new name (or a bad line): decoded again below
+                self.misses += 1
+            except (msgspec.DecodeError, RecursionError):
+                return None
+        try:
+            return self.plain.decode_lines(chunk), False
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+
+    def learn(self, index: dict[str, int]) -> None:
+        """Type the names coded so far (all validated) into the named decoder."""
+        if len(index) != self.names and len(index) <= _MAX_NAMED and self.misses < _MAX_MISSES:
+            self.named = msgspec.json.Decoder(self._struct(Literal[tuple(index)]))
+            self.names = len(index)
+
+
+def _fast_chunk(chunk: bytes, decoders: _FastDecoders, out: _Builder) -> bool:
     """Decode a chunk of whole lines on the fast path; False when the exact path must read it."""
-    if _count(chunk, _BOM[:1]) and _BOM in chunk:  # a BOM inside (concatenated files):
-        return False  # the exact path strips it
-    try:
-        chunk.decode("utf-8")  # msgspec does not check bytes inside fields it skips
-    except UnicodeDecodeError:
+    if _BOM in chunk:  # a BOM inside (concatenated files): the exact path strips it
         return False
-    try:
-        rows = decoder.decode_lines(chunk)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    if not chunk.isascii():
+        try:
+            chunk.decode("utf-8")  # msgspec does not check bytes inside fields it skips
+        except UnicodeDecodeError:
+            return False
+    decoded = decoders.decode(chunk)
+    if decoded is None:
         return False
+    rows, known = decoded
     if not rows:
         return not chunk.strip()
     if _too_deep(chunk, len(rows), array=False):
         return False
-    return _add_rows(rows, attrs, out)
+    if not _add_rows(rows, decoders.attrs, out, known):
+        return False
+    if not known:
+        decoders.learn(out.index)
+    return True
 
 
 _PLAIN = frozenset({str, type(None), msgspec.UnsetType})
@@ -617,27 +670,32 @@ def _column_codes(
     return np.fromiter(map(table.__getitem__, texts), np.int32, n), present
 
 
-def _add_rows(rows: list[Any], attrs: Sequence[str], out: _Builder) -> bool:
-    """Add decoded rows to `out`; False (nothing added) when a row needs the exact path."""
-    names_a = list(map(attrgetter("model_a"), rows))
-    names_b = list(map(attrgetter("model_b"), rows))
-    names = set(names_a)
-    names.update(names_b)
-    new = names.difference(out.index)
-    if any(not name.strip() or _has_surrogate(name) for name in new):
-        return False
+def _add_rows(rows: list[Any], attrs: Sequence[str], out: _Builder, known: bool = False) -> bool:
+    """Add decoded rows to `out`; False (nothing added) when a row needs the exact path.
+    `known`: every model name is already coded (the named decoder read them)."""
+    get_a, get_b = attrgetter("model_a"), attrgetter("model_b")
+    new: set[str] = set()
+    if not known:
+        names = set(map(get_a, rows))
+        names.update(map(get_b, rows))
+        new = names.difference(out.index)
+        if any(not name.strip() or _has_surrogate(name) for name in new):
+            return False
     columns = []
     for k, attr in enumerate(attrs):
         coded = _column_codes(list(map(attrgetter(attr), rows)), out.fields[k], out.labels[k])
         if coded is None:
             return False
         columns.append(coded)
-    for name in new:
+    for name in new:  # sorted later: the order met only fixes codes that are remapped
         out.index[name] = len(out.index)
     n = len(rows)
-    a = np.fromiter(map(out.index.__getitem__, names_a), np.int32, n)
-    b = np.fromiter(map(out.index.__getitem__, names_b), np.int32, n)
+    a = np.fromiter(map(out.index.__getitem__, map(get_a, rows)), np.int32, n)
+    b = np.fromiter(map(out.index.__getitem__, map(get_b, rows)), np.int32, n)
     if (a == b).any():
+        if new:  # nothing added: the names of this chunk are not coded
+            for name in new:
+                del out.index[name]
         return False
     winners = map(_WINNER_CODE.__getitem__, map(attrgetter("winner"), rows))
     out.a.append(a)
@@ -662,37 +720,147 @@ def _exact(data: bytes, first_line: int, source: str, skip_bad: bool, out: _Buil
 
 
 def parse_battle_table(
-    data: bytes, *, source: str = "<battles>", fields: Sequence[str] = (), skip_bad: bool = False
+    data: bytes,
+    *,
+    source: str = "<battles>",
+    fields: Sequence[str] = (),
+    skip_bad: bool = False,
+    workers: int = 1,
 ) -> BattleTable:
     """Battles from JSONL or JSON-array bytes into columns, with the extra `fields` asked for.
 
     Errors as in `load_battles`: a malformed line raises `DataError` naming file, line and
-    field, or with `skip_bad` is left out and listed in `.skipped`.
+    field, or with `skip_bad` is left out and listed in `.skipped`. With `workers` > 1, a large
+    JSONL file is read by that many processes at once (forked, where the platform forks), each
+    its own run of lines: the same table, the same first error.
     """
     fields = list(dict.fromkeys(fields))
     out = _Builder(fields)
-    struct, attrs = _fast_struct(fields)
     data = data.removeprefix(_BOM)
     if _is_array(data):
+        struct, attrs = _fast_struct(fields)
         if not _fast_array(data, struct, attrs, out):
             out = _Builder(fields)
             _exact(data, 0, source, skip_bad, out)
         return out.table()
-    decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(struct)
-    line, start = 1, 0
-    while start < len(data):
-        stop = start + _CHUNK_BYTES
-        if stop >= len(data):
-            end = len(data)
-        else:  # whole lines only
-            newline = data.rfind(b"\n", start, stop)
-            end = newline + 1 if newline >= start else (data.find(b"\n", stop) + 1 or len(data))
-        chunk = data[start:end]
-        if not _fast_chunk(chunk, decoder, attrs, out):
-            _exact(chunk, line, source, skip_bad, out)
-        line += _count(chunk, b"\n")
-        start = end
+    workers = min(workers, len(data) // _PARALLEL_BYTES) if hasattr(os, "fork") else 1
+    if workers > 1:
+        _parse_forked(data, source, skip_bad, out, workers)
+    else:
+        _parse_lines(data, 0, len(data), 1, source, skip_bad, out)
     return out.table()
+
+
+_PARALLEL_BYTES = 16 << 20  # bytes of battle file per reading process, at least
+
+
+def _parse_lines(
+    data: bytes, begin: int, stop: int, line: int, source: str, skip_bad: bool, out: _Builder
+) -> None:
+    """The JSONL lines in data[begin:stop] (whole lines; the first is line `line`) into `out`."""
+    decoders = _FastDecoders(out.fields)
+    start = begin
+    while start < stop:
+        limit = start + _CHUNK_BYTES
+        if limit >= stop:
+            end = stop
+        else:  # whole lines only
+            newline = data.rfind(b"\n", start, limit)
+            end = newline + 1 if newline >= start else (data.find(b"\n", limit, stop) + 1 or stop)
+        chunk = data[start:end]
+        if not _fast_chunk(chunk, decoders, out):
+            _exact(chunk, line, source, skip_bad, out)
+        line += chunk.count(b"\n")
+        start = end
+
+
+def _merge(out: _Builder, part: _Builder) -> None:
+    """Append `part`, read from the lines after those of `out`: its codes are re-coded so that
+    names and labels keep their order of first appearance in the whole file."""
+
+    def remap(into: dict[Any, int], codes_of: dict[Any, int]) -> Codes:
+        for key in codes_of:
+            into.setdefault(key, len(into))
+        return np.array([into[key] for key in codes_of], dtype=np.int32)
+
+    names = remap(out.index, part.index)
+    out.a.extend(names[x] for x in part.a)
+    out.b.extend(names[x] for x in part.b)
+    out.outcome.extend(part.outcome)
+    for f in range(len(out.fields)):
+        labels = remap(out.labels[f], part.labels[f])
+        out.field_codes[f].extend(labels[x] for x in part.field_codes[f])
+        out.present[f] |= part.present[f]
+    out.skipped.extend(part.skipped)
+
+
+def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, workers: int) -> None:
+    """Read the file's lines in `workers` runs: this process the first, forked children the
+    others (each sends back its columns, or its first error). Runs are merged in file order,
+    so the first error raised is the file's first."""
+    bounds = [0]
+    for k in range(1, workers):
+        cut = data.find(b"\n", max(bounds[-1], k * len(data) // workers)) + 1 or len(data)
+        bounds.append(cut)
+    bounds.append(len(data))
+    runs = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+    lines = [1]
+    for lo, hi in runs[:-1]:
+        lines.append(lines[-1] + data.count(b"\n", lo, hi))
+    children: list[tuple[int, int]] = []
+    try:
+        for (lo, hi), line in zip(runs[1:], lines[1:], strict=True):
+            children.append(_fork_run(data, lo, hi, line, source, skip_bad, out.fields))
+        _parse_lines(data, runs[0][0], runs[0][1], 1, source, skip_bad, out)
+        while children:
+            pid, fd = children.pop(0)
+            with os.fdopen(fd, "rb") as pipe:
+                payload = pipe.read()
+            os.waitpid(pid, 0)
+            message: tuple[str, Any] = pickle.loads(payload) if payload else ("crash", "none")
+            kind, value = message
+            if kind == "error":
+                raise DataError(value)
+            if kind != "ok":
+                raise RuntimeError(f"a battle-file reading process failed: {value}")
+            part = _Builder(out.fields)
+            vars(part).update(value)
+            _merge(out, part)
+    finally:
+        for pid, fd in children:  # an error before their turn: stop them
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _fork_run(
+    data: bytes, lo: int, hi: int, line: int, source: str, skip_bad: bool, fields: Sequence[str]
+) -> tuple[int, int]:
+    """Fork a child that reads data[lo:hi] and writes its columns to a pipe: (pid, read end)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    # The child: never returns, never runs the parent's exit handlers.
+    code = 0
+    try:
+        os.close(read_end)
+        part = _Builder(fields)
+        try:
+            _parse_lines(data, lo, hi, line, source, skip_bad, part)
+            reply: tuple[str, Any] = ("ok", vars(part))
+        except DataError as exc:
+            reply = ("error", str(exc))
+        except Exception as exc:  # a bug: the parent raises it
+            reply = ("crash", repr(exc))
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) -> bool:
@@ -708,8 +876,10 @@ def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) 
 
 
 def read_battle_table(
-    path: str | Path, *, fields: Sequence[str] = (), skip_bad: bool = False
+    path: str | Path, *, fields: Sequence[str] = (), skip_bad: bool = False, workers: int = 1
 ) -> BattleTable:
     """Read a battle file (JSONL or a JSON array) into a `BattleTable`; see `parse_battle_table`."""
     path = Path(path)
-    return parse_battle_table(_read_bytes(path), source=str(path), fields=fields, skip_bad=skip_bad)
+    return parse_battle_table(
+        _read_bytes(path), source=str(path), fields=fields, skip_bad=skip_bad, workers=workers
+    )

@@ -14,7 +14,7 @@ Scale: a rating difference of `scale` (400) means `base` (10) times the odds of 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +43,8 @@ _CHORD_EXACT = 0.01  # chord rounds stop when their remaining error is below thi
 _KAPPA_LIMIT = 30.0  # |log Davidson tie strength| when a round has no ties (or only ties)
 _CHUNK_ELEMENTS = 4_000_000  # rounds per batch × max(pairs, models²): about 32 MB of float64
 _BLAS_THREADS: int | None = 1  # threads for the batched dense solves (None: leave as found)
+_CHORD_THREADS = 2  # threads stepping one batch of chord rounds (1: no threads)
+_CHORD_SPLIT_ROUNDS = 128  # fewest rounds per thread (small products take other BLAS paths)
 
 
 @contextmanager
@@ -279,13 +281,33 @@ def _chord(
     gradient and a small matrix product, no solve; the rescaling absorbs most of the
     round-to-round change of the Hessian, so steps contract ~50-fold rather than ~8-fold.
 
-    Returns the iterates and which rounds converged; the others finish with full Newton.
+    Returns the iterates and which rounds converged; the others finish with full Newton. Each
+    round's steps read only that round and the shared centre, so a large batch is stepped in
+    two halves on two threads (numpy releases the GIL), with the same results.
     """
     centre = problem.mean()
     x_c = _newton(centre, x0[None, :], tol=tol)
     _, hess = centre.derivatives(x_c)
     inverse = np.linalg.inv(hess[0])
     _, diag_c = centre.gradient(x_c)
+    rounds = len(problem.prior)
+    if _CHORD_THREADS < 2 or rounds < 2 * _CHORD_SPLIT_ROUNDS:
+        return _chord_steps(problem, x_c, inverse, diag_c, tol)
+    halves = np.array_split(np.arange(rounds), _CHORD_THREADS)
+    with ThreadPoolExecutor(max_workers=len(halves) - 1) as pool:
+        rest = [
+            pool.submit(_chord_steps, problem.subset(h), x_c, inverse, diag_c, tol)
+            for h in halves[1:]
+        ]
+        first = _chord_steps(problem.subset(halves[0]), x_c, inverse, diag_c, tol)
+        parts = [first, *(f.result() for f in rest)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _chord_steps(
+    problem: _Problem, x_c: FloatArray, inverse: FloatArray, diag_c: FloatArray, tol: float
+) -> tuple[FloatArray, np.ndarray[Any, np.dtype[np.bool_]]]:
+    """The chord steps of `_chord` from the centre's fit `x_c`, H⁻¹ and Hessian diagonal."""
     x = problem.start(x_c[0])
     ok = np.ones(len(x), dtype=bool)
     done = np.zeros(len(x), dtype=bool)
@@ -472,8 +494,29 @@ def _mle_exists_draws(
     return ok
 
 
+_CLOSURE_MODELS = 512  # most models whose reachability is squared out densely
+
+
+def _strongly_connected(adjacency: np.ndarray) -> bool:
+    """Whether every model reaches every other along `adjacency` (False: not, or too many
+    models to tell this way). Repeated squaring of the reachability matrix: no scipy, whose
+    import would otherwise come before the bootstrap draws could start."""
+    m = len(adjacency)
+    if m > _CLOSURE_MODELS:
+        return False
+    reach = (adjacency | np.eye(m, dtype=bool)).astype(np.float32)  # sums stay exact
+    for _ in range(max(1, math.ceil(math.log2(max(m, 2)))) + 1):
+        step = ((reach @ reach) > 0).astype(np.float32)
+        if np.array_equal(step, reach):
+            break
+        reach = step
+    return bool(reach.all())
+
+
 def check_identifiable(counts: PairCounts) -> None:
     """Raise if the plain MLE does not exist: a disconnected graph, or unbounded ratings."""
+    if _strongly_connected(counts.scores > 0):  # the usual case, answered without a search
+        return
     components = counts.components()
     if len(components) > 1:
         listing = "; ".join("{" + ", ".join(c) + "}" for c in components)
@@ -626,6 +669,7 @@ def bradley_terry(
     scale: float = 400.0,
     base: float = 10.0,
     init: float = 1000.0,
+    meanwhile: Callable[[], object] | None = None,
 ) -> BTResult:
     """Bradley–Terry MLE on aggregated counts, on the Elo scale, with bootstrap CIs.
 
@@ -636,7 +680,9 @@ def bradley_terry(
     unit that was sampled, e.g. memes) instead of single battles. A disconnected comparison
     graph or unbounded MLE raises (`DisconnectedComparisonError`, `UnboundedRatingsError`)
     unless `prior` > 0: that many virtual ties per model against an average opponent,
-    reported in `BTResult.note`.
+    reported in `BTResult.note`. `meanwhile` (e.g. online Elo, pure Python) is called once on
+    this thread while the first bootstrap batch is drawn on another, which does not hold the
+    GIL.
     """
     clustered = data if isinstance(data, ClusteredCounts) else None
     if clustered is not None and models is not None and tuple(models) != clustered.models:
@@ -654,41 +700,45 @@ def bradley_terry(
         raise StatsError(
             f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} rounds; got {bootstrap}"
         )
-    if prior == 0:
-        check_identifiable(counts)
     *_, cell_counts = counts.cells()
-    theta, kappa = fit_cells(counts, cell_counts[None, :], prior=prior, ties=ties)
-    factor = scale / math.log(base)
-    anchor_idx = None if anchor is None else counts.models.index(anchor)
+    # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
+    # (one generator drawn in sequence, so the draws are those of a single call).
+    batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
+    sizes = [min(batch, bootstrap - first) for first in range(0, bootstrap, batch)]
+    rng = np.random.default_rng(seed)
 
-    def to_elo(th: FloatArray) -> FloatArray:
-        ref = th.mean(axis=1) if anchor_idx is None else th[:, anchor_idx]
-        return init + factor * (th - ref[:, None])
+    def draw(rounds: int) -> FloatArray:
+        if clustered is not None:
+            return clustered.resample(rounds, rng)
+        return resample(counts, rounds, rng)
 
-    ratings = to_elo(theta)[0]
-    tie_strength = float(np.exp(kappa[0])) if kappa is not None else None
-    samples = ci_low = ci_high = None
-    regularised = 0
-    if bootstrap > 0:
-        rng = np.random.default_rng(seed)
-        # Resampled fits lie near the point estimate: starting there saves Newton steps.
-        start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
-        samples = np.empty((bootstrap, counts.n_models))
-        # Draw and fit in batches of rounds: memory stays bounded whatever `bootstrap` is
-        # (one generator drawn in sequence, so the draws are those of a single call).
-        batch = max(1, _CHUNK_ELEMENTS // max(len(cell_counts), 1))
-        sizes = [min(batch, bootstrap - first) for first in range(0, bootstrap, batch)]
+    # Each batch is drawn on a worker thread (numpy releases the GIL) while this thread fits the
+    # point estimate or the previous batch, and runs `meanwhile`: one generator, drawn in
+    # order, so the draws are those of one call.
+    pool = ThreadPoolExecutor(max_workers=1) if sizes else None
+    try:
+        pending = pool.submit(draw, sizes[0]) if pool is not None else None
+        if prior == 0:
+            check_identifiable(counts)
+        theta, kappa = fit_cells(counts, cell_counts[None, :], prior=prior, ties=ties)
+        factor = scale / math.log(base)
+        anchor_idx = None if anchor is None else counts.models.index(anchor)
 
-        def draw(rounds: int) -> FloatArray:
-            if clustered is not None:
-                return clustered.resample(rounds, rng)
-            return resample(counts, rounds, rng)
+        def to_elo(th: FloatArray) -> FloatArray:
+            ref = th.mean(axis=1) if anchor_idx is None else th[:, anchor_idx]
+            return init + factor * (th - ref[:, None])
 
-        certificate = _certificate(counts) if prior == 0 else None
-        # The next batch is drawn on a worker thread while this one is fitted (numpy releases
-        # the GIL in both): one generator, drawn in order, so the draws are those of one call.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(draw, sizes[0])
+        ratings = to_elo(theta)[0]
+        tie_strength = float(np.exp(kappa[0])) if kappa is not None else None
+        samples = ci_low = ci_high = None
+        regularised = 0
+        if meanwhile is not None:
+            meanwhile()
+        if pool is not None and pending is not None:
+            # Resampled fits lie near the point estimate: starting there saves Newton steps.
+            start = theta[0] if kappa is None else np.append(theta[0], kappa[0])
+            samples = np.empty((bootstrap, counts.n_models))
+            certificate = _certificate(counts) if prior == 0 else None
             first = 0
             for k, rounds in enumerate(sizes):
                 draws = pending.result()
@@ -701,8 +751,11 @@ def bradley_terry(
                 regularised += failed
                 samples[first : first + rounds] = to_elo(boot_theta)
                 first += rounds
-        tail = 100 * (1 - ci) / 2
-        ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
+            tail = 100 * (1 - ci) / 2
+            ci_low, ci_high = np.percentile(samples, [tail, 100 - tail], axis=0)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return BTResult(
         models=counts.models,
         ratings=ratings,

@@ -14,6 +14,7 @@ import numpy as np
 from memearena.stats.battles import BattleTable
 from memearena.stats.bt import FALLBACK_PRIOR, BTResult, TieModel, bradley_terry, check_identifiable
 from memearena.stats.cluster import ClusteredCounts
+from memearena.stats.counts import FloatArray
 from memearena.stats.elo import online_elo_codes
 from memearena.stats.errors import DisconnectedComparisonError, StatsError, UnboundedRatingsError
 from memearena.stats.leaderboard import LeaderboardRow, leaderboard_rows
@@ -59,11 +60,27 @@ def rank_table(
             fallback = str(exc).split("; add battles")[0]
             prior = FALLBACK_PRIOR
     data = counts if cluster is None else clustered_counts(table, cluster)
-    fit = bradley_terry(data, anchor=anchor, bootstrap=bootstrap, seed=seed, prior=prior, ties=ties)
-    elo = online_elo_codes(
-        table.model_a, table.model_b, table.score_a, len(table.models), k=elo_k, init=fit.init
+    init = 1000.0
+    elo: list[FloatArray] = []
+
+    def replay() -> None:  # online Elo, while the bootstrap is drawn (it needs no GIL)
+        elo.append(
+            online_elo_codes(
+                table.model_a, table.model_b, table.score_a, len(table.models), k=elo_k, init=init
+            )
+        )
+
+    fit = bradley_terry(
+        data,
+        anchor=anchor,
+        bootstrap=bootstrap,
+        seed=seed,
+        prior=prior,
+        ties=ties,
+        init=init,
+        meanwhile=replay,
     )
-    ratings = {name: float(elo[k]) for k, name in enumerate(table.models)}
+    ratings = {name: float(elo[0][k]) for k, name in enumerate(table.models)}
     return TableRanking(leaderboard_rows(fit, counts, ratings), fit, fallback)
 
 

@@ -990,9 +990,54 @@ class RunReader:
         return info[1] if info else None
 
     def pairwise(self) -> dict[str, Any]:
-        """Pairwise win rates (ties count half) and battle counts between models, from the
-        resolved battles the leaderboard was computed from (``battles.jsonl``); read once per
-        version of the file."""
+        """Pairwise win rates (ties count half) and battle counts between models, as the Arena's
+        analysis stored them with the leaderboard (``arena.pairwise``, computed from the battles
+        the leaderboard was fitted on): a page never re-reads the battles. Only a run written
+        before the analysis stored them is read from ``battles.jsonl``, once per version of the
+        file."""
+        arena = self.board.get("arena")
+        order = [
+            str(r.get("model"))
+            for r in (arena.get("overall") if isinstance(arena, dict) else None) or []
+            if isinstance(r, dict)
+        ]
+        stored = arena.get("pairwise") if isinstance(arena, dict) else None
+        if isinstance(stored, dict):
+            given: list[Any] = stored.get("models") or []
+            rates: list[Any] = stored.get("win_rate") or []
+            games: list[Any] = stored.get("battles") or []
+            m = len(given) if isinstance(given, list) else -1
+            # leaderboard.json is a file on disk: a matrix of the wrong shape is not drawn
+            # from, the battles are read instead.
+            if (
+                m > 0
+                and all(isinstance(x, str) for x in given)
+                and isinstance(rates, list)
+                and isinstance(games, list)
+                and len(rates) == len(games) == m
+                and all(isinstance(r, list) and len(r) == m for r in (*rates, *games))
+            ):
+                at = {x: k for k, x in enumerate(given)}
+                ranked = [x for x in order if x in at] + [x for x in given if x not in order]
+
+                def met(x: str, y: str) -> bool:
+                    n = games[at[x]][at[y]]
+                    return isinstance(n, int | float) and not isinstance(n, bool) and n > 0
+
+                return {
+                    "models": ranked,
+                    "rate": {
+                        x: {
+                            y: rates[at[x]][at[y]]
+                            for y in ranked
+                            if met(x, y) and isinstance(rates[at[x]][at[y]], int | float)
+                        }
+                        for x in ranked
+                    },
+                    "count": {
+                        x: {y: games[at[x]][at[y]] for y in ranked if met(x, y)} for x in ranked
+                    },
+                }
         path = self.inside("battles.jsonl")
         if path is None:
             return {}
@@ -1022,7 +1067,6 @@ class RunReader:
                 for x, y, sc in ((a, b, score), (b, a, 1.0 - score)):
                     wins[(x, y)] = wins.get((x, y), 0.0) + sc
                     count[(x, y)] = count.get((x, y), 0) + 1
-        order = [str(r.get("model")) for r in (self.board.get("arena") or {}).get("overall") or []]
         models = [m for m in order if m in names] + [m for m in names if m not in order]
         out = {
             "models": models,
