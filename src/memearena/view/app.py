@@ -260,9 +260,9 @@ _ORDER_FIELDS = ("trust", "overall")
 
 def _order_field(section: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
     """The column the Judge-audit leaderboard is ordered by: the one the section names
-    (``ranked_by``), else the shown column whose values fall with the rank (the rows keep the
+    (``order_by``), else the shown column whose values fall with the rank (the rows keep the
     analysis's order; the viewer never sorts them)."""
-    named = section.get("ranked_by")
+    named = section.get("order_by", section.get("ranked_by"))
     if isinstance(named, str) and named:
         return named
     for name in _ORDER_FIELDS:
