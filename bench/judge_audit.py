@@ -5,9 +5,10 @@ Run: python bench/judge_audit.py [--seeds 3] [--bootstrap 300] [--repeats 5]
 Part 1 runs the demo audit (``memearena demo``'s simulated panel: one judge per injected failure
 mode, a clean reference) for S = 0 … seeds−1 and prints, per seed, whether every injected bias
 is flagged on its judge, whether the clean judge is flagged on nothing, whether the trust
-ranking keeps every judge with a flagged classic bias (position, consistency, verbosity,
-self-enhancement) below the clean reference judge, the other flags raised, and the wall time;
-then the detection rate per injected bias over the seeds.
+composite (shown beside the leaderboard's order by overall) keeps every judge with a flagged
+classic bias (position, consistency, verbosity, self-enhancement) below the clean reference,
+the other flags raised, and the wall time; then the detection rate per injected bias over the
+seeds.
 
 Part 2 times the image work on the demo memes: median CPU milliseconds per image over repeats
 for the original (the safe image path with the metadata added) and the ``visual_transformation``
@@ -80,10 +81,14 @@ def seeds(n: int, bootstrap: int) -> bool:
         board = section["leaderboard"]
         ref = section["reference_judge"]
         ref_rank = next(r["rank"] for r in board if r["judge"] == ref)
+        ref_trust = next(r["trust"]["value"] for r in board if r["judge"] == ref)
+        # Ordered by overall (as MM-JudgeBias); the trust composite beside it must put every
+        # judge with a flagged classic bias below the clean reference.
         above = [
-            f"{r['judge']} (#{r['rank']}: {', '.join(set(r['flags']) & set(CLASSIC_FLAGS))})"
+            f"{r['judge']} (trust {r['trust']['value']:.3f}: "
+            f"{', '.join(set(r['flags']) & set(CLASSIC_FLAGS))})"
             for r in board
-            if r["rank"] < ref_rank and set(r["flags"]) & set(CLASSIC_FLAGS)
+            if r["trust"]["value"] >= ref_trust and set(r["flags"]) & set(CLASSIC_FLAGS)
         ]
         ok &= not above
         ok_all &= ok
@@ -105,11 +110,12 @@ def seeds(n: int, bootstrap: int) -> bool:
             if not line.startswith("ok"):
                 print("   ", line)
         print(
-            f"    ranking: clean reference {ref} is #{ref_rank} of {len(board)}; "
+            f"    ranking (by {section['order_by']}): clean reference {ref} is #{ref_rank} of "
+            f"{len(board)}, trust {ref_trust:.3f}; "
             + (
-                f"ranked above it with a classic flag: {'; '.join(above)}"
+                f"trust at or above it with a classic flag: {'; '.join(above)}"
                 if above
-                else "no judge with a flagged classic bias above it"
+                else "no judge with a flagged classic bias has its trust or more"
             )
         )
         print(

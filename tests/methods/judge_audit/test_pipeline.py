@@ -406,11 +406,13 @@ def test_the_report_states_the_ranking_once_and_the_flag_margins(
 ) -> None:
     run_dir, _ = audit_run
     page = " ".join((run_dir / "report.html").read_text().split())
-    assert page.count("Ranked by trust") == 1  # the template no longer repeats the note's
+    assert page.count("Ordered by overall") == 1  # the template no longer repeats the note's
     for rule in (
-        "the difference is at least 0.05",
+        "family-wise error rate of 0.05",
+        "by at least 0.05",
         "at least 0.08 from 0.5",
-        "it is at least 0.58",
+        "P(prefer padded) is at least 0.58",
         "at least 0.25 points",
+        "fewer than 10 pairs per type",
     ):
         assert rule in page, rule

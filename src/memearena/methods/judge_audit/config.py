@@ -71,6 +71,22 @@ class JudgeAuditConfig(BaseModel):
     reference_judge: str | None = None
     """A judge trusted as the baseline: BD/BC and consistency flags compare against it (default:
     each judge is compared with the mean of the other judges)."""
+    family_alpha: float = Field(0.05, gt=0, lt=1)
+    """The family-wise error rate of each judge's flags: across all of one judge's tests (nine
+    types, three categories, overall, position consistency, position, verbosity,
+    self-enhancement) a judge without any of those biases is flagged on anything with at most
+    this probability (Holm over t-tests on the bootstrap standard errors; each flag carries
+    its adjusted p-value)."""
+    flag_min_pairs: int = Field(10, ge=2)
+    """No flag from fewer than this many pairs: a BD/BC figure is tested only when each of its
+    types holds at least this many scored pairs for the judge and for what it is compared with;
+    position, consistency and verbosity need this many verdicts (swapped pairs for
+    consistency), self-enhancement this many scores of each kind."""
+    rank_by: Literal["overall", "composite"] = "overall"
+    """Order of the evaluator leaderboard: ``overall`` (MM-JudgeBias's Overall, the mean of the
+    nine types' BD/BC, as the reference orders judges; the composite breaks ties) or
+    ``composite`` (``trust``: 1 − the mean shortfall of BD/BC overall, decisive position
+    consistency, preferring the concise answer and self-enhancement)."""
     limit_per_type: int | None = Field(None, gt=0)
     """MM-JudgeBias data: keep at most this many rows per bias type."""
     max_reasks: int = Field(2, ge=0, le=10)
