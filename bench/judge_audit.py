@@ -131,7 +131,7 @@ def seeds(n: int, bootstrap: int, twin: bool = False) -> bool:
             + (
                 f"a classic flag without a larger shortfall in trust: {'; '.join(above)}"
                 if above
-                else "every flagged classic bias has a larger shortfall in trust than the reference's"
+                else "every flagged classic bias has a larger shortfall than the reference's"
             )
         )
         print(

@@ -565,7 +565,8 @@ def load_judgements(path: Path, reading: ScoreReading, *, judge: str | None) -> 
         raise DataError(f"{path}: no judgement by {judge!r} (judges: {', '.join(out.judges[:5])})")
     key = judge if judge is not None else (out.judges[0] if out.judges else None)
     for name, rec in records:
-        meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+        given_meta = rec.get("meta")
+        meta: dict[str, Any] = given_meta if isinstance(given_meta, dict) else {}
         bias_type = meta.get("bias_type")
         if not isinstance(bias_type, str) or bias_type not in BIAS_TYPES:
             out.excluded.append(
