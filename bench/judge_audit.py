@@ -104,7 +104,8 @@ def seeds(n: int, bootstrap: int, twin: bool = False) -> bool:
             f"{r['judge']} ({f}: shortfall {r['trust']['components'][component[f]]:.3f})"
             for r in board
             for f in set(r["flags"]) & set(CLASSIC_FLAGS)
-            if r["trust"]["components"][component[f]] <= ref_trust["components"][component[f]]
+            if (r["trust"]["components"][component[f]] or 0.0)
+            <= (ref_trust["components"][component[f]] or 0.0)
         ]
         ok &= not above
         ok_all &= ok

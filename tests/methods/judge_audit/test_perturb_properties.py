@@ -307,3 +307,31 @@ def test_a_donor_is_the_one_a_scan_of_every_other_meme_draws() -> None:
             seed = r.random()
             got = donors.draw(uid, random.Random(seed))
             assert got is scanned(uid, by_uid, random.Random(seed))
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_texture_insertion_on_a_photo_jpeg_changes_only_its_label(tmp_path: Path, k: int) -> None:
+    # A photo-like JPEG meme, stored as the safe image path stores it (its own bytes): the
+    # variant must differ from it only inside the inserted label — no caption pixel, and no
+    # pixel outside the label, changed by a second JPEG generation.
+    import io
+
+    im, captions = RENDERED[k]
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=90)
+    store = ImageStore(tmp_path / "images")
+    original = store.put_encoded(buf.getvalue(), "image/jpeg", im.size, {SHOWS_KEY: "m"})
+    assert original.mime == "image/jpeg"
+    ctx = PerturbContext(store=store, rng=random.Random(k), shows="m")
+    ti = perturb("texture_insertion", Triplet(QUERY, original, "answer"), ctx)
+    assert ti.image is not None and ti.image.mime == "image/png"
+    before, after = np.asarray(original.load()), np.asarray(ti.image.load())
+    changed = (before != after).any(axis=2)
+    assert changed.any()
+    for x0, y0, x1, y1 in captions:
+        assert not changed[y0:y1, x0:x1].any()  # 0 caption pixels
+    got = insert_text(original.load(), QUERY, max_cover=0.10, rng=random.Random(k))
+    x0, y0, x1, y1 = got.box
+    outside = changed.copy()
+    outside[y0:y1, x0:x1] = False
+    assert int(outside.sum()) == 0  # 0 pixels outside the label

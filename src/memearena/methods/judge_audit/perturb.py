@@ -169,12 +169,16 @@ class ImageStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def put(self, im: Image.Image, meta: dict[str, str] | None = None) -> AuditImage:
+    def put(
+        self, im: Image.Image, meta: dict[str, str] | None = None, *, lossless: bool = False
+    ) -> AuditImage:
         """Encode deterministically (PNG for graphics: ``memearena.data.encode_png``, lossless;
-        JPEG for photos) with ``meta`` and store."""
+        JPEG for photos, unless ``lossless``) with ``meta`` and store. A perturbation that must
+        change only its own pixels asks for ``lossless``: a JPEG of the edited pixels would add
+        a second encoding generation over the whole image that the unbiased copy never had."""
         rgb = im if im.mode == "RGB" else im.convert("RGB")
         meta = {k: v for k, v in (meta or {}).items() if v}
-        if rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
+        if lossless or rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
             # The package's own writer: one filter for the whole image, zlib level 1.
             return self._write(encode_png(rgb, meta), "image/png", rgb.width, rgb.height)
         buf = io.BytesIO()
@@ -759,7 +763,9 @@ def _texture_insertion(t: Triplet, ctx: PerturbContext) -> Triplet:
     got = insert_text(im, t.query or "(no query)", max_cover=ctx.max_cover, rng=ctx.rng)
     ctx.notes["covered_share"] = f"{got.covered_share:.4f}"
     meta = {SHOWS_KEY: ctx.shows, INSERTED_KEY: got.text}
-    return replace(t, image=ctx.store.put(got.image, meta))
+    # Lossless: the variant differs from the unbiased image only inside the label's box (the
+    # unbiased copy keeps its original bytes; a re-encoded JPEG would change the caption too).
+    return replace(t, image=ctx.store.put(got.image, meta, lossless=True))
 
 
 GENERATORS: dict[str, Callable[[Triplet, PerturbContext], Triplet]] = {
