@@ -52,7 +52,8 @@ class JudgeAuditConfig(BaseModel):
     needed when the data holds memes (two or more for position and self-enhancement)."""
     describer: str | None = None
     """Model that writes the image descriptions of ``detail_description`` (default: the first
-    judge)."""
+    responder that is not an audited judge, so no judge reads a description it wrote itself;
+    with none, set this)."""
     queries: list[str] = Field(default_factory=lambda: [DEFAULT_QUERY])
     """Questions asked about each meme; ``{meme_text}`` is replaced by the meme's text. One is
     drawn per meme with the run seed. A query that restates the meme's text fails the
@@ -124,6 +125,13 @@ class JudgeAuditConfig(BaseModel):
         if self.reference_judge is not None and self.reference_judge not in self.judges:
             raise ValueError(f"reference_judge {self.reference_judge!r} is not among judges")
         return self
+
+    def describer_model(self) -> str | None:
+        """The model that writes the image descriptions: ``describer``, else the first
+        responder that is not an audited judge (None: there is none)."""
+        if self.describer is not None:
+            return self.describer
+        return next((m for m in self.responders if m not in self.judges), None)
 
     def named_models(self) -> list[tuple[str, str]]:
         """``(field, model)`` for every model the section names (for the models-exist check)."""

@@ -183,7 +183,14 @@ class JudgeAuditPipeline:
         self.store = store
         self.images = ImageStore(image_dir)
         self.progress = progress or StageProgress(enabled=False)
-        self.describer = self.acfg.describer or self.acfg.judges[0]
+        describer = self.acfg.describer_model()
+        if self.memes and "detail_description" in self.acfg.bias_types and describer is None:
+            raise ConfigError(
+                "judge_audit.describer: set the model that writes detail_description's image "
+                "descriptions (every responder is an audited judge; a judge must not read "
+                "descriptions it wrote)"
+            )
+        self.describer = describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
         # A step in flight → the futures of the identical steps that joined it (most have none).
         self._joins: dict[tuple[str, str], list[asyncio.Future[dict[str, Any] | None]]] = {}
