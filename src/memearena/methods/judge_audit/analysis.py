@@ -626,6 +626,7 @@ def _construction(outcome: JudgeAuditOutcome, max_cover: float) -> dict[str, Any
             "covered_by_item": dict(sorted(outcome.covered.items())),
         },
         "integrality_excluded": dict(sorted(outcome.integrality_excluded.items())),
+        "donors": dict(outcome.donor_checks),
     }
 
 

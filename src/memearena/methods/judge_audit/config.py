@@ -59,6 +59,11 @@ class JudgeAuditConfig(BaseModel):
     drawn per meme with the run seed. A query that restates the meme's text fails the
     integrality check of ``text_dominance`` (the image would not be needed): those pairs are
     excluded and counted."""
+    donor_group_field: str | None = "target"
+    """The memes' annotation naming their target group (the demo set's ``target``): a meme whose
+    query or image is lent to another item (instruction_misalignment, image_misalignment,
+    unnecessary_image) must share no word of it with that item, nor show the same scene
+    (perceptual hash); rejected draws are counted. None: the scene check only."""
     texture_max_cover: float = Field(0.10, gt=0, le=0.5)
     """``texture_insertion``: the largest share of the image area the inserted text may cover
     (it is also kept off the meme's caption)."""
