@@ -207,6 +207,20 @@ def test_mm_judgebias_rows_are_scored_and_bad_rows_recorded(tmp_path: Path) -> N
     scored = {(r.item, r.bias_type) for r in result.outcome.scores}
     assert scored == {("mm-judgebias:1", "text_dominance"), ("mm-judgebias:2", "image_dominance")}
     assert any(k.startswith("data: unknown bias type") for k in result.section["errors"])
+    # Verbosity on the rows too (the paper's §H): each row's response against a padded copy,
+    # in both orders; position needs two responses, and a row holds one.
+    verdicts = list(result.outcome.verdicts)
+    assert {(v.item, v.probe) for v in verdicts} == {
+        ("mm-judgebias:1", "verbosity"),
+        ("mm-judgebias:2", "verbosity"),
+    }
+    assert {(v.first, v.second) for v in verdicts} == {
+        ("original", "padded"),
+        ("padded", "original"),
+    }
+    assert all(v.len_first != v.len_second for v in verdicts)
+    clean = _row(result.section, "clean")
+    assert clean["p_prefer_padded"]["n"] == 2 and clean["p_prefer_concise"]["value"] is not None
 
 
 def test_cli_run_dry_run_and_nothing_usable(tmp_path: Path) -> None:

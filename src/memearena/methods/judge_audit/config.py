@@ -74,6 +74,10 @@ class JudgeAuditConfig(BaseModel):
     abstention (N/A allowed; reported as an abstention rate, excluded from BD/BC)."""
     classic: list[ClassicBias] = Field(default_factory=lambda: list(CLASSIC_BIASES))
     """Classic biases to measure on meme items: position, verbosity, self_enhancement."""
+    classic_rows: int = Field(200, ge=0)
+    """MM-JudgeBias data: how many rows (drawn with the run seed) are also tested for
+    verbosity — the row's response against a padded copy, in both orders — as the paper's
+    §H does on 200 samples."""
     reference_judge: str | None = None
     """A judge trusted as the baseline: BD/BC and consistency flags compare against it (default:
     each judge is compared with the mean of the other judges)."""

@@ -649,9 +649,24 @@ class JudgeAuditPipeline:
         return {j: _Request(j, msgs) for j in self.acfg.judges}
 
     # ---------------------------------------------------------------- stage 4
+    def _classic_rows(self) -> list[AuditPair]:
+        """The MM-JudgeBias rows the classic biases are also measured on: ``classic_rows`` of
+        them drawn with the run seed (in load order), as the unbiased triplet each shows."""
+        n = min(len(self.rows), self.acfg.classic_rows)
+        rng = random.Random(f"{self.cfg.seed}\x1fclassic-rows")
+        picked = sorted(rng.sample(range(len(self.rows)), n))
+        out: list[AuditPair] = []
+        for i in picked:
+            try:
+                out.append(pair_from_row(self.rows[i], self.images, self.cfg.image))
+            except DataError:
+                continue  # recorded once, when the row's pair was scored
+        return out
+
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
         """Position (every responder pair, both orders) and verbosity (answer vs padded, both
-        orders) verdicts of every judge."""
+        orders) verdicts of every judge; on MM-JudgeBias rows (``classic_rows``), verbosity of
+        the row's own response (a row holds one response: position needs two)."""
         acfg = self.acfg
         by_meme: dict[str, list[BaseItem]] = {}
         for b in bases:
@@ -677,6 +692,14 @@ class JudgeAuditPipeline:
                             ("padded", padded),
                         )
                     )
+        if "verbosity" in acfg.classic:
+            for pair in self._classic_rows():
+                t = pair.unbiased
+                rng = random.Random(f"{self.cfg.seed}\x1fpad\x1f{pair.item}")
+                padded = pad_response(t.response, rng)
+                jobs.append(
+                    ("verbosity", pair.item, t, ("original", t.response), ("padded", padded))
+                )
         total = 2 * len(jobs) * len(acfg.judges)
         self.progress.stage("pairwise", total)
 
@@ -740,7 +763,7 @@ class JudgeAuditPipeline:
             out.items = len({b.meme.uid for b in bases}) + len(self.rows)
             await self.score_pairs(self.meme_pairs(bases, out), out)
             await self.score_pairs(self.row_pairs(), out)
-            if bases and self.acfg.classic:
+            if (bases or self.rows) and self.acfg.classic:
                 await self.classic(bases, out)
         except BudgetExceeded as e:
             out.stopped = str(e)
