@@ -51,6 +51,12 @@ __all__ = [
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
 _ABSTAIN_OFFER = "Rating: [[N/A]]"
+_REFERENCE_FORMAT = "### Feedback: (write a feedback) ### Score:"
+"""How the simulated judge recognises MM-JudgeBias's prompt (the ``plain`` variant)."""
+_REFERENCE_INPUTS = re.compile(
+    r"### The instruction to evaluate:\n(.*?)\n\n### Response to evaluate:\n(.*)\n\n### Feedback:",
+    re.S,
+)
 _MARGIN = 0.05
 REDUNDANCY_COST = 0.1
 """Pairwise: what a longer (padded) answer costs with every simulated judge before its
@@ -172,8 +178,14 @@ class JudgeAuditSim:
         bad: bool,
     ) -> str:
         cfg = prof.cfg
-        query = tag_block(prompt, "query") or ""
-        response = tag_block(prompt, "response") or ""
+        reference = _REFERENCE_FORMAT in prompt
+        if reference:
+            # MM-JudgeBias's prompt has no delimiters: its inputs sit between its headings.
+            got = _REFERENCE_INPUTS.search(prompt)
+            query, response = (got.group(1), got.group(2)) if got else ("", "")
+        else:
+            query = tag_block(prompt, "query") or ""
+            response = tag_block(prompt, "response") or ""
         response_n = _norm(response)
         quoted = _QUOTED.search(query)
         q_meme = self._meme_of(quoted.group(1)) if quoted else None
@@ -214,6 +226,8 @@ class JudgeAuditSim:
         )
         if bad:
             return f"{feedback} Overall I would put it at about {n} out of 10."
+        if reference:
+            return f"### Feedback: {feedback} ### Score: {n}"
         return f"{feedback}\nRating: [[{n}]]"
 
     # ---- pairwise ----------------------------------------------------------------------------

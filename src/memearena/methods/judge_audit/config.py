@@ -17,6 +17,7 @@ __all__ = [
 
 PROMPT_VARIANTS: tuple[str, ...] = (
     "plain",
+    "guarded",
     "score_guided",
     "modality_constraints",
     "modality_reasoning",
@@ -31,7 +32,7 @@ meme's text: the image carries it, so removing the image (``text_dominance``) re
 the judgement needs."""
 
 PromptVariant = Literal[
-    "plain", "score_guided", "modality_constraints", "modality_reasoning", "abstention"
+    "plain", "guarded", "score_guided", "modality_constraints", "modality_reasoning", "abstention"
 ]
 ClassicBias = Literal["position", "verbosity", "self_enhancement"]
 
@@ -70,8 +71,11 @@ class JudgeAuditConfig(BaseModel):
     bias_types: list[str] = Field(default_factory=lambda: list(BIAS_TYPES))
     """Bias types to generate and score (default: all nine)."""
     prompt: PromptVariant = "plain"
-    """Pointwise prompt: plain, score_guided, modality_constraints, modality_reasoning or
-    abstention (N/A allowed; reported as an abstention rate, excluded from BD/BC)."""
+    """Pointwise prompt: plain (MM-JudgeBias's EVAL_PROMPT as the reference sends it: no system
+    message, instructions first, ``### Score:``, the image after the text), guarded (the same
+    task with delimited inputs, a system message and ``Rating: [[n]]``), score_guided,
+    modality_constraints, modality_reasoning or abstention (N/A allowed; reported as an
+    abstention rate, excluded from BD/BC)."""
     classic: list[ClassicBias] = Field(default_factory=lambda: list(CLASSIC_BIASES))
     """Classic biases to measure on meme items: position, verbosity, self_enhancement."""
     classic_rows: int = Field(200, ge=0)

@@ -357,7 +357,7 @@ class JudgeAuditPipeline:
                 judge,
                 "judge_audit.score",
                 msgs,
-                lambda t: parse_pointwise(t, allow_na=allow_na),
+                lambda t: parse_pointwise(t, allow_na=allow_na, variant=self.acfg.prompt),
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_score,
