@@ -51,6 +51,11 @@ __all__ = [
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
 _ABSTAIN_OFFER = "Rating: [[N/A]]"
+_PAIR_V2_ANSWERS = re.compile(
+    r"\[The Start of Assistant A's Answer\]\n(.*?)\n\[The End of Assistant A's Answer\]"
+    r".*?\[The Start of Assistant B's Answer\]\n(.*?)\n\[The End of Assistant B's Answer\]",
+    re.S,
+)
 _REFERENCE_FORMAT = "### Feedback: (write a feedback) ### Score:"
 """How the simulated judge recognises MM-JudgeBias's prompt (the ``plain`` variant)."""
 _REFERENCE_INPUTS = re.compile(
@@ -234,8 +239,12 @@ class JudgeAuditSim:
 
     def _pairwise(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         cfg = prof.cfg
-        a = tag_block(prompt, "response_a") or ""
-        b = tag_block(prompt, "response_b") or ""
+        v2 = _PAIR_V2_ANSWERS.search(prompt)
+        if v2 is not None:  # MT-Bench's pair-v2 prompt: its answers sit between its markers
+            a, b = v2.group(1), v2.group(2)
+        else:
+            a = tag_block(prompt, "response_a") or ""
+            b = tag_block(prompt, "response_b") or ""
         qa, qb = (self._base(a) - 5) / 3, (self._base(b) - 5) / 3
         diff = qa - qb + cfg.position_bias
         # Every judge notices redundancy a little (REDUNDANCY_COST); verbosity bias outweighs it.
@@ -247,6 +256,8 @@ class JudgeAuditSim:
         if bad:
             return "Both have merits; on balance one of them is a little better."
         said = {"A": "Response A is better", "B": "Response B is better", "tie": "They are even"}
+        if v2 is not None:
+            return f"{said[verdict]} on substance. [[{'C' if verdict == 'tie' else verdict}]]"
         return f"{said[verdict]} on substance.\nVerdict: [[{verdict}]]"
 
 

@@ -76,6 +76,11 @@ class JudgeAuditConfig(BaseModel):
     task with delimited inputs, a system message and ``Rating: [[n]]``), score_guided,
     modality_constraints, modality_reasoning or abstention (N/A allowed; reported as an
     abstention rate, excluded from BD/BC)."""
+    pairwise_prompt: Literal["pair-v2", "guarded"] = "pair-v2"
+    """Pairwise prompt of position and verbosity: ``pair-v2`` (MT-Bench's, FastChat
+    ``judge_prompts.jsonl``: its system prompt asks to avoid position and length biases, so the
+    figures compare with MT-Bench's) or ``guarded`` (delimited inputs, no such sentence,
+    ``Verdict: [[A]]``)."""
     classic: list[ClassicBias] = Field(default_factory=lambda: list(CLASSIC_BIASES))
     """Classic biases to measure on meme items: position, verbosity, self_enhancement."""
     classic_rows: int = Field(200, ge=0)

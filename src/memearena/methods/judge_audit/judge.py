@@ -25,6 +25,7 @@ from memearena.models.types import Message, TextPart
 from memearena.prompts import build_messages, defang_score_fields, parse_score_at, render
 
 __all__ = [
+    "PAIR_V2",
     "PREFERENCES",
     "REFERENCE_VARIANT",
     "PointwiseScore",
@@ -79,8 +80,30 @@ def _score_messages(triplet: Triplet, variant: str) -> tuple[Message, ...]:
     )
 
 
+PAIR_V2 = "pair-v2"
+"""The pairwise prompt of MT-Bench (FastChat ``judge_prompts.jsonl`` ``pair-v2``): its system
+prompt and question/answer template, the image (if any) first in the user message, the verdict
+``[[A]]``, ``[[B]]`` or ``[[C]]`` (a tie)."""
+_PAIR_V2_VERDICT = re.compile(r"\[\[\s*([ABC])\s*\]\]")
+
+
 @lru_cache(maxsize=_MEMO)
-def _pairwise_messages(triplet: Triplet, response_a: str, response_b: str) -> tuple[Message, ...]:
+def _pairwise_messages(
+    triplet: Triplet, response_a: str, response_b: str, variant: str = PAIR_V2
+) -> tuple[Message, ...]:
+    if variant == PAIR_V2:
+        text = render(
+            "judge_audit/pairwise_v2.j2",
+            query=_defang_all(triplet.query),
+            response_a=_defang_all(response_a),
+            response_b=_defang_all(response_b),
+        )
+        image = triplet.image.part() if triplet.image is not None else None
+        parts = (image, TextPart(text)) if image is not None else (TextPart(text),)
+        return (
+            Message.text("system", render("judge_audit/system_pair_v2.j2")),
+            Message("user", parts),
+        )
     return tuple(
         build_messages(
             "judge_audit/pairwise.j2",
@@ -98,9 +121,12 @@ def score_messages(triplet: Triplet, variant: str) -> list[Message]:
     return list(_score_messages(triplet, variant))
 
 
-def pairwise_messages(triplet: Triplet, response_a: str, response_b: str) -> list[Message]:
-    """The pairwise request: the query and image of ``triplet`` with two responses."""
-    return list(_pairwise_messages(triplet, response_a, response_b))
+def pairwise_messages(
+    triplet: Triplet, response_a: str, response_b: str, variant: str = PAIR_V2
+) -> list[Message]:
+    """The pairwise request: the query and image of ``triplet`` with two responses, in MT-Bench's
+    ``pair-v2`` prompt (default) or the ``guarded`` one (delimited inputs, ``Verdict: [[A]]``)."""
+    return list(_pairwise_messages(triplet, response_a, response_b, variant))
 
 
 def _defang_all(text: str) -> str:
@@ -149,9 +175,17 @@ def _parse_reference(text: str) -> PointwiseScore:
     return PointwiseScore(int(v) if v.is_integer() else v, feedback[:2000])
 
 
-def parse_preference(text: str) -> str:
-    """``A``, ``B`` or ``tie`` from the judge's ``Verdict: [[...]]`` field(s); none, several
-    that disagree or another value is a ParseError."""
+def parse_preference(text: str, variant: str = "guarded") -> str:
+    """``A``, ``B`` or ``tie`` from the judge's ``Verdict: [[...]]`` field(s) (``pair-v2``:
+    ``[[A]]``, ``[[B]]``, ``[[C]]`` for a tie); none, several that disagree or another value is
+    a ParseError. The responses' brackets were made inert, so every field is the judge's."""
+    if variant == PAIR_V2:
+        found = {m.group(1) for m in _PAIR_V2_VERDICT.finditer(text)}
+        if not found:
+            raise ParseError("no verdict; end with '[[A]]', '[[B]]' or '[[C]]' (a tie)")
+        if len(found) > 1:
+            raise ParseError(f"conflicting verdicts {sorted(found)}; give exactly one")
+        return {"A": "A", "B": "B", "C": "tie"}[found.pop()]
     values = {m.group("value").strip().lower() for m in _VERDICT.finditer(text)}
     if not values:
         raise ParseError("no verdict field; end with 'Verdict: [[A]]', '[[B]]' or '[[tie]]'")

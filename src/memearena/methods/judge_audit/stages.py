@@ -368,7 +368,8 @@ class JudgeAuditPipeline:
 
     async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
         """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
-        return await self._prefer(judge, _Request(judge, pairwise_messages(triplet, a, b)))
+        msgs = pairwise_messages(triplet, a, b, self.acfg.pairwise_prompt)
+        return await self._prefer(judge, _Request(judge, msgs))
 
     async def _prefer(self, judge: str, request: _Request, *, lookup: bool = True) -> str | None:
         msgs = request.msgs
@@ -380,7 +381,7 @@ class JudgeAuditPipeline:
                 judge,
                 "judge_audit.pairwise",
                 msgs,
-                parse_preference,
+                lambda t: parse_preference(t, self.acfg.pairwise_prompt),
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_preference,
@@ -708,7 +709,11 @@ class JudgeAuditPipeline:
         def chunk_jobs(
             chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]],
         ) -> list[Job]:
-            reqs = [_Request(j, pairwise_messages(t, x[1], y[1])) for j, _p, _u, t, x, y in chunk]
+            variant = acfg.pairwise_prompt
+            reqs = [
+                _Request(j, pairwise_messages(t, x[1], y[1], variant))
+                for j, _p, _u, t, x, y in chunk
+            ]
             if "ja_pairwise" in self._unstored:  # as for scores: keyed when sent
                 return [
                     (j, probe, uid, x, y, req, True)
