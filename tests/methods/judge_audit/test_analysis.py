@@ -332,3 +332,14 @@ def test_a_rate_of_zero_keeps_an_interval_over_its_items() -> None:
         assert est["ci_low"] == 0.0 and est["ci_high"] == pytest.approx(0.1135, abs=1e-3)
     side = row["abstention"]["by_type"]["text_dominance"]["biased"]
     assert side["ci_high"] > 0.1
+
+
+def test_a_judge_that_always_prefers_the_first_answer_is_flagged() -> None:
+    # Every verdict the same: the bootstrap interval has zero width, but 30 items of it are
+    # evidence (the proportion's Wilson interval sets the least standard error).
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    _same_scores(out, ["ref", "first"])
+    out.verdicts.extend(_pairwise("ref", "decisive") + _pairwise("first", "always_first"))
+    row = _row(judge_audit_section(_cfg(["ref", "first"]), out), "first")
+    assert row["p_prefer_first"]["value"] == pytest.approx(1.0)
+    assert "position" in row["flags"] and row["flag_p_adjusted"]["position"] < 0.001

@@ -736,7 +736,14 @@ def _flag(
             continue
         # Too few pairs: not in the family at all (no flag, no share of the error rate).
         raw = [
-            studentized_p(v, rep, _NULL[name], _SIDE[name], min(f.units.get(name, 0) for f in rd))
+            studentized_p(
+                v,
+                rep,
+                _NULL[name],
+                _SIDE[name],
+                min(f.units.get(name, 0) for f in rd),
+                se_floor=_rate_floor(name, v, mine.units.get(name, 0)),
+            )
             if enough
             else None
             for name, v, rep, enough, rd in zip(
@@ -763,6 +770,16 @@ def _flag(
                 flag_p[name] = p
         r["tests"] = tests
         r["flag_p_adjusted"] = flag_p
+
+
+def _rate_floor(name: str, value: float | None, units: int) -> float:
+    """A proportion's least standard error (P(first), P(prefer padded)): its Wilson 95%
+    interval over the items, half-width / 1.96, so a rate of 100% over many items is evidence, not a
+    zero-width interval (0 for the other tests)."""
+    if name not in ("position", "verbosity") or value is None or units <= 0:
+        return 0.0
+    lo, hi = widened_interval(value, units, None, None)
+    return 0.0 if lo is None or hi is None else (hi - lo) / (2 * 1.96)
 
 
 def _note(order_by: str, alpha: float, min_pairs: int) -> str:
