@@ -559,7 +559,7 @@ def studentized_p(
     side: int,
     units: int,
     *,
-    se_floor: float = 0.0,
+    degenerate_se: float = 0.0,
 ) -> float | None:
     """The p-value of ``estimate`` against ``null`` — one-sided below (``side == -1``), above
     (``+1``) or two-sided (``0``) — from its bootstrap standard error: t = (estimate − null) /
@@ -569,9 +569,9 @@ def studentized_p(
     at a few dozen items (a nominal 2.5% test rejected 3.5% of true nulls on 24); its p-values
     also stop at 1 / rounds. None (not testable) without an estimate, with fewer than two
     units or finite replicates, or with a zero standard error: a zero-width interval proves
-    nothing. ``se_floor`` is the least standard error the estimate has whatever the replicates
-    say (a proportion's from its Wilson interval: a judge preferring the first answer every
-    time has a zero-width bootstrap, not a certain rate)."""
+    nothing — unless ``degenerate_se`` gives the standard error to use then (a proportion's, from
+    its Wilson interval: a judge preferring the first answer every time has a zero-width
+    bootstrap, not a certain rate)."""
     if estimate is None or not np.isfinite(estimate) or units < 2 or side not in (-1, 0, 1):
         return None
     reps = np.asarray(replicates, dtype=np.float64)
@@ -582,9 +582,8 @@ def studentized_p(
     # Replicates equal up to rounding (ratios of the same terms) are a zero-width interval.
     scale = max(1.0, abs(float(estimate)), float(np.abs(reps).max()))
     if not np.isfinite(se) or se <= 1e-9 * scale:
-        se = 0.0
-    se = max(se, float(se_floor))
-    if se <= 0:
+        se = float(degenerate_se)
+    if not se > 0:
         return None
     from scipy.special import stdtr  # imported on first use: scipy.special is slow to import
 

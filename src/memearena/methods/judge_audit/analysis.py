@@ -742,7 +742,7 @@ def _flag(
                 _NULL[name],
                 _SIDE[name],
                 min(f.units.get(name, 0) for f in rd),
-                se_floor=_rate_floor(name, v, mine.units.get(name, 0)),
+                degenerate_se=_rate_floor(name, v, mine.units.get(name, 0)),
             )
             if enough
             else None
@@ -773,9 +773,9 @@ def _flag(
 
 
 def _rate_floor(name: str, value: float | None, units: int) -> float:
-    """A proportion's least standard error (P(first), P(prefer padded)): its Wilson 95%
-    interval over the items, half-width / 1.96, so a rate of 100% over many items is evidence, not a
-    zero-width interval (0 for the other tests)."""
+    """The standard error of a proportion (P(first), P(prefer padded)) whose bootstrap has
+    zero width: its Wilson 95% interval over the items, half-width / 1.96, so a rate of 100%
+    over many items is evidence, not an untested zero-width interval (0 for other tests)."""
     if name not in ("position", "verbosity") or value is None or units <= 0:
         return 0.0
     lo, hi = widened_interval(value, units, None, None)
