@@ -5,9 +5,10 @@ Run: python bench/judge_audit.py [--seeds 3] [--bootstrap 300] [--repeats 5]
 Part 1 runs the demo audit (``memearena demo``'s simulated panel: one judge per injected failure
 mode, a clean reference) for S = 0 … seeds−1 and prints, per seed, whether every injected bias
 is flagged on its judge, whether the clean judge is flagged on nothing, whether the trust
-ranking keeps every judge with a flagged classic bias (position, consistency, verbosity,
-self-enhancement) below the clean reference judge, the other flags raised, and the wall time;
-then the detection rate per injected bias over the seeds.
+composite (shown beside the leaderboard's order by overall) gives every flagged classic bias
+(position, consistency, verbosity, self-enhancement) a larger shortfall than the reference's,
+the other flags raised, and the wall time; then the detection rate per injected bias over the
+seeds.
 
 Part 2 times the image work on the demo memes: median CPU milliseconds per image over repeats
 for the original (the safe image path with the metadata added) and the ``visual_transformation``
@@ -61,14 +62,23 @@ from memearena.methods.judge_audit.perturb import (
 )
 from memearena.methods.judge_audit.view import demo_check
 
+TWIN = "sim-judge-falcon-twin"
+"""``--twin``: a clean copy of the reference judge (its own family) added to the panel."""
 
-def seeds(n: int, bootstrap: int) -> bool:
+
+def seeds(n: int, bootstrap: int, twin: bool = False) -> bool:
     print(f"Part 1: the demo audit over {n} seeds (bootstrap {bootstrap}, intervals over memes)")
     hits: Counter[str] = Counter()
     total: Counter[str] = Counter()
     ok_all = True
+    twin_flagged = 0
     for seed in range(n):
         cfg = demo_config(seed=seed, bootstrap=bootstrap)
+        if twin:
+            assert cfg.judge_audit is not None and cfg.judge_audit.reference_judge is not None
+            ref_model = cfg.models[cfg.judge_audit.reference_judge]
+            cfg.models[TWIN] = ref_model.model_copy(update={"family": "falcon-twin"})
+            cfg.judge_audit.judges.append(TWIN)
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             res = run_method(
@@ -80,10 +90,22 @@ def seeds(n: int, bootstrap: int) -> bool:
         board = section["leaderboard"]
         ref = section["reference_judge"]
         ref_rank = next(r["rank"] for r in board if r["judge"] == ref)
+        ref_trust = next(r["trust"] for r in board if r["judge"] == ref)
+        # Ordered by overall (as MM-JudgeBias); the trust composite beside it must count every
+        # flagged classic bias: the judge's shortfall on that component exceeds the clean
+        # reference's.
+        component = {
+            "position": "position",
+            "position_consistency": "position",
+            "verbosity": "verbosity",
+            "self_enhancement": "self_enhancement",
+        }
         above = [
-            f"{r['judge']} (#{r['rank']}: {', '.join(set(r['flags']) & set(CLASSIC_FLAGS))})"
+            f"{r['judge']} ({f}: shortfall {r['trust']['components'][component[f]]:.3f})"
             for r in board
-            if r["rank"] < ref_rank and set(r["flags"]) & set(CLASSIC_FLAGS)
+            for f in set(r["flags"]) & set(CLASSIC_FLAGS)
+            if (r["trust"]["components"][component[f]] or 0.0)
+            <= (ref_trust["components"][component[f]] or 0.0)
         ]
         ok &= not above
         ok_all &= ok
@@ -105,11 +127,12 @@ def seeds(n: int, bootstrap: int) -> bool:
             if not line.startswith("ok"):
                 print("   ", line)
         print(
-            f"    ranking: clean reference {ref} is #{ref_rank} of {len(board)}; "
+            f"    ranking (by {section['order_by']}): clean reference {ref} is #{ref_rank} of "
+            f"{len(board)}, trust {ref_trust['value']:.3f}; "
             + (
-                f"ranked above it with a classic flag: {'; '.join(above)}"
+                f"a classic flag without a larger shortfall in trust: {'; '.join(above)}"
                 if above
-                else "no judge with a flagged classic bias above it"
+                else "every flagged classic bias has a larger shortfall than the reference's"
             )
         )
         print(
@@ -121,6 +144,14 @@ def seeds(n: int, bootstrap: int) -> bool:
             ),
         )
         print("    other flags:", "; ".join(extra) or "none")
+        if twin:
+            got = flags.get(TWIN, set())
+            twin_flagged += bool(got)
+            print(
+                f"    clean twin of the reference: flagged on {', '.join(sorted(got)) or 'nothing'}"
+            )
+    if twin:
+        print(f"clean twin of the reference flagged in {twin_flagged} of {n} seeds (target ≤ 2)")
     print("detection rate per injected bias:")
     for bias in sorted(total):
         print(f"    {bias:<26} {hits[bias]}/{total[bias]}")
@@ -394,6 +425,8 @@ def main() -> None:
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--child", choices=["percall", "rss"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--twin", action="store_true", help="add a clean twin of the reference")
+    ap.add_argument("--no-generators", action="store_true", help="part 1 only")
     args = ap.parse_args()
     if args.child == "percall":
         print(json.dumps(child_percall(args.n, args.bootstrap)))
@@ -407,8 +440,9 @@ def main() -> None:
         if args.rss:
             rss([int(s) for s in args.sizes.split(",")], args.bootstrap, args.tracemalloc)
         return
-    ok = seeds(args.seeds, args.bootstrap)
-    generators(args.repeats)
+    ok = seeds(args.seeds, args.bootstrap, args.twin)
+    if not args.no_generators:
+        generators(args.repeats)
     raise SystemExit(0 if ok else 1)
 
 

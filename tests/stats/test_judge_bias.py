@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -251,3 +252,47 @@ def test_item_weights_are_one_multinomial_draw_however_they_are_blocked(cells, m
     want = np.random.default_rng(3).multinomial(17, np.full(17, 1 / 17), size=120)
     got = jb.bootstrap_weights(17, 120, 3)
     assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_holm_adjusts_one_family_and_leaves_untested_out() -> None:
+    from memearena.stats.judge_bias import holm_adjusted
+
+    adj = holm_adjusted([0.01, 0.04, 0.03, None])
+    # Sorted: 0.01 × 3, 0.03 × 2, 0.04 × 1 — kept non-decreasing.
+    assert adj[0] == pytest.approx(0.03)
+    assert adj[2] == pytest.approx(0.06) and adj[1] == pytest.approx(0.06)
+    assert adj[3] is None
+    assert holm_adjusted([0.5, 0.9]) == [1.0, 1.0]
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0, 1)), max_size=20))
+def test_holm_never_lowers_a_p_value_and_keeps_their_order(ps: list[float | None]) -> None:
+    from memearena.stats.judge_bias import holm_adjusted
+
+    adj = holm_adjusted(ps)
+    pairs = [(p, a) for p, a in zip(ps, adj, strict=True) if p is not None]
+    assert all(a is not None and p <= a <= 1.0 for p, a in pairs)
+    for p, a in pairs:
+        for q, b in pairs:
+            if p < q:
+                assert a is not None and b is not None and a <= b
+
+
+def test_studentized_p_reads_the_bootstrap_standard_error() -> None:
+    from memearena.stats.judge_bias import studentized_p
+
+    rng = np.random.default_rng(0)
+    reps = 2.0 + rng.normal(0, 1, 20000)
+    above = studentized_p(2.0, reps, 0.0, 1, 100_000)
+    below = studentized_p(2.0, reps, 0.0, -1, 100_000)
+    both = studentized_p(2.0, reps, 0.0, 0, 100_000)
+    assert above == pytest.approx(0.0228, abs=0.002)
+    assert below == pytest.approx(1 - 0.0228, abs=0.002)
+    assert both == pytest.approx(2 * above)
+    # Few units: Student's t with n − 1 degrees of freedom is wider than the normal.
+    few = studentized_p(2.0, reps, 0.0, 1, 10)
+    assert few is not None and few > above * 1.5
+    # A zero-width interval, one unit or no estimate is not testable.
+    assert studentized_p(2.0, np.full(100, 2.0), 0.0, 1, 30) is None
+    assert studentized_p(2.0, reps, 0.0, 1, 1) is None
+    assert studentized_p(None, reps, 0.0, 1, 30) is None

@@ -7,8 +7,7 @@ Registered by the main app as ``app.add_typer(judge_audit_app, name="judge-audit
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +18,7 @@ from typer.core import TyperGroup
 
 from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
 from memearena.config import check_option_ranges
+from memearena.data.mmjudgebias import ScoreReading, load_judgements
 from memearena.errors import DataError, MemearenaError
 from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
 from memearena.report.safe import console_safe, shown
@@ -56,29 +56,19 @@ class ScoredPairs:
 
     pairs: list[BiasPair]
     """Pairs in the file (a null score is an unparsed judgement: kept, excluded by the table)."""
-    excluded_rows: list[tuple[int, str]]
-    """(line, reason) for every row left out: a score missing, not a number or out of range,
-    an unknown bias type, no id, or a line that is not a JSON object."""
+    excluded_rows: list[tuple[int | str, str]]
+    """(line, or file of a judgements folder, reason) for every row left out: a score missing,
+    not a number or (without the reference's reading) out of range, an unknown bias type, no
+    id, or a line that is not a JSON object."""
+    reading: ScoreReading = field(default_factory=lambda: ScoreReading(reference=False))
+    """How the scores were read, with what the reference's reading converted or kept."""
 
 
 class _RowError(Exception):
     pass
 
 
-def _score(row: dict[str, Any], name: str, scale: float) -> float | None:
-    if name not in row:
-        raise _RowError(f"field {name!r}: missing")
-    v = row[name]
-    if v is None:
-        return None  # unparsed: kept, excluded by the table and counted, never a number
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise _RowError(f"field {name!r}: must be a number or null, got {shown(v)}")
-    if not 1 <= v <= scale:
-        raise _RowError(f"field {name!r}: {v} is outside 1-{scale:g}")
-    return float(v)
-
-
-def _row_pair(line: str, scale: float) -> tuple[BiasPair, str | None]:
+def _row_pair(line: str, reading: ScoreReading) -> tuple[BiasPair, str | None]:
     # Bounded parsing: a deep, huge-number or garbled line is that row's error, never a
     # traceback.
     try:
@@ -99,46 +89,59 @@ def _row_pair(line: str, scale: float) -> tuple[BiasPair, str | None]:
             f"expected one of {', '.join(BIAS_TYPES)}"
         )
     row_judge = row.get("judge")
-    pair = BiasPair(
-        str(item),
-        str(bias_type),
-        _score(row, "unbiased_score", scale),
-        _score(row, "biased_score", scale),
-    )
-    return pair, None if row_judge is None else str(row_judge)
+    try:
+        u = reading.score(row, "unbiased_score")
+        b = reading.score(row, "biased_score")
+    except ValueError as e:
+        raise _RowError(str(e)) from None
+    return BiasPair(str(item), str(bias_type), u, b), None if row_judge is None else str(row_judge)
 
 
-def load_scored_pairs(path: Path, *, judge: str | None = None, scale: float = 10) -> ScoredPairs:
+def load_scored_pairs(
+    path: Path, *, judge: str | None = None, scale: float = 10, reference_parsing: bool = False
+) -> ScoredPairs:
     """Scored pairs from ``{"id", "bias_type", "unbiased_score", "biased_score"}`` lines (an
-    optional ``judge`` field selects one judge's rows). A row that cannot be scored is left
-    out and recorded with its line and reason, never a refusal of the whole file (a UTF-8 BOM
-    is accepted on any line); an unreadable file, one that is not UTF-8, one with several
-    judges and no choice, or one without a usable row is a DataError."""
+    optional ``judge`` field selects one judge's rows), or from MM-JudgeBias's own judgement
+    files: a ``judgements/seed_N/`` folder of per-sample JSON records, or one such record
+    (``.json``; ``judge`` is its model key). A row that cannot be scored is left out and
+    recorded with its line (or file) and reason, never a refusal of the whole file (a UTF-8
+    BOM is accepted on any line); an unreadable file, one that is not UTF-8, one with several
+    judges and no choice, or one without a usable row is a DataError. ``reference_parsing``
+    reads scores as MM-JudgeBias does (``ScoreReading``), counting what that changed."""
+    reading = ScoreReading(reference=reference_parsing, scale=scale)
     pairs: list[BiasPair] = []
-    excluded: list[tuple[int, str]] = []
-    judges: set[str] = set()
-    for n, line in jsonl_lines(path):
-        try:
-            pair, row_judge = _row_pair(line, scale)
-        except _RowError as e:
-            excluded.append((n, str(e)))
-            continue
-        if row_judge is not None:
-            judges.add(row_judge)
-            if judge is not None and row_judge != judge:
+    excluded: list[tuple[int | str, str]] = []
+    if path.is_dir() or path.suffix.lower() == ".json":
+        files = load_judgements(path, reading, judge=judge)
+        pairs = [BiasPair(*p) for p in files.pairs]
+        excluded = list(files.excluded)
+    else:
+        judges: set[str] = set()
+        for n, line in jsonl_lines(path):
+            try:
+                pair, row_judge = _row_pair(line, reading)
+            except _RowError as e:
+                excluded.append((n, str(e)))
                 continue
-        pairs.append(pair)
-    if judge is None and len(judges) > 1:
-        raise DataError(
-            f"{path}: rows hold several judges ({', '.join(sorted(judges)[:5])}); "
-            "choose one with --judge"
-        )
-    if judge is not None and judge not in judges:
-        raise DataError(f"{path}: no rows for judge {judge!r}")
+            if row_judge is not None:
+                judges.add(row_judge)
+                if judge is not None and row_judge != judge:
+                    continue
+            pairs.append(pair)
+        if judge is None and len(judges) > 1:
+            raise DataError(
+                f"{path}: rows hold several judges ({', '.join(sorted(judges)[:5])}); "
+                "choose one with --judge"
+            )
+        if judge is not None and judge not in judges:
+            raise DataError(f"{path}: no rows for judge {judge!r}")
     if not pairs:
-        first = f" (first: line {excluded[0][0]}: {excluded[0][1]})" if excluded else ""
+        first = ""
+        if excluded:
+            where = "line" if isinstance(excluded[0][0], int) else "file"
+            first = f" (first: {where} {excluded[0][0]}: {excluded[0][1]})"
         raise DataError(f"{path}: no scored pairs; {len(excluded)} rows excluded{first}")
-    return ScoredPairs(pairs, excluded)
+    return ScoredPairs(pairs, excluded, reading)
 
 
 _REFERENCE_MARK = "*"
@@ -203,7 +206,10 @@ _METRICS_HELP = (
 def metrics_command(
     scores: Annotated[
         Path,
-        typer.Argument(help='JSONL of {"id", "bias_type", "unbiased_score", "biased_score"}.'),
+        typer.Argument(
+            help='JSONL of {"id", "bias_type", "unbiased_score", "biased_score"}, or '
+            "MM-JudgeBias's judgements/seed_N/ folder (or one of its per-sample .json files)."
+        ),
     ],
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON instead of a table.")
@@ -224,6 +230,14 @@ def metrics_command(
     ] = False,
     # The default, spelt out; hidden so the help's option column fits 80 columns.
     reference_compat_flag: Annotated[bool, typer.Option("--reference-compat", hidden=True)] = False,
+    reference_parsing: Annotated[
+        bool,
+        typer.Option(
+            "--reference-parsing",
+            help="Read scores as MM-JudgeBias does: a string score is converted, a null one "
+            "is read from the reply by its last-number fallback, none is clamped (counted).",
+        ),
+    ] = False,
 ) -> None:
     """``judge-audit metrics``: see ``_METRICS_HELP``."""
     if no_reference_compat and reference_compat_flag:
@@ -231,7 +245,9 @@ def metrics_command(
     reference_compat = not no_reference_compat
     try:
         check_option_ranges({"bootstrap": bootstrap, "scale": scale})
-        loaded = load_scored_pairs(scores, judge=judge, scale=scale)
+        loaded = load_scored_pairs(
+            scores, judge=judge, scale=scale, reference_parsing=reference_parsing
+        )
         table = bias_table(
             loaded.pairs,
             scale=scale,
@@ -247,7 +263,14 @@ def metrics_command(
         doc: dict[str, Any] = table.model_dump()
         doc["excluded_rows"] = {
             "count": len(excluded),
-            "rows": [{"line": n, "reason": r} for n, r in excluded[:100]],
+            "rows": [
+                {"line" if isinstance(n, int) else "file": n, "reason": r}
+                for n, r in excluded[:100]
+            ],
+        }
+        doc["score_reading"] = {
+            "rule": "reference" if reference_parsing else "strict",
+            **loaded.reading.counts,
         }
         typer.echo(dumps_strict(doc, indent=2))
         return
@@ -266,10 +289,22 @@ def metrics_command(
         else "not reference-compatible (BD of an all-1 type is no data)",
         markup=False,
     )
+    c = loaded.reading.counts
+    console.print(
+        (
+            f"scores read as MM-JudgeBias does: {c['from_string']} from a string, "
+            f"{c['from_text']} from the reply text (last-number fallback), "
+            f"{c['out_of_range']} outside 1-{scale:g} kept unclamped"
+        )
+        if reference_parsing
+        else "scores read strictly: a number in range or null (unparsed)",
+        markup=False,
+    )
     if excluded:
         console.print(f"{len(excluded)} rows excluded:", markup=False)
         for n, reason in excluded[:10]:
-            console.print(f"  {scores}:{n}: {console_safe(reason)}", markup=False)
+            at = f"{scores}:{n}" if isinstance(n, int) else str(n)
+            console.print(f"  {console_safe(at)}: {console_safe(reason)}", markup=False)
         if len(excluded) > 10:
             console.print(f"  … and {len(excluded) - 10} more (--json lists them)", markup=False)
 

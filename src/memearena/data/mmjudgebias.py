@@ -398,3 +398,193 @@ def load_mmjudgebias(
         per_type[bias_type] = per_type.get(bias_type, 0) + 1
         out.rows.append(rec)
     return out
+
+
+# ---- MM-JudgeBias's judgement files (its judge's outputs) -------------------------------------
+
+_SCORE_MARK = "### Score:"
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_RECORD_BYTES = 64 << 20
+"""The largest per-sample judgement file read (a judge's two replies and the sample's meta)."""
+
+
+def reference_score(text: Any) -> float | None:
+    """A score read from a judge's reply the way MM-JudgeBias's ``extract_score`` reads it
+    (rewritten from its documented behaviour): the whole reply if it is one number; else the
+    first number after the last ``### Score:``; else the last number anywhere in the reply;
+    None when there is none. Signs are not read (``-3`` is 3) and nothing is clamped to the
+    scale, as in the reference; a non-finite reply (``nan``) is no number here."""
+    if not isinstance(text, str):
+        return None
+    s = text.strip()
+    try:
+        v = float(s)
+    except ValueError:
+        pass
+    else:
+        if v == v and abs(v) != float("inf"):
+            return v
+    if _SCORE_MARK in s:
+        found = _NUMBER.findall(s.split(_SCORE_MARK)[-1])
+        if found:
+            return float(found[0])
+    found = _NUMBER.findall(s)
+    return float(found[-1]) if found else None
+
+
+@dataclass
+class ScoreReading:
+    """How the scores of one file were read: the rule and what it counted."""
+
+    reference: bool
+    """True: MM-JudgeBias's reading (a score given as a string is converted, a null score is
+    read from the reply text by its last-number fallback, nothing is clamped); False: a score
+    must be a number in 1–S or null (unparsed)."""
+    scale: float = 10
+    """Top of the score scale (S)."""
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"from_string": 0, "from_text": 0, "out_of_range": 0}
+    )
+    """Scores converted from a string, read from the reply text, and outside 1–S (kept only
+    with the reference's reading)."""
+
+    def score(self, holder: dict[str, Any], name: str, text_key: str | None = None) -> float | None:
+        """``holder[name]`` as a score (None: unparsed); ValueError naming the field when it
+        cannot be one under this reading."""
+        if name not in holder and (text_key is None or text_key not in holder):
+            raise ValueError(f"field {name!r}: missing")
+        v = holder.get(name)
+        if v is None:
+            if self.reference and text_key is not None:
+                got = reference_score(holder.get(text_key))
+                if got is not None:
+                    self.counts["from_text"] += 1
+                    return self._ranged(got, name)
+            return None  # unparsed: kept, excluded by the table and counted, never a number
+        if isinstance(v, str) and self.reference:
+            try:
+                number = float(v)
+            except ValueError:
+                raise ValueError(f"field {name!r}: not a number ({_shown(v)})") from None
+            if number != number or abs(number) == float("inf"):
+                raise ValueError(f"field {name!r}: not a finite number ({_shown(v)})")
+            self.counts["from_string"] += 1
+            return self._ranged(number, name)
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, int | float)
+            or v != v
+            or abs(v) == float("inf")
+        ):
+            hint = (
+                " (--reference-parsing reads it as MM-JudgeBias does)" if isinstance(v, str) else ""
+            )
+            raise ValueError(
+                f"field {name!r}: must be a number or null, got {_shown(repr(v))}{hint}"
+            )
+        return self._ranged(float(v), name)
+
+    def _ranged(self, v: float, name: str) -> float:
+        if 1 <= v <= self.scale:
+            return v
+        if not self.reference:
+            raise ValueError(
+                f"field {name!r}: {v:g} is outside 1-{self.scale:g} (--reference-parsing keeps "
+                "it unclamped, as MM-JudgeBias does)"
+            )
+        self.counts["out_of_range"] += 1
+        return v
+
+
+@dataclass
+class JudgementFiles:
+    """Scored pairs from MM-JudgeBias's per-sample judgement files."""
+
+    pairs: list[tuple[str, str, float | None, float | None]] = field(default_factory=list)
+    """(item, bias type, unbiased score, biased score) of the chosen judge."""
+    excluded: list[tuple[str, str]] = field(default_factory=list)
+    """(file, reason) of every record left out."""
+    judges: list[str] = field(default_factory=list)
+    """Every judge (model key) the files hold."""
+
+
+def judgement_files(path: Path) -> list[Path]:
+    """The per-sample files of a ``judgements/seed_N/`` folder (sorted, as the reference reads
+    them), or the one file given. A ``judgements/`` folder of seed folders is a DataError
+    naming them: the seeds are separate runs, and one must be chosen."""
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.glob("*.json") if p.is_file())
+    if not files:
+        seeds = sorted(p.name for p in path.iterdir() if p.is_dir() and p.name.startswith("seed_"))
+        if seeds:
+            raise DataError(
+                f"{path}: holds seed folders ({', '.join(seeds[:5])}); give one of them "
+                "(each seed is a separate judge run)"
+            )
+        raise DataError(f"{path}: no *.json judgement files in this folder")
+    return files
+
+
+def load_judgements(path: Path, reading: ScoreReading, *, judge: str | None) -> JudgementFiles:
+    """MM-JudgeBias's judgement records — ``{"meta": {"id", "bias_type", ...}, "judgement":
+    {model_key: {"unbiased", "unbiased_score", "biased", "biased_score"}}}``, one per file in a
+    ``judgements/seed_N/`` folder, or one file — as scored pairs of ``judge`` (a model key;
+    needed when the files hold several). A record that cannot be read or scored is excluded
+    with its file and reason, never dropped silently (the reference skips an unknown bias type
+    without a word); an unreadable folder is a DataError."""
+    out = JudgementFiles()
+    seen: set[str] = set()
+    records: list[tuple[str, dict[str, Any]]] = []
+    for f in judgement_files(path):
+        name = f.name if path.is_dir() else str(f)
+        try:
+            raw = f.read_bytes()
+        except OSError as e:
+            raise DataError(f"{f}: cannot read ({e.strerror or e})") from None
+        try:
+            rec = loads_bounded(raw.decode("utf-8-sig"), max_bytes=_RECORD_BYTES)
+        except UnicodeDecodeError:
+            out.excluded.append((name, "not valid UTF-8"))
+            continue
+        except ValueError as e:
+            out.excluded.append((name, f"invalid JSON ({e})"))
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("judgement"), dict):
+            out.excluded.append((name, "expected a record with 'meta' and 'judgement' objects"))
+            continue
+        seen.update(str(k) for k in rec["judgement"])
+        records.append((name, rec))
+    out.judges = sorted(seen)
+    if judge is None and len(seen) > 1:
+        raise DataError(
+            f"{path}: the records hold several judges ({', '.join(out.judges[:5])}); "
+            "choose one with --judge"
+        )
+    if judge is not None and judge not in seen:
+        raise DataError(f"{path}: no judgement by {judge!r} (judges: {', '.join(out.judges[:5])})")
+    key = judge if judge is not None else (out.judges[0] if out.judges else None)
+    for name, rec in records:
+        given_meta = rec.get("meta")
+        meta: dict[str, Any] = given_meta if isinstance(given_meta, dict) else {}
+        bias_type = meta.get("bias_type")
+        if not isinstance(bias_type, str) or bias_type not in BIAS_TYPES:
+            out.excluded.append(
+                (name, f"meta.bias_type: unknown bias type {_shown(repr(bias_type))}")
+            )
+            continue
+        given = rec["judgement"].get(key)
+        if not isinstance(given, dict):
+            out.excluded.append((name, f"no judgement by {key!r}"))
+            continue
+        item = meta.get("id")
+        item_id = str(item) if isinstance(item, str | int) and not isinstance(item, bool) else ""
+        item_id = item_id.strip() or Path(name).stem
+        try:
+            u = reading.score(given, "unbiased_score", "unbiased")
+            b = reading.score(given, "biased_score", "biased")
+        except ValueError as e:
+            out.excluded.append((name, f"judgement.{key}.{e}"))
+            continue
+        out.pairs.append((item_id, bias_type, u, b))
+    return out

@@ -36,6 +36,7 @@ from memearena.prompts.scores import (
     first_rating_at,
     parse_score,
     parse_score_at,
+    quoted_in,
     ratings_in,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "parse_score",
     "parse_score_at",
     "parse_verdicts",
+    "quoted_in",
     "ratings_in",
     "reask_message",
     "register_templates",

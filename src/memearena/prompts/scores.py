@@ -38,6 +38,7 @@ __all__ = [
     "first_rating_at",
     "parse_score",
     "parse_score_at",
+    "quoted_in",
     "ratings_in",
 ]
 
@@ -237,6 +238,14 @@ def _canon(text: str) -> str:
     text = unicodedata.normalize("NFKC", _IGNORABLE.sub("", text)).translate(_CANON_DROP)
     text = text.replace("[ [", "[[").replace("] ]", "]]")
     return _CANON_SPACE.sub(" ", text).casefold().strip(" \t*_>#-")
+
+
+def quoted_in(fragment: str, shown: Sequence[str]) -> bool:
+    """Whether ``fragment`` of a reply is, once normalised as an echo would be (format
+    characters dropped, NFKC, case and spacing folded), a quote of one of the ``shown`` texts:
+    a score field re-typed from the material is not the grader's."""
+    quote = _canon(fragment)
+    return bool(quote) and any(quote in _canon(src) for src in shown if src)
 
 
 def _own(text: str, found: list[_Rating], shown: Sequence[str]) -> list[_Rating]:

@@ -49,8 +49,10 @@ __all__ = [
     "bootstrap_weights",
     "category_of",
     "difference_in_differences",
+    "holm_adjusted",
     "mean_of_types",
     "metric_of",
+    "studentized_p",
     "type_values",
     "unit_ratio",
     "unit_ratios",
@@ -548,3 +550,59 @@ def difference_in_differences(
         w = rng.multinomial(len(arr), np.full(len(arr), 1.0 / len(arr)), size=n_boot)
         lo, hi = _interval(did(w @ arr), ci)
     return RatioEstimate(value=value, ci_low=lo, ci_high=hi, n=len(arr), count=float(tot[1]))
+
+
+def studentized_p(
+    estimate: float | None,
+    replicates: np.ndarray,
+    null: float,
+    side: int,
+    units: int,
+    *,
+    degenerate_se: float = 0.0,
+) -> float | None:
+    """The p-value of ``estimate`` against ``null`` — one-sided below (``side == -1``), above
+    (``+1``) or two-sided (``0``) — from its bootstrap standard error: t = (estimate − null) /
+    se with se the replicates' standard deviation times √(n / (n − 1)) (the bootstrap's
+    variance is (n − 1)/n of the unbiased one), referred to Student's t with n − 1 degrees of
+    freedom, n = ``units`` (the items resampled). A percentile bootstrap's tails are too light
+    at a few dozen items (a nominal 2.5% test rejected 3.5% of true nulls on 24); its p-values
+    also stop at 1 / rounds. None (not testable) without an estimate, with fewer than two
+    units or finite replicates, or with a zero standard error: a zero-width interval proves
+    nothing — unless ``degenerate_se`` gives the standard error to use then (a proportion's, from
+    its Wilson interval: a judge preferring the first answer every time has a zero-width
+    bootstrap, not a certain rate)."""
+    if estimate is None or not np.isfinite(estimate) or units < 2 or side not in (-1, 0, 1):
+        return None
+    reps = np.asarray(replicates, dtype=np.float64)
+    reps = reps[np.isfinite(reps)]
+    if len(reps) < 2:
+        return None
+    se = float(np.std(reps, ddof=1)) * float(np.sqrt(units / (units - 1)))
+    # Replicates equal up to rounding (ratios of the same terms) are a zero-width interval.
+    scale = max(1.0, abs(float(estimate)), float(np.abs(reps).max()))
+    if not np.isfinite(se) or se <= 1e-9 * scale:
+        se = float(degenerate_se)
+    if not se > 0:
+        return None
+    from scipy.special import stdtr  # imported on first use: scipy.special is slow to import
+
+    t = (estimate - null) / se
+    df = float(units - 1)
+    if side == 0:
+        return float(min(1.0, 2 * stdtr(df, -abs(t))))
+    return float(stdtr(df, t) if side == -1 else stdtr(df, -t))
+
+
+def holm_adjusted(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of one family's p-values (None: not tested, not counted):
+    rejecting every test whose adjusted p-value is at most α wrongly rejects one or more true
+    nulls with probability at most α, whatever the tests' dependence (a category and its
+    types, overall and everything)."""
+    have = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    out: list[float | None] = [None] * len(pvalues)
+    m, running = len(have), 0.0
+    for k, (p, i) in enumerate(have):
+        running = max(running, min(1.0, (m - k) * p))
+        out[i] = running
+    return out

@@ -61,15 +61,52 @@ def test_a_judge_is_flagged_on_its_paired_difference_from_the_reference() -> Non
     p = bad["paired"]["text_dominance"]
     assert p["difference"] < 0 and p["ci_high"] < 0
     assert "text_dominance" not in good["flags"]  # within the margin of the reference
-    assert ref["flags"] == [] and "paired" not in ref  # the reference is the baseline
+    assert bad["flag_p_adjusted"]["text_dominance"] <= sec["flagging"]["family_wise_alpha"]
+    assert bad["tests"]["text_dominance"]["p_adjusted"] == bad["flag_p_adjusted"]["text_dominance"]
+    # The reference judge is tested too, against the mean of the others: it is the best here.
+    assert ref["flags"] == []
+    assert ref["paired"]["text_dominance"]["against"] == "mean of the other judges"
+    assert ref["paired"]["text_dominance"]["difference"] > 0
+    assert ref["tests"]["text_dominance"]["p_adjusted"] > 0.5
+
+
+def test_the_reference_judge_is_flagged_when_it_is_worse_than_the_others() -> None:
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    ys = [3 + (i * 7) % 8 for i in range(30)]
+    for j in ("a", "b"):
+        out.scores.extend(_scores(j, "text_dominance", [(y, 1) for y in ys]))
+    out.scores.extend(_scores("ref", "text_dominance", [(y, max(1, y - 2)) for y in ys]))
+    sec = judge_audit_section(_cfg(["ref", "a", "b"]), out)
+    assert "text_dominance" in _row(sec, "ref")["flags"]
+    assert _row(sec, "a")["paired"]["text_dominance"]["against"] == "ref"
+
+
+def test_no_flag_from_too_few_pairs_or_a_zero_width_interval() -> None:
+    # One pair per type: the worst possible judge is still not flagged (too few pairs).
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    out.scores.extend(_scores("ref", "text_dominance", [(8, 1)]))
+    out.scores.extend(_scores("bad", "text_dominance", [(8, 8)]))
+    row = _row(judge_audit_section(_cfg(["ref", "bad"]), out), "bad")
+    assert row["paired"]["text_dominance"]["difference"] == pytest.approx(-1.0)
+    assert row["flags"] == []
+    assert row["tests"]["text_dominance"]["untested"] == "fewer than 10 pairs"
+    # Thirty identical pairs: the interval has zero width, and proves nothing.
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    out.scores.extend(_scores("ref", "text_dominance", [(8, 1)] * 30))
+    out.scores.extend(_scores("bad", "text_dominance", [(8, 7)] * 30))
+    row = _row(judge_audit_section(_cfg(["ref", "bad"]), out), "bad")
+    assert row["flags"] == []
+    assert row["tests"]["text_dominance"]["untested"] == "zero-width interval"
 
 
 def test_without_a_reference_the_other_judges_mean_is_the_baseline() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
-    ys = [8] * 30
+    ys = [3 + (i * 7) % 8 for i in range(30)]
     for j in ("a", "b", "c"):
         out.scores.extend(_scores(j, "image_misalignment", [(y, 1) for y in ys]))
-    out.scores.extend(_scores("d", "image_misalignment", [(y, 7) for y in ys]))
+    out.scores.extend(
+        _scores("d", "image_misalignment", [(y, y - (i % 3 == 0)) for i, y in enumerate(ys)])
+    )
     sec = judge_audit_section(_cfg(["a", "b", "c", "d"], reference=None), out)
     assert "image_misalignment" in _row(sec, "d")["flags"]
     assert all(_row(sec, j)["flags"] == [] for j in "abc")
@@ -106,28 +143,85 @@ def _verdicts(judge: str, p_first: float) -> list[VerdictRecord]:
     return out
 
 
-def test_trust_ranks_a_position_biased_judge_below_the_clean_reference() -> None:
+def _pairwise(judge: str, kind: str, seed: int = 0) -> list[VerdictRecord]:
+    """Position and verbosity verdicts of a ``decisive`` judge (r1 is better: it wins in both
+    orders, and the concise original beats the padded copy), an ``always_first`` one, one that
+    answers ``tie`` every time, or a ``coin`` flip."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for item in ITEMS:
+        for first, second in (("r1", "r2"), ("r2", "r1")):
+            pref = {
+                "decisive": "A" if first == "r1" else "B",
+                "always_first": "A",
+                "tie": "tie",
+                "coin": rng.choice("AB"),
+            }[kind]
+            out.append(VerdictRecord(judge, "position", item, first, second, pref, 100, 100))
+        for first, second in (("original", "padded"), ("padded", "original")):
+            pref = {
+                "decisive": "A" if first == "original" else "B",
+                "always_first": "A",
+                "tie": "tie",
+                "coin": rng.choice("AB"),
+            }[kind]
+            out.append(VerdictRecord(judge, "verbosity", item, first, second, pref, 100, 300))
+    return out
+
+
+def _same_scores(out: JudgeAuditOutcome, judges: list[str]) -> None:
+    ys = [3 + (i * 7) % 8 for i in range(30)]
+    for j in judges:
+        out.scores.extend(_scores(j, "text_dominance", [(y, 1 + (y > 6)) for y in ys]))
+        out.scores.extend(_scores(j, "texture_insertion", [(y, y - (y > 9)) for y in ys]))
+
+
+def test_the_leaderboard_is_ordered_by_overall_and_says_so() -> None:
     out = JudgeAuditOutcome(items=len(ITEMS))
-    ys = [8] * 30
-    for j in ("ref", "first"):
-        out.scores.extend(_scores(j, "text_dominance", [(y, 1) for y in ys]))
-        out.scores.extend(_scores(j, "texture_insertion", [(y, y) for y in ys]))
-    # "first" has the better BD/BC (it is the same) but prefers the first answer 90% of the time.
-    out.verdicts.extend(_verdicts("ref", 0.5) + _verdicts("first", 0.9))
-    sec = judge_audit_section(_cfg(["first", "ref"]), out)
-    first, ref = _row(sec, "first"), _row(sec, "ref")
-    assert "position" in first["flags"]
-    assert ref["rank"] == 1 and first["rank"] == 2
-    assert first["rank_label"] == "2*" and ref["rank_label"] == "1"
-    comps = first["trust"]["components"]
-    assert comps["position"] == pytest.approx(0.8) and comps["verbosity"] == pytest.approx(0.0)
-    assert comps["bd_bc"] == pytest.approx(0.0)
-    assert first["trust"]["value"] == pytest.approx(1 - 0.8 / 3)  # self-enhancement: no data
-    assert first["trust"]["entered"] == ["bd_bc", "position", "verbosity"]
-    lo, hi = first["rank_ci"]
-    assert 1 <= lo <= 2 <= hi <= 2
-    assert first["trust"]["ci_low"] <= first["trust"]["value"] <= first["trust"]["ci_high"]
-    assert [r["judge"] for r in sec["leaderboard"]] == ["ref", "first"]
+    ys = [3 + (i * 7) % 8 for i in range(30)]
+    out.scores.extend(_scores("ref", "text_dominance", [(y, 1) for y in ys]))
+    out.scores.extend(_scores("lax", "text_dominance", [(y, y - 1) for y in ys]))
+    # The better Overall ranks first even with the worse classic biases beside it.
+    out.verdicts.extend(_verdicts("ref", 0.9) + _pairwise("lax", "decisive"))
+    sec = judge_audit_section(_cfg(["lax", "ref"]), out)
+    assert sec["order_by"] == "overall"
+    assert [r["judge"] for r in sec["leaderboard"]] == ["ref", "lax"]
+    ref = _row(sec, "ref")
+    assert "position" in ref["flags"] and ref["rank_label"] == "1*"
+    assert ref["p_prefer_first"]["value"] == pytest.approx(0.9)
+    lo, hi = ref["rank_ci"]
+    assert lo == 1 and hi <= 2
+
+
+@pytest.mark.parametrize("rank_by", ["overall", "composite"])
+def test_a_decisive_consistent_judge_ranks_above_an_always_tie_and_a_coin_flip_judge(
+    rank_by: str,
+) -> None:
+    judges = ["tie", "coin", "decisive"]
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    _same_scores(out, judges)  # the same BD/BC: only the classic biases tell them apart
+    for j in judges:
+        out.verdicts.extend(_pairwise(j, j))
+    cfg = _cfg(judges, reference=None)
+    assert cfg.judge_audit is not None
+    cfg.judge_audit.rank_by = rank_by  # type: ignore[assignment]
+    sec = judge_audit_section(cfg, out)
+    assert sec["order_by"] == rank_by
+    order = [r["judge"] for r in sec["leaderboard"]]
+    assert order[0] == "decisive", order
+    dec, tie, coin = (_row(sec, j) for j in ("decisive", "tie", "coin"))
+    assert dec["decisive_consistency"]["value"] == pytest.approx(1.0)
+    assert tie["decisive_consistency"]["value"] == pytest.approx(0.0)
+    assert tie["position_consistency"]["value"] == pytest.approx(1.0)  # tie both times
+    # Verbosity: the share preferring the concise answer beside P(prefer padded).
+    assert dec["p_prefer_concise"]["value"] == pytest.approx(1.0)
+    assert tie["p_prefer_concise"]["value"] == pytest.approx(0.0)
+    assert tie["p_prefer_padded"]["value"] == pytest.approx(0.5)
+    assert dec["trust"]["value"] > max(tie["trust"]["value"], coin["trust"]["value"])
+    assert dec["trust"]["components"]["position"] == pytest.approx(0.0)
+    assert tie["trust"]["components"]["position"] == pytest.approx(1.0)
 
 
 def test_score_rows_stream_in_the_order_they_were_scored() -> None:
@@ -176,15 +270,15 @@ def test_self_enhancement_reads_each_base_triplet_once() -> None:
     # The judge's first score of an item's answer is the base score; unnecessary_image's
     # unbiased side (a text-only triplet) is not one, however it was scored.
     out = JudgeAuditOutcome(items=len(ITEMS), families={"ref": "fam", "r1": "fam"})
-    for item in ITEMS:
-        for judge, own, other in (("ref", 9, 5), ("good", 5, 5)):
+    for k, item in enumerate(ITEMS):
+        for judge, own, other in (("ref", 9 - k % 2, 5), ("good", 5, 5)):
             for responder, y in (("r1", own), ("r2", other)):
                 out.scores.add(judge, item, "unnecessary_image", 1, 1, "ok", "ok", responder)
                 out.scores.add(judge, item, "text_dominance", y, 1, "ok", "ok", responder)
                 out.scores.add(judge, item, "texture_insertion", 2, y, "ok", "ok", responder)
     sec = judge_audit_section(_cfg(["ref", "good"]), out)
     se = _row(sec, "ref")["self_enhancement"]
-    assert se["value"] == pytest.approx(4.0) and se["n"] == len(ITEMS)
+    assert se["value"] == pytest.approx(3.5) and se["n"] == len(ITEMS)
     assert "self_enhancement" in _row(sec, "ref")["flags"]
 
 
@@ -238,3 +332,14 @@ def test_a_rate_of_zero_keeps_an_interval_over_its_items() -> None:
         assert est["ci_low"] == 0.0 and est["ci_high"] == pytest.approx(0.1135, abs=1e-3)
     side = row["abstention"]["by_type"]["text_dominance"]["biased"]
     assert side["ci_high"] > 0.1
+
+
+def test_a_judge_that_always_prefers_the_first_answer_is_flagged() -> None:
+    # Every verdict the same: the bootstrap interval has zero width, but 30 items of it are
+    # evidence (the proportion's Wilson interval sets the least standard error).
+    out = JudgeAuditOutcome(items=len(ITEMS))
+    _same_scores(out, ["ref", "first"])
+    out.verdicts.extend(_pairwise("ref", "decisive") + _pairwise("first", "always_first"))
+    row = _row(judge_audit_section(_cfg(["ref", "first"]), out), "first")
+    assert row["p_prefer_first"]["value"] == pytest.approx(1.0)
+    assert "position" in row["flags"] and row["flag_p_adjusted"]["position"] < 0.001

@@ -32,7 +32,20 @@ def test_json_table(tmp_path: Path) -> None:
     res = runner.invoke(app, ["judge-audit", "metrics", str(path), "--json", "--bootstrap", "200"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert set(doc) == {"types", "categories", "overall", "reference_compat", "excluded_rows"}
+    assert set(doc) == {
+        "types",
+        "categories",
+        "overall",
+        "reference_compat",
+        "excluded_rows",
+        "score_reading",
+    }
+    assert doc["score_reading"] == {
+        "rule": "strict",
+        "from_string": 0,
+        "from_text": 0,
+        "out_of_range": 0,
+    }
     td = doc["types"]["text_dominance"]
     assert td["metric"] == "bd" and td["value"] == pytest.approx(0.5)
     assert td["pairs"] == 2 and td["excluded"] == 1  # the unparsed pair is counted, not scored

@@ -55,3 +55,22 @@ def test_arena_may_name_an_audit_run(tmp_path: Any) -> None:
     cfg = parse_config(raw, base_dir=tmp_path)
     assert cfg.arena is not None
     assert cfg.arena.judge_audit == (tmp_path / "audit" / "leaderboard.json").resolve()
+
+
+def test_the_describer_is_not_an_audited_judge_by_default() -> None:
+    ja = parse_config(_cfg()).judge_audit
+    assert ja is not None and ja.describer_model() == "r1"
+    ja = parse_config(_cfg(responders=["j1", "r1"])).judge_audit
+    assert ja is not None and ja.describer_model() == "r1"  # j1 is audited: skipped
+    ja = parse_config(_cfg(responders=["j1"])).judge_audit
+    assert ja is not None and ja.describer_model() is None
+    ja = parse_config(_cfg(responders=["j1"], describer="j2")).judge_audit
+    assert ja is not None and ja.describer_model() == "j2"  # configured: as asked
+
+
+def test_a_meme_audit_without_a_describer_outside_the_judges_is_one_line(tmp_path: Any) -> None:
+    from memearena.methods.judge_audit.stages import JudgeAuditPipeline
+
+    cfg = parse_config(_cfg(responders=["j1"]))
+    with pytest.raises(ConfigError, match=r"judge_audit\.describer: set the model"):
+        JudgeAuditPipeline(cfg, [object()], [], None, None, tmp_path)  # type: ignore[arg-type]

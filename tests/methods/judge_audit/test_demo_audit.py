@@ -35,14 +35,18 @@ def test_demo_audit_recovers_every_injected_bias(tmp_path: Path) -> None:
                 mine = rows[judge]["types"][bias]
                 clean = rows[DEMO_AUDIT_REFERENCE]["types"][bias]["value"]
                 assert mine["ci_high"] < clean
-    # One trust ranking: no judge with a flagged classic bias ranks above the clean reference,
-    # and a flagged judge carries the mark in its rank label.
+    # A flagged judge carries the mark in its rank label.
     from memearena.methods.judge_audit.analysis import CLASSIC_FLAGS
 
-    ref_rank = rows[DEMO_AUDIT_REFERENCE]["rank"]
+    # Ordered by MM-JudgeBias's Overall (as the reference orders judges); the trust composite
+    # beside it puts every judge with a flagged classic bias below the clean reference.
+    assert section["order_by"] == "overall"
+    overall = [r["overall"]["value"] for r in section["leaderboard"]]
+    assert overall == sorted(overall, reverse=True)
+    ref_trust = rows[DEMO_AUDIT_REFERENCE]["trust"]["value"]
     for r in section["leaderboard"]:
         if set(r["flags"]) & set(CLASSIC_FLAGS):
-            assert r["rank"] > ref_rank, r["judge"]
+            assert r["trust"]["value"] < ref_trust, r["judge"]
         assert r["rank_label"].endswith("*") == bool(r["flags"])
         lo, hi = r["rank_ci"]
         assert 1 <= lo <= hi <= len(rows)

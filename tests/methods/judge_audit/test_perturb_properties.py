@@ -302,8 +302,79 @@ def test_a_donor_is_the_one_a_scan_of_every_other_meme_draws() -> None:
         for i in range(r.randint(1, 12)):
             image = None if r.random() < 0.3 else NS(sha256=str(r.randint(0, 3)))
             by_uid[f"u{i}"] = NS(triplet=NS(image=image))
-        donors = _Donors(by_uid)
+        donors = _Donors(by_uid, None, scenes=False)  # the uniform draw, no relatedness check
         for uid in [*by_uid, "absent"]:
             seed = r.random()
             got = donors.draw(uid, random.Random(seed))
             assert got is scanned(uid, by_uid, random.Random(seed))
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_texture_insertion_on_a_photo_jpeg_changes_only_its_label(tmp_path: Path, k: int) -> None:
+    # A photo-like JPEG meme, stored as the safe image path stores it (its own bytes): the
+    # variant must differ from it only inside the inserted label — no caption pixel, and no
+    # pixel outside the label, changed by a second JPEG generation.
+    import io
+
+    im, captions = RENDERED[k]
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=90)
+    store = ImageStore(tmp_path / "images")
+    original = store.put_encoded(buf.getvalue(), "image/jpeg", im.size, {SHOWS_KEY: "m"})
+    assert original.mime == "image/jpeg"
+    ctx = PerturbContext(store=store, rng=random.Random(k), shows="m")
+    ti = perturb("texture_insertion", Triplet(QUERY, original, "answer"), ctx)
+    assert ti.image is not None and ti.image.mime == "image/png"
+    before, after = np.asarray(original.load()), np.asarray(ti.image.load())
+    changed = (before != after).any(axis=2)
+    assert changed.any()
+    for x0, y0, x1, y1 in captions:
+        assert not changed[y0:y1, x0:x1].any()  # 0 caption pixels
+    got = insert_text(original.load(), QUERY, max_cover=0.10, rng=random.Random(k))
+    x0, y0, x1, y1 = got.box
+    outside = changed.copy()
+    outside[y0:y1, x0:x1] = False
+    assert int(outside.sum()) == 0  # 0 pixels outside the label
+
+
+def test_donors_are_unrelated_memes_and_the_check_is_counted(tmp_path: Path) -> None:
+    from memearena.methods.judge_audit.perturb import same_scene, scene_fingerprint
+
+    pipe, store = _pipeline(tmp_path)
+    bases = asyncio.run(pipe.prepare())
+    out = JudgeAuditOutcome()
+    pairs = list(pipe.meme_pairs(bases, out))
+    meme_of = {b.meme.uid: b.meme for b in bases}
+    by_image = {b.triplet.image.sha256: b.meme for b in bases if b.triplet.image is not None}
+    lent = [p for p in pairs if p.bias_type in ("image_misalignment", "unnecessary_image")]
+    assert lent
+    for p in lent:
+        assert p.biased.image is not None
+        donor, me = by_image[p.biased.image.sha256], meme_of[p.item]
+        assert donor.uid != me.uid
+        mine = set(str(me.annotations["target"]).lower().split())
+        theirs = set(str(donor.annotations["target"]).lower().split())
+        assert not (mine & theirs) - {"people", "men", "women", "with"}, (me.uid, donor.uid)
+        own = bases[[b.meme.uid for b in bases].index(me.uid)].triplet.image
+        assert own is not None
+        assert not same_scene(
+            scene_fingerprint(own.load()), scene_fingerprint(p.biased.image.load())
+        )
+    checks = out.donor_checks
+    # Three donor types per meme, each drawn once; related draws were rejected and counted.
+    assert checks["drawn"] == 3 * len(meme_of) and checks["no_unrelated_donor"] == 0
+    assert checks["rejected_same_scene"] > 0 and checks["rejected_same_group"] > 0
+    store.close()
+
+
+def test_the_demo_memes_of_one_scene_are_recognised_and_other_scenes_are_not() -> None:
+    from memearena.methods.judge_audit.perturb import same_scene, scene_fingerprint
+
+    prints = [scene_fingerprint(im) for im in DEMO]
+    same = [(i, j) for i in range(24) for j in range(i + 1, 24) if same_scene(prints[i], prints[j])]
+    # The demo set reuses a few scenes under other captions (eight pairs by eye, in four
+    # scenes or more); every other pair differs.
+    assert 6 <= len(same) <= 20
+    # A scene under another caption matches; a different picture does not.
+    assert same_scene(prints[1], prints[17])  # m02 and m18: one portrait, two captions
+    assert not same_scene(prints[0], prints[1])

@@ -212,6 +212,20 @@ def test_mm_judgebias_rows_are_scored_and_bad_rows_recorded(tmp_path: Path) -> N
     scored = {(r.item, r.bias_type) for r in result.outcome.scores}
     assert scored == {("mm-judgebias:1", "text_dominance"), ("mm-judgebias:2", "image_dominance")}
     assert any(k.startswith("data: unknown bias type") for k in result.section["errors"])
+    # Verbosity on the rows too (the paper's §H): each row's response against a padded copy,
+    # in both orders; position needs two responses, and a row holds one.
+    verdicts = list(result.outcome.verdicts)
+    assert {(v.item, v.probe) for v in verdicts} == {
+        ("mm-judgebias:1", "verbosity"),
+        ("mm-judgebias:2", "verbosity"),
+    }
+    assert {(v.first, v.second) for v in verdicts} == {
+        ("original", "padded"),
+        ("padded", "original"),
+    }
+    assert all(v.len_first != v.len_second for v in verdicts)
+    clean = _row(result.section, "clean")
+    assert clean["p_prefer_padded"]["n"] == 2 and clean["p_prefer_concise"]["value"] is not None
 
 
 def test_cli_run_dry_run_and_nothing_usable(tmp_path: Path) -> None:
@@ -411,11 +425,13 @@ def test_the_report_states_the_ranking_once_and_the_flag_margins(
 ) -> None:
     run_dir, _ = audit_run
     page = " ".join((run_dir / "report.html").read_text().split())
-    assert page.count("Ranked by trust") == 1  # the template no longer repeats the note's
+    assert page.count("Ordered by overall") == 1  # the template no longer repeats the note's
     for rule in (
-        "the difference is at least 0.05",
+        "family-wise error rate of 0.05",
+        "by at least 0.05",
         "at least 0.08 from 0.5",
-        "it is at least 0.58",
+        "P(prefer padded) is at least 0.58",
         "at least 0.25 points",
+        "fewer than 10 pairs per type",
     ):
         assert rule in page, rule

@@ -12,21 +12,32 @@ by every judge and every figure, so a comparison between two judges is paired (b
 resampled on the same items) and the rank interval comes from the same replicates as the
 figures.
 
-Flags. On a BD/BC figure (a bias type, a category, overall) and on position consistency, a
-judge is flagged when the paired bootstrap interval of its difference from the reference judge
-(``reference_judge``; without one, the mean of the other judges) lies wholly below 0 and the
-difference is at least ``PAIRED_MARGIN``; on position when its P(first) interval excludes 0.5,
-on verbosity when its P(prefer padded) interval lies above 0.5 (preferring the concise original
-is what an unbiased judge should do), and on self-enhancement when its interval lies above 0 —
-each only when the point estimate also departs from the no-bias value by a practical margin
-(``RATE_MARGIN``, ``SELF_MARGIN``, ``PAIRED_MARGIN``), since a panel is many tests at once.
+Flags hold a stated error rate. Each judge faces one family of tests (``FLAG_TESTS``): every
+BD/BC figure (nine types, three categories, overall) and position consistency against its
+comparator — the reference judge (``reference_judge``), and for the reference judge itself, or
+for every judge without one, the mean of the other judges — where it is worse; P(first) against
+0.5 (either way), P(prefer padded) above 0.5 (preferring the concise original is what an
+unbiased judge should do) and self-enhancement above 0. Each test's p-value is a t-test on its
+bootstrap standard error (``studentized_p``: the replicates every figure shares; for a paired
+test, the replicates of the difference), and the family's p-values are adjusted together by
+Holm (``holm_adjusted``, valid whatever the tests' dependence), so a judge without any of those
+biases is flagged on anything with probability at most about ``family_alpha``. A flag also
+needs the point estimate to depart from the no-bias value by a practical margin
+(``PAIRED_MARGIN``, ``RATE_MARGIN``, ``SELF_MARGIN``); a test with fewer than
+``flag_min_pairs`` pairs per type, or a zero-width interval, is not tested. Each row lists its
+tests with their adjusted p-values (``tests``) and its flags' (``flag_p_adjusted``).
 
-Trust ranking: judges are ranked by ``trust`` = 1 − the mean of four shortfalls from the ideal,
-each on a 0–1 scale: 1 − overall BD/BC; position |P(first) − 0.5| × 2; verbosity
-max(0, P(prefer padded) − 0.5) × 2; self-enhancement max(0, points) / 9 (a share of the 1–10
-scale), capped at 1. A component without data is left out of that judge's mean (the row says
-which entered). The rank interval is the 95% percentile range of the judge's rank over the
-bootstrap replicates; a flagged judge's rank label carries ``*``.
+Ranking: by default the judges are ordered by MM-JudgeBias's Overall (the mean of the nine
+types' BD/BC, as the reference orders them; ``order_by`` says so), with ``trust`` breaking
+ties; ``rank_by: composite`` orders by ``trust`` = 1 − the mean of four shortfalls from the
+ideal, each on a 0–1 scale: 1 − overall BD/BC; position 1 − decisive consistency (the same
+winner in both orders, a tie not counted: an always-tie or coin-flip judge falls short);
+verbosity 1 − P(prefer concise) (the share strictly preferring the concise original, the
+paper's quantity, reported beside P(prefer padded)); self-enhancement max(0, points) / 9 (a
+share of the 1–10 scale), capped at 1. A component without data is left out of that judge's
+mean (the row says which entered). The rank interval is the 95% percentile range of the
+judge's rank over the bootstrap replicates of the figure ordered by; a flagged judge's rank
+label carries ``*``.
 """
 
 from __future__ import annotations
@@ -55,7 +66,9 @@ from memearena.stats.judge_bias import (
     bias_table_of,
     bootstrap_weights,
     category_of,
+    holm_adjusted,
     mean_of_types,
+    studentized_p,
     type_values,
     unit_ratios,
 )
@@ -147,12 +160,13 @@ def _self_enhancement(
 
     tot = parts.sum(axis=0)
     n = int((parts[:, [1, 3, 5, 7]].sum(axis=1) > 0).sum())
-    if np.any(tot[[1, 3, 5, 7]] <= 0):
+    least = int(tot[[1, 3, 5, 7]].min())
+    if least <= 0:
         reps = np.full(len(W), np.nan)
-        return (None, reps), {**_est_of(None, reps, n), "own": own}
+        return (None, reps), {**_est_of(None, reps, n), "own": own, "min_scores": least}
     value = float(did(tot))
     reps = did(W @ parts) if len(W) else np.zeros(0)
-    return (value, reps), {**_est_of(value, reps, n), "own": own}
+    return (value, reps), {**_est_of(value, reps, n), "own": own, "min_scores": least}
 
 
 def _usage(store: RunStore | None, judges: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
@@ -211,6 +225,10 @@ class _JudgeFigures:
     types_boot: np.ndarray
     have: list[int]
     figures: dict[str, tuple[float | None, np.ndarray]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    """Per test: the pairs (verdicts, scores) behind it, for the minimum a flag needs."""
+    units: dict[str, int] = field(default_factory=dict)
+    """Per test: the items behind it (the resampled units: a t-test's degrees of freedom)."""
 
     def mean_cols(self, cols: list[int]) -> tuple[float | None, np.ndarray]:
         have = [c for c in cols if c in self.have]
@@ -358,14 +376,19 @@ class _ScoreTally:
 
 class _VerdictTally:
     """One pass over the verdict log into per-item sums of every judge: P(first) over position
-    verdicts, consistency over pairs judged in both orders, P(prefer padded) over verbosity
-    verdicts, and the verdicts that failed."""
+    verdicts, consistency over pairs judged in both orders (the same winner, or a tie both
+    times) and decisive consistency (the same winner, not a tie), P(prefer padded) over
+    verbosity verdicts (a tie counts half) and P(prefer concise) (the original strictly
+    preferred, as MM-JudgeBias's §H counts robustness), and the verdicts that failed."""
+
+    FIGURES = ("first", "consistency", "padded", "decisive", "concise")
+    """Figure ``k`` of ``vectors``: numerators in ``sums[2k]``, denominators in ``sums[2k+1]``."""
 
     def __init__(self, log: VerdictLog, judges: Sequence[str], index: dict[str, int]) -> None:
         n = len(index)
         group = {j: g for g, j in enumerate(judges)}
-        self.sums = [[[0.0] * n for _ in range(6)] for _ in judges]
-        """Per judge: first num/den, consistency num/den, padded num/den, per item."""
+        self.sums = [[[0.0] * n for _ in range(2 * len(self.FIGURES))] for _ in judges]
+        """Per judge: each figure's numerator and denominator, per item."""
         self.failures = [0] * len(judges)
         g_of = [group.get(j, -1) for j in log.judges.names]
         i_of = [index[k] for k in log.items.names]
@@ -395,36 +418,41 @@ class _VerdictTally:
                     else:
                         sums[2][i] += float(back == winner)
                         sums[3][i] += 1.0
+                        sums[6][i] += float(back == winner and winner != tie)
+                        sums[7][i] += 1.0
                 elif probe == verbosity:
                     v = float(first == padded) if pref == a else float(second == padded)
                     sums[4][i] += v if pref != t else 0.5
                     sums[5][i] += 1.0
+                    sums[8][i] += (1.0 - v) if pref != t else 0.0
+                    sums[9][i] += 1.0
 
     def vectors(self, g: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Figure ``k`` (0 P(first), 1 consistency, 2 P(padded)) of judge ``g``: per-item
-        numerators and denominators."""
+        """Figure ``k`` (``FIGURES``: 0 P(first), 1 consistency, 2 P(padded), 3 decisive
+        consistency, 4 P(prefer concise)) of judge ``g``: per-item numerators and
+        denominators."""
         return np.array(self.sums[g][2 * k]), np.array(self.sums[g][2 * k + 1])
 
 
 def _shortfalls(
-    overall: float | None, p_first: float | None, p_padded: float | None, se: float | None
+    overall: float | None, decisive: float | None, concise: float | None, se: float | None
 ) -> dict[str, float | None]:
     return {
         "bd_bc": None if overall is None else 1.0 - overall,
-        "position": None if p_first is None else abs(p_first - 0.5) * 2,
-        "verbosity": None if p_padded is None else max(0.0, p_padded - 0.5) * 2,
+        "position": None if decisive is None else 1.0 - decisive,
+        "verbosity": None if concise is None else 1.0 - concise,
         "self_enhancement": None if se is None else min(1.0, max(0.0, se) / SELF_SCALE),
     }
 
 
 def _shortfalls_boot(
-    overall: np.ndarray, p_first: np.ndarray, p_padded: np.ndarray, se: np.ndarray
+    overall: np.ndarray, decisive: np.ndarray, concise: np.ndarray, se: np.ndarray
 ) -> np.ndarray:
     return np.stack(
         [
             1.0 - overall,
-            np.abs(p_first - 0.5) * 2,
-            np.maximum(0.0, p_padded - 0.5) * 2,
+            1.0 - decisive,
+            1.0 - concise,
             np.minimum(1.0, np.maximum(0.0, se) / SELF_SCALE),
         ],
         axis=1,
@@ -513,27 +541,38 @@ def judge_audit_section(
         padded = vtally.vectors(g, 2)
         jf.figures["p_prefer_padded"] = _ratio(*padded, W)
         row["p_prefer_padded"] = _est_of(*jf.figures["p_prefer_padded"], int((padded[1] > 0).sum()))
+        concise = vtally.vectors(g, 4)
+        jf.figures["p_prefer_concise"] = _ratio(*concise, W)
+        row["p_prefer_concise"] = _est_of(
+            *jf.figures["p_prefer_concise"], int((concise[1] > 0).sum())
+        )
+        decisive = vtally.vectors(g, 3)
+        jf.figures["decisive_consistency"] = _ratio(*decisive, W)
+        row["decisive_consistency"] = _est_of(
+            *jf.figures["decisive_consistency"], int((decisive[1] > 0).sum())
+        )
         row["pairwise_failures"] = vtally.failures[g]
         se = _self_enhancement(judge, outcome.families, tally, W)
         jf.figures["self_enhancement"] = se[0] if se is not None else (None, np.full(n_rep, np.nan))
         row["self_enhancement"] = se[1] if se is not None else None
+        scored = terms.scored.sum(0)
+        jf.counts = {t: int(scored[t_index[t]]) for t in BIAS_TYPES}
+        jf.counts["position"] = int(first[1].sum())
+        jf.counts["position_consistency"] = int(cons[1].sum())
+        jf.counts["verbosity"] = int(padded[1].sum())
+        jf.counts["self_enhancement"] = int(se[1].get("min_scores", 0)) if se is not None else 0
+        n_scored = int((terms.scored.sum(1) > 0).sum())
+        jf.units = dict.fromkeys((*BIAS_TYPES, *BIAS_CATEGORIES, "overall"), n_scored)
+        jf.units["position"] = row["p_prefer_first"]["n"]
+        jf.units["position_consistency"] = row["position_consistency"]["n"]
+        jf.units["verbosity"] = row["p_prefer_padded"]["n"]
+        jf.units["self_enhancement"] = row["self_enhancement"]["n"] if se is not None else 0
         row["flags"] = []
         figs[judge] = jf
         rows.append(row)
     ref = acfg.reference_judge if acfg.reference_judge in figs else None
-    for name in (*BIAS_TYPES, *BIAS_CATEGORIES, "overall", "position_consistency"):
-        _flag_paired(rows, figs, name, ref)
-    for r in rows:
-        if _excludes(r["p_prefer_first"], 0.5, RATE_MARGIN):
-            r["flags"].append("position")
-        pp = r["p_prefer_padded"]
-        if pp.get("ci_low") is not None and pp["ci_low"] > 0.5 and pp["value"] - 0.5 >= RATE_MARGIN:
-            r["flags"].append("verbosity")
-        se = r["self_enhancement"]
-        se_low = se.get("ci_low") if se is not None else None
-        if se is not None and se_low is not None and se_low > 0 and se["value"] >= SELF_MARGIN:
-            r["flags"].append("self_enhancement")
-    _trust(rows, figs, n_rep)
+    _flag(rows, figs, ref, alpha=acfg.family_alpha, min_pairs=acfg.flag_min_pairs)
+    _rank(rows, figs, n_rep, acfg.rank_by)
     doc: dict[str, Any] = {
         "prompt": acfg.prompt,
         "items": outcome.items,
@@ -543,20 +582,14 @@ def judge_audit_section(
         "leaderboard": rows,
         "examples": outcome.examples,
         "construction": _construction(outcome, acfg.texture_max_cover),
-        "note": (
-            "Ranked by trust = 1 − mean shortfall from the ideal of BD/BC overall, position "
-            "(|P(first) − 0.5| × 2), verbosity (max(0, P(padded) − 0.5) × 2) and "
-            "self-enhancement (points / 9); * = flagged. BD/BC: higher is better; intervals: "
-            "95% bootstrap over items, one draw shared by every judge. A judge is flagged on a "
-            "BD/BC figure or position consistency where the paired interval of its difference "
-            "from the reference judge (the other judges' mean when none is set) lies below 0 "
-            f"and the difference is at least {PAIRED_MARGIN:g}; on position where P(first)'s "
-            f"interval excludes 0.5 and it is at least {RATE_MARGIN:g} from 0.5; on verbosity "
-            f"where P(prefer padded)'s interval lies above 0.5 and it is at least "
-            f"{0.5 + RATE_MARGIN:g}; on self-enhancement where its interval lies above 0 and it "
-            f"is at least {SELF_MARGIN:g} points (practical margins: a panel is many tests at "
-            "once)."
-        ),
+        "order_by": acfg.rank_by,
+        "flagging": {
+            "method": FLAG_METHOD,
+            "family_wise_alpha": acfg.family_alpha,
+            "min_pairs": acfg.flag_min_pairs,
+            "tests": list(FLAG_TESTS),
+        },
+        "note": _note(acfg.rank_by, acfg.family_alpha, acfg.flag_min_pairs),
     }
     if store is not None:
         errs: dict[str, int] = defaultdict(int)
@@ -593,82 +626,234 @@ def _construction(outcome: JudgeAuditOutcome, max_cover: float) -> dict[str, Any
             "covered_by_item": dict(sorted(outcome.covered.items())),
         },
         "integrality_excluded": dict(sorted(outcome.integrality_excluded.items())),
+        "donors": dict(outcome.donor_checks),
     }
 
 
-def _flag_paired(
-    rows: list[dict[str, Any]], figs: dict[str, _JudgeFigures], name: str, ref: str | None
+PAIRED_TESTS: tuple[str, ...] = (*BIAS_TYPES, *BIAS_CATEGORIES, "overall", "position_consistency")
+"""Tests of a judge against its comparator (the reference judge; for the reference judge, or
+without one, the mean of the other judges): flagged when the judge is worse."""
+FLAG_TESTS: tuple[str, ...] = (*PAIRED_TESTS, "position", "verbosity", "self_enhancement")
+"""Every test of one judge, in the order its flags are listed: one family for the error rate."""
+FLAG_METHOD = (
+    "Holm over each judge's tests, each a t-test on its bootstrap standard error over items "
+    "(Student's t, items − 1 degrees of freedom)"
+)
+"""How the flags' family-wise error rate is controlled (``studentized_p``, ``holm_adjusted``)."""
+
+_SIDE = {name: -1 for name in PAIRED_TESTS} | {
+    "position": 0,
+    "verbosity": 1,
+    "self_enhancement": 1,
+}
+_NULL = {name: 0.0 for name in PAIRED_TESTS} | {
+    "position": 0.5,
+    "verbosity": 0.5,
+    "self_enhancement": 0.0,
+}
+_MARGIN = {name: PAIRED_MARGIN for name in PAIRED_TESTS} | {
+    "position": RATE_MARGIN,
+    "verbosity": RATE_MARGIN,
+    "self_enhancement": SELF_MARGIN,
+}
+_FIGURE = {name: name for name in PAIRED_TESTS} | {
+    "position": "p_prefer_first",
+    "verbosity": "p_prefer_padded",
+    "self_enhancement": "self_enhancement",
+}
+
+
+def _cols(name: str) -> list[str]:
+    """The bias types a BD/BC figure averages (a classic test: itself)."""
+    if name in BIAS_TYPES:
+        return [name]
+    if name in BIAS_CATEGORIES:
+        return [t for t in BIAS_TYPES if BIAS_TYPES[t][0] == name]
+    if name == "overall":
+        return list(BIAS_TYPES)
+    return [name]
+
+
+def _enough(name: str, judges: Sequence[_JudgeFigures], min_pairs: int) -> bool:
+    """Each type the figure averages (where the judge has data) holds ``min_pairs`` pairs for
+    every judge the test reads."""
+    cols = [c for c in _cols(name) if judges[0].counts.get(c, 0) > 0]
+    return bool(cols) and all(f.counts.get(c, 0) >= min_pairs for f in judges for c in cols)
+
+
+def _flag(
+    rows: list[dict[str, Any]],
+    figs: dict[str, _JudgeFigures],
+    ref: str | None,
+    *,
+    alpha: float,
+    min_pairs: int,
 ) -> None:
-    """Flag judges whose paired difference from the reference on ``name`` lies below 0."""
-    have = {j: f.figures[name] for j, f in figs.items() if f.figures[name][0] is not None}
-    if len(have) < 2:
-        return
+    """Test every judge on ``FLAG_TESTS`` and flag those whose family-wise adjusted p-value is
+    at most ``alpha`` and whose figure departs from the no-bias value by the practical margin.
+    Paired tests compare a judge with the reference judge, and the reference judge (or every
+    judge without one) with the mean of the other judges, on the same bootstrap replicates."""
     for r in rows:
         j = r["judge"]
-        if j == ref or j not in have:
+        mine = figs[j]
+        others = [k for k in figs if k != j]
+        comparators = [ref] if ref is not None and j != ref else others
+        names: list[str] = []
+        values: list[float | None] = []
+        reps: list[np.ndarray] = []
+        counted: list[bool] = []
+        readers_of: list[list[_JudgeFigures]] = []
+        for name in FLAG_TESTS:
+            v, rep = mine.figures[_FIGURE[name]]
+            readers = [mine]
+            if name in PAIRED_TESTS:
+                have = [k for k in comparators if figs[k].figures[name][0] is not None]
+                if v is None or not have or (ref is not None and j != ref and have != [ref]):
+                    continue
+                readers += [figs[k] for k in have]
+                rv = float(np.mean([figs[k].figures[name][0] for k in have]))  # type: ignore[misc]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    rrep = np.nanmean(np.stack([figs[k].figures[name][1] for k in have]), axis=0)
+                d = rep - rrep
+                finite = d[np.isfinite(d)]
+                r.setdefault("paired", {})[name] = {
+                    "difference": v - rv,
+                    "against": have[0] if len(have) == 1 else "mean of the other judges",
+                    "ci_low": float(np.percentile(finite, 2.5)) if len(finite) else None,
+                    "ci_high": float(np.percentile(finite, 97.5)) if len(finite) else None,
+                }
+                v, rep = v - rv, d
+            elif v is None:
+                continue
+            names.append(name)
+            values.append(v)
+            reps.append(rep)
+            counted.append(_enough(name, readers, min_pairs))
+            readers_of.append(readers)
+        if not names:
+            r["tests"] = {}
             continue
-        v, reps = have[j]
-        assert v is not None
-        if ref is not None:
-            if ref not in have:
-                return
-            rv, rreps = have[ref]
-            assert rv is not None
-        else:
-            others = [k for k in have if k != j]
-            rv = float(np.mean([have[k][0] for k in others]))  # type: ignore[misc]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                rreps = np.nanmean(np.stack([have[k][1] for k in others]), axis=0)
-        diff = v - rv
-        d = reps - rreps
-        d = d[np.isfinite(d)]
-        if not len(d):
-            continue
-        hi = float(np.percentile(d, 97.5))
-        r.setdefault("paired", {})[name] = {
-            "difference": diff,
-            "ci_low": float(np.percentile(d, 2.5)),
-            "ci_high": hi,
-        }
-        if hi < 0 and diff <= -PAIRED_MARGIN:
-            r["flags"].append(name)
+        # Too few pairs: not in the family at all (no flag, no share of the error rate).
+        raw = [
+            studentized_p(
+                v,
+                rep,
+                _NULL[name],
+                _SIDE[name],
+                min(f.units.get(name, 0) for f in rd),
+                degenerate_se=_rate_floor(name, v, mine.units.get(name, 0)),
+            )
+            if enough
+            else None
+            for name, v, rep, enough, rd in zip(
+                names, values, reps, counted, readers_of, strict=True
+            )
+        ]
+        p_of = dict(zip(names, holm_adjusted(raw), strict=True))
+        tests: dict[str, Any] = {}
+        flag_p: dict[str, float] = {}
+        for name, v, enough in zip(names, values, counted, strict=True):
+            p = p_of.get(name)
+            assert v is not None
+            gap = v - _NULL[name]
+            side = _SIDE[name]
+            practical = (abs(gap) if side == 0 else side * gap) >= _MARGIN[name]
+            why = None
+            if not enough:
+                why = f"fewer than {min_pairs} pairs"
+            elif p is None:
+                why = "zero-width interval"
+            tests[name] = {"value": v, "p_adjusted": p, "untested": why}
+            if p is not None and p <= alpha and practical:
+                r["flags"].append(name)
+                flag_p[name] = p
+        r["tests"] = tests
+        r["flag_p_adjusted"] = flag_p
 
 
-def _trust(rows: list[dict[str, Any]], figs: dict[str, _JudgeFigures], n_rep: int) -> None:
-    """Rank by the trust composite (see module doc), with the rank interval over replicates."""
-    points: list[float] = []
-    reps: list[np.ndarray] = []
+def _rate_floor(name: str, value: float | None, units: int) -> float:
+    """The standard error of a proportion (P(first), P(prefer padded)) whose bootstrap has
+    zero width: its Wilson 95% interval over the items, half-width / 1.96, so a rate of 100%
+    over many items is evidence, not an untested zero-width interval (0 for other tests)."""
+    if name not in ("position", "verbosity") or value is None or units <= 0:
+        return 0.0
+    lo, hi = widened_interval(value, units, None, None)
+    return 0.0 if lo is None or hi is None else (hi - lo) / (2 * 1.96)
+
+
+def _note(order_by: str, alpha: float, min_pairs: int) -> str:
+    order = (
+        "Ordered by overall (MM-JudgeBias's Overall: the mean of the nine types' BD/BC, higher "
+        "is better; ties broken by trust)"
+        if order_by == "overall"
+        else "Ordered by trust (ties broken by overall)"
+    )
+    return (
+        f"{order}; * = flagged. trust = 1 − the mean shortfall from the ideal of BD/BC overall, "
+        "position (1 − decisive consistency: the same winner in both orders, not a tie), "
+        "verbosity (1 − P(prefer concise): the concise original strictly preferred) and "
+        "self-enhancement (points / 9). Intervals: 95% bootstrap over items, one draw shared by "
+        "every judge. Flags hold a family-wise error rate of "
+        f"{alpha:g} per judge over its {len(FLAG_TESTS)} tests ({FLAG_METHOD}): a judge is "
+        "flagged on a BD/BC figure or position consistency where it is worse than the reference "
+        "judge (the reference judge, or every judge when none is set, against the mean of the "
+        f"other judges) by at least {PAIRED_MARGIN:g}; on position where P(first) is at least "
+        f"{RATE_MARGIN:g} from 0.5; on verbosity where P(prefer padded) is at least "
+        f"{0.5 + RATE_MARGIN:g}; on self-enhancement where it is at least {SELF_MARGIN:g} "
+        f"points; each with its adjusted p-value at most {alpha:g}. A test with fewer than "
+        f"{min_pairs} pairs per type, or a zero-width interval, never flags."
+    )
+
+
+def _rank(rows: list[dict[str, Any]], figs: dict[str, _JudgeFigures], n_rep: int, by: str) -> None:
+    """Order the rows by ``by`` (``overall`` or ``composite``; the other breaks ties), with the
+    trust composite (see module doc) on every row and the rank interval over replicates of the
+    figure ordered by."""
+    trusts: list[float] = []
+    treps: list[np.ndarray] = []
     for r in rows:
         f = figs[r["judge"]]
         comp = _shortfalls(
             f.figures["overall"][0],
-            f.figures["p_prefer_first"][0],
-            f.figures["p_prefer_padded"][0],
+            f.figures["decisive_consistency"][0],
+            f.figures["p_prefer_concise"][0],
             f.figures["self_enhancement"][0],
         )
         have = [k for k, v in comp.items() if v is not None]
         trust = 1.0 - float(np.mean([comp[k] for k in have])) if have else float("nan")
         boot = _shortfalls_boot(
             f.figures["overall"][1],
-            f.figures["p_prefer_first"][1],
-            f.figures["p_prefer_padded"][1],
+            f.figures["decisive_consistency"][1],
+            f.figures["p_prefer_concise"][1],
             f.figures["self_enhancement"][1],
         )
         cols = [i for i, k in enumerate(comp) if comp[k] is not None]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             tb = 1.0 - np.nanmean(boot[:, cols], axis=1) if cols else np.full(n_rep, np.nan)
-        points.append(trust)
-        reps.append(tb)
+        trusts.append(trust)
+        treps.append(tb)
         r["trust"] = _est_of(trust, tb, 0)
         r["trust"]["components"] = comp
         r["trust"]["entered"] = have
-    order = sorted(range(len(rows)), key=lambda i: -points[i] if np.isfinite(points[i]) else 1.0)
+
+    def val(x: float | None) -> float:
+        return x if x is not None and np.isfinite(x) else -np.inf
+
+    overall = [val(figs[r["judge"]].figures["overall"][0]) for r in rows]
+    trust_v = [val(t) for t in trusts]
+    if by == "overall":
+        key = [(overall[i], trust_v[i]) for i in range(len(rows))]
+        reps = [figs[r["judge"]].figures["overall"][1] for r in rows]
+    else:
+        key = [(trust_v[i], overall[i]) for i in range(len(rows))]
+        reps = treps
+    order = sorted(range(len(rows)), key=lambda i: (-key[i][0], -key[i][1]))
     if n_rep and rows:
         R = np.stack(reps, axis=1)  # replicates × judges
         R = np.where(np.isfinite(R), R, -np.inf)
-        # Rank 1 = highest trust in that replicate (ties share the better rank).
+        # Rank 1 = the highest figure in that replicate (ties share the better rank).
         rank_b = 1 + (R[:, None, :] > R[:, :, None]).sum(axis=2)
     for pos, i in enumerate(order, start=1):
         r = rows[i]
@@ -680,13 +865,6 @@ def _trust(rows: list[dict[str, Any]], figs: dict[str, _JudgeFigures], n_rep: in
         else:
             r["rank_ci"] = None
     rows[:] = [rows[i] for i in order]
-
-
-def _excludes(est: dict[str, Any], value: float, margin: float) -> bool:
-    lo, hi, v = est.get("ci_low"), est.get("ci_high"), est.get("value")
-    if lo is None or hi is None or v is None:
-        return False
-    return (lo > value or hi < value) and abs(v - value) >= margin
 
 
 def expected_flags(m: SimModelConfig, *, strong_only: bool = True) -> set[str]:

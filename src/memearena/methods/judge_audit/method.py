@@ -82,9 +82,7 @@ class JudgeAudit:
 
     def models(self) -> list[str]:
         a = self.acfg
-        extra = [m for m in (a.describer, a.reference_judge) if m]
-        if not a.describer:
-            extra.append(a.judges[0])
+        extra = [m for m in (a.describer_model(), a.reference_judge) if m]
         return [*a.judges, *a.responders, *extra]
 
     def prepare(self, console: Console | None) -> None:

@@ -54,11 +54,14 @@ __all__ = [
     "ImageStore",
     "Inserted",
     "PerturbContext",
+    "SceneFingerprint",
     "Transformed",
     "Triplet",
     "image_metadata",
     "insert_text",
     "perturb",
+    "same_scene",
+    "scene_fingerprint",
     "structural_similarity",
     "text_regions",
     "transform_image",
@@ -169,12 +172,16 @@ class ImageStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def put(self, im: Image.Image, meta: dict[str, str] | None = None) -> AuditImage:
+    def put(
+        self, im: Image.Image, meta: dict[str, str] | None = None, *, lossless: bool = False
+    ) -> AuditImage:
         """Encode deterministically (PNG for graphics: ``memearena.data.encode_png``, lossless;
-        JPEG for photos) with ``meta`` and store."""
+        JPEG for photos, unless ``lossless``) with ``meta`` and store. A perturbation that must
+        change only its own pixels asks for ``lossless``: a JPEG of the edited pixels would add
+        a second encoding generation over the whole image that the unbiased copy never had."""
         rgb = im if im.mode == "RGB" else im.convert("RGB")
         meta = {k: v for k, v in (meta or {}).items() if v}
-        if rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
+        if lossless or rgb.getcolors(maxcolors=_PNG_MAX_COLOURS) is not None:
             # The package's own writer: one filter for the whole image, zlib level 1.
             return self._write(encode_png(rgb, meta), "image/png", rgb.width, rgb.height)
         buf = io.BytesIO()
@@ -331,6 +338,43 @@ def _unnecessary_image(t: Triplet, ctx: PerturbContext) -> Triplet:
         raise DataError("unnecessary_image: the other item's image is this item's own")
     ctx.notes["attached_image"] = donor.image.sha256
     return replace(t, image=donor.image)
+
+
+SCENE_HASH_BITS = 10
+"""Two images show the same scene when their difference hashes differ in at most this many of
+64 bits, or (``SCENE_COLOUR``) their colour thumbnails are this close."""
+SCENE_COLOUR = 16.0
+"""Mean absolute difference (0–255) of two 8 × 8 colour thumbnails of the images' middle band
+at or under which they show the same scene (on the demo memes: same scene ≤ 11.5, different
+scenes ≥ 22)."""
+
+
+@dataclass(frozen=True)
+class SceneFingerprint:
+    """What ``same_scene`` compares: a difference hash and a colour thumbnail of an image's
+    middle band (top and bottom captions left out, so one scene under another caption matches)."""
+
+    dhash: int
+    thumb: np.ndarray
+
+
+def scene_fingerprint(im: Image.Image) -> SceneFingerprint:
+    """The image's ``SceneFingerprint``."""
+    rgb = im.convert("RGB")
+    w, h = rgb.size
+    band = rgb.crop((0, int(h * 0.22), w, max(int(h * 0.22) + 1, int(h * 0.78))))
+    grey = np.asarray(band.convert("L").resize((9, 8), Image.Resampling.LANCZOS), dtype=np.int16)
+    bits = (grey[:, 1:] > grey[:, :-1]).ravel()
+    dhash = int("".join("1" if b else "0" for b in bits), 2)
+    thumb = np.asarray(band.resize((8, 8), Image.Resampling.BOX), dtype=np.float64)
+    return SceneFingerprint(dhash, thumb)
+
+
+def same_scene(a: SceneFingerprint, b: SceneFingerprint) -> bool:
+    """Whether two images show the same scene (see ``SCENE_HASH_BITS``, ``SCENE_COLOUR``)."""
+    if (a.dhash ^ b.dhash).bit_count() <= SCENE_HASH_BITS:
+        return True
+    return float(np.abs(a.thumb - b.thumb).mean()) <= SCENE_COLOUR
 
 
 def _need_image(t: Triplet, what: str) -> Image.Image:
@@ -759,7 +803,9 @@ def _texture_insertion(t: Triplet, ctx: PerturbContext) -> Triplet:
     got = insert_text(im, t.query or "(no query)", max_cover=ctx.max_cover, rng=ctx.rng)
     ctx.notes["covered_share"] = f"{got.covered_share:.4f}"
     meta = {SHOWS_KEY: ctx.shows, INSERTED_KEY: got.text}
-    return replace(t, image=ctx.store.put(got.image, meta))
+    # Lossless: the variant differs from the unbiased image only inside the label's box (the
+    # unbiased copy keeps its original bytes; a re-encoded JPEG would change the caption too).
+    return replace(t, image=ctx.store.put(got.image, meta, lossless=True))
 
 
 GENERATORS: dict[str, Callable[[Triplet, PerturbContext], Triplet]] = {

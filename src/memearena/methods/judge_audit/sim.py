@@ -55,6 +55,17 @@ __all__ = [
 
 _QUOTED = re.compile(r"“([^”]{1,2000})”")
 _ABSTAIN_OFFER = "Rating: [[N/A]]"
+_PAIR_V2_ANSWERS = re.compile(
+    r"\[The Start of Assistant A's Answer\]\n(.*?)\n\[The End of Assistant A's Answer\]"
+    r".*?\[The Start of Assistant B's Answer\]\n(.*?)\n\[The End of Assistant B's Answer\]",
+    re.S,
+)
+_REFERENCE_FORMAT = "### Feedback: (write a feedback) ### Score:"
+"""How the simulated judge recognises MM-JudgeBias's prompt (the ``plain`` variant)."""
+_REFERENCE_INPUTS = re.compile(
+    r"### The instruction to evaluate:\n(.*?)\n\n### Response to evaluate:\n(.*)\n\n### Feedback:",
+    re.S,
+)
 _MARGIN = 0.05
 REDUNDANCY_COST = 0.1
 """Pairwise: what a longer (padded) answer costs with every simulated judge before its
@@ -181,8 +192,14 @@ class JudgeAuditSim:
         bad: bool,
     ) -> str:
         cfg = prof.cfg
-        query = tag_block(prompt, "query") or ""
-        response = tag_block(prompt, "response") or ""
+        reference = _REFERENCE_FORMAT in prompt
+        if reference:
+            # MM-JudgeBias's prompt has no delimiters: its inputs sit between its headings.
+            got = _REFERENCE_INPUTS.search(prompt)
+            query, response = (got.group(1), got.group(2)) if got else ("", "")
+        else:
+            query = tag_block(prompt, "query") or ""
+            response = tag_block(prompt, "response") or ""
         response_n = _norm(response)
         quoted = _QUOTED.search(query)
         q_meme = self._meme_of(quoted.group(1)) if quoted else None
@@ -223,14 +240,20 @@ class JudgeAuditSim:
         )
         if bad:
             return f"{feedback} Overall I would put it at about {n} out of 10."
+        if reference:
+            return f"### Feedback: {feedback} ### Score: {n}"
         return f"{feedback}\nRating: [[{n}]]"
 
     # ---- pairwise ----------------------------------------------------------------------------
 
     def _pairwise(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
         cfg = prof.cfg
-        a = tag_block(prompt, "response_a") or ""
-        b = tag_block(prompt, "response_b") or ""
+        v2 = _PAIR_V2_ANSWERS.search(prompt)
+        if v2 is not None:  # MT-Bench's pair-v2 prompt: its answers sit between its markers
+            a, b = v2.group(1), v2.group(2)
+        else:
+            a = tag_block(prompt, "response_a") or ""
+            b = tag_block(prompt, "response_b") or ""
         qa, qb = (self._base(a) - 5) / 3, (self._base(b) - 5) / 3
         diff = qa - qb + cfg.position_bias
         # Every judge notices redundancy a little (REDUNDANCY_COST); verbosity bias outweighs it.
@@ -242,6 +265,8 @@ class JudgeAuditSim:
         if bad:
             return "Both have merits; on balance one of them is a little better."
         said = {"A": "Response A is better", "B": "Response B is better", "tie": "They are even"}
+        if v2 is not None:
+            return f"{said[verdict]} on substance. [[{'C' if verdict == 'tie' else verdict}]]"
         return f"{said[verdict]} on substance.\nVerdict: [[{verdict}]]"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import re
 from collections import deque
 from collections.abc import (
     AsyncIterator,
@@ -52,8 +53,11 @@ from memearena.methods.judge_audit.perturb import (
     AuditImage,
     ImageStore,
     PerturbContext,
+    SceneFingerprint,
     Triplet,
     perturb,
+    same_scene,
+    scene_fingerprint,
 )
 from memearena.methods.judge_audit.records import (
     ScoreLog,
@@ -112,6 +116,9 @@ class JudgeAuditOutcome:
     """``texture_insertion``: per item, the share of the image area the inserted text covers."""
     integrality_excluded: dict[str, int] = field(default_factory=dict)
     """Per bias type: pairs left out because the item does not need what the type removes."""
+    donor_checks: dict[str, int] = field(default_factory=dict)
+    """The donors' relatedness check: donors kept, draws rejected (same scene, same target
+    group), items left without an unrelated donor."""
     stopped: str | None = None
     """Why the run stopped early (budget), if it did."""
 
@@ -184,7 +191,14 @@ class JudgeAuditPipeline:
         self.store = store
         self.images = ImageStore(image_dir)
         self.progress = progress or StageProgress(enabled=False)
-        self.describer = self.acfg.describer or self.acfg.judges[0]
+        describer = self.acfg.describer_model()
+        if self.memes and "detail_description" in self.acfg.bias_types and describer is None:
+            raise ConfigError(
+                "judge_audit.describer: set the model that writes detail_description's image "
+                "descriptions (every responder is an audited judge; a judge must not read "
+                "descriptions it wrote)"
+            )
+        self.describer = describer or self.acfg.judges[0]
         self._descriptions: dict[str, str | None] = {}
         # A step in flight → the futures of the identical steps that joined it (most have none).
         self._joins: dict[tuple[str, str], list[asyncio.Future[dict[str, Any] | None]]] = {}
@@ -347,7 +361,9 @@ class JudgeAuditPipeline:
                 judge,
                 "judge_audit.score",
                 msgs,
-                lambda t: parse_pointwise(t, allow_na=allow_na, shown=shown),
+                lambda t: parse_pointwise(
+                    t, allow_na=allow_na, variant=self.acfg.prompt, shown=shown
+                ),
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_score,
@@ -358,7 +374,8 @@ class JudgeAuditPipeline:
 
     async def prefer(self, judge: str, triplet: Triplet, a: str, b: str) -> str | None:
         """One judge's pairwise preference (``A``/``B``/``tie``; None when there is none)."""
-        return await self._prefer(judge, _Request(judge, pairwise_messages(triplet, a, b)))
+        msgs = pairwise_messages(triplet, a, b, self.acfg.pairwise_prompt)
+        return await self._prefer(judge, _Request(judge, msgs))
 
     async def _prefer(self, judge: str, request: _Request, *, lookup: bool = True) -> str | None:
         msgs = request.msgs
@@ -370,7 +387,7 @@ class JudgeAuditPipeline:
                 judge,
                 "judge_audit.pairwise",
                 msgs,
-                parse_preference,
+                lambda t: parse_preference(t, self.acfg.pairwise_prompt),
                 max_reasks=self.acfg.max_reasks,
             ),
             _encode_preference,
@@ -443,7 +460,9 @@ class JudgeAuditPipeline:
         by_uid: dict[str, BaseItem] = {}
         for b in bases:
             by_uid.setdefault(b.meme.uid, b)
-        donors = _Donors(by_uid)
+        donors = _Donors(by_uid, self.acfg.donor_group_field)
+        if outcome is not None:
+            outcome.donor_checks = donors.checks  # counted as the pairs are generated
         memo_uid: str | None = None
         memo: dict[str, tuple[Triplet, dict[str, str]] | str] = {}
         for base in bases:
@@ -473,7 +492,11 @@ class JudgeAuditPipeline:
                         store=self.images,
                         rng=random.Random(f"{self.cfg.seed}\x1f{bias_type}\x1f{base.meme.uid}"),
                         shows=base.meme.text or base.meme.uid,
-                        donor=self._donor(base.meme.uid, donors, bias_type),
+                        donor=(
+                            self._donor(base.meme.uid, donors, bias_type)
+                            if bias_type in DONOR_TYPES
+                            else None
+                        ),
                         description=self._descriptions.get(base.meme.uid),
                         own_image=base.triplet.image,
                         max_cover=self.acfg.texture_max_cover,
@@ -638,9 +661,24 @@ class JudgeAuditPipeline:
         return {j: _Request(j, msgs, shown) for j in self.acfg.judges}
 
     # ---------------------------------------------------------------- stage 4
+    def _classic_rows(self) -> list[AuditPair]:
+        """The MM-JudgeBias rows the classic biases are also measured on: ``classic_rows`` of
+        them drawn with the run seed (in load order), as the unbiased triplet each shows."""
+        n = min(len(self.rows), self.acfg.classic_rows)
+        rng = random.Random(f"{self.cfg.seed}\x1fclassic-rows")
+        picked = sorted(rng.sample(range(len(self.rows)), n))
+        out: list[AuditPair] = []
+        for i in picked:
+            try:
+                out.append(pair_from_row(self.rows[i], self.images, self.cfg.image))
+            except DataError:
+                continue  # recorded once, when the row's pair was scored
+        return out
+
     async def classic(self, bases: Sequence[BaseItem], out: JudgeAuditOutcome) -> None:
         """Position (every responder pair, both orders) and verbosity (answer vs padded, both
-        orders) verdicts of every judge."""
+        orders) verdicts of every judge; on MM-JudgeBias rows (``classic_rows``), verbosity of
+        the row's own response (a row holds one response: position needs two)."""
         acfg = self.acfg
         by_meme: dict[str, list[BaseItem]] = {}
         for b in bases:
@@ -666,6 +704,14 @@ class JudgeAuditPipeline:
                             ("padded", padded),
                         )
                     )
+        if "verbosity" in acfg.classic:
+            for pair in self._classic_rows():
+                t = pair.unbiased
+                rng = random.Random(f"{self.cfg.seed}\x1fpad\x1f{pair.item}")
+                padded = pad_response(t.response, rng)
+                jobs.append(
+                    ("verbosity", pair.item, t, ("original", t.response), ("padded", padded))
+                )
         total = 2 * len(jobs) * len(acfg.judges)
         self.progress.stage("pairwise", total)
 
@@ -674,7 +720,11 @@ class JudgeAuditPipeline:
         def chunk_jobs(
             chunk: list[tuple[str, str, str, Triplet, tuple[str, str], tuple[str, str]]],
         ) -> list[Job]:
-            reqs = [_Request(j, pairwise_messages(t, x[1], y[1])) for j, _p, _u, t, x, y in chunk]
+            variant = acfg.pairwise_prompt
+            reqs = [
+                _Request(j, pairwise_messages(t, x[1], y[1], variant))
+                for j, _p, _u, t, x, y in chunk
+            ]
             if "ja_pairwise" in self._unstored:  # as for scores: keyed when sent
                 return [
                     (j, probe, uid, x, y, req, True)
@@ -729,7 +779,7 @@ class JudgeAuditPipeline:
             out.items = len({b.meme.uid for b in bases}) + len(self.rows)
             await self.score_pairs(self.meme_pairs(bases, out), out)
             await self.score_pairs(self.row_pairs(), out)
-            if bases and self.acfg.classic:
+            if (bases or self.rows) and self.acfg.classic:
                 await self.classic(bases, out)
         except BudgetExceeded as e:
             out.stopped = str(e)
@@ -753,23 +803,74 @@ def _unstored_kinds(store: RunStore) -> frozenset[str]:
     return empty
 
 
-class _Donors:
-    """The memes a donor is drawn from, in load order: for each meme, every other meme whose
-    image (if both have one) differs by content hash. A draw costs the number of memes sharing
-    the image, not a scan of all memes."""
+DONOR_TYPES = frozenset({"instruction_misalignment", "image_misalignment", "unnecessary_image"})
+"""The bias types that lend an item another meme's query or image."""
+_GROUP_STOPWORDS = frozenset({"people", "men", "women", "with", "the", "of", "and", "a"})
+_DONOR_TRIES = 64
+"""Draws of a donor before an item is left without one (each rejected draw is counted)."""
 
-    def __init__(self, by_uid: dict[str, BaseItem]) -> None:
+
+def _group_words(value: Any) -> frozenset[str]:
+    """A target group's distinctive words (``Drennish men`` and ``Drennish herd-leaders`` share
+    ``drennish``)."""
+    if not isinstance(value, str):
+        return frozenset()
+    words = re.findall(r"[a-z0-9]+", value.lower())
+    return frozenset(w for w in words if w not in _GROUP_STOPWORDS and len(w) > 2)
+
+
+class _Donors:
+    """The memes a donor is drawn from, in load order: for each meme, another meme unrelated to
+    it — its image differs by content hash and shows another scene (``same_scene``: perceptual
+    hash and colour thumbnail), and its target group (the dataset field ``group_field`` in the
+    meme's annotations) shares no word with this one's. A draw is uniform over the other memes,
+    redrawn (and counted) while related, up to ``_DONOR_TRIES`` times."""
+
+    def __init__(
+        self, by_uid: dict[str, BaseItem], group_field: str | None, *, scenes: bool = True
+    ) -> None:
         self.items = list(by_uid.values())
         self.at = {u: i for i, u in enumerate(by_uid)}
         self.by_image: dict[str, list[int]] = {}
         for i, b in enumerate(self.items):
             if b.triplet.image is not None:
                 self.by_image.setdefault(b.triplet.image.sha256, []).append(i)
+        self.group_field = group_field
+        self.scenes = scenes
+        """Whether draws showing the same scene are rejected (off: the content hash only)."""
+        self._scenes: dict[str, SceneFingerprint] = {}
+        self.checks: dict[str, int] = {
+            "drawn": 0,
+            "rejected_same_scene": 0,
+            "rejected_same_group": 0,
+            "no_unrelated_donor": 0,
+        }
+        """What the relatedness check did: donors kept, draws rejected by reason, items left
+        without a donor."""
 
-    def draw(self, uid: str, rng: random.Random) -> BaseItem | None:
-        """The ``rng``-drawn one among the candidates of ``uid`` (None if there are none): the
-        same meme a uniform draw from the list of candidates in load order gives."""
-        me = self.at.get(uid)
+    def _scene(self, i: int) -> SceneFingerprint | None:
+        image = self.items[i].triplet.image
+        if image is None:
+            return None
+        got = self._scenes.get(image.sha256)
+        if got is None:
+            got = self._scenes[image.sha256] = scene_fingerprint(image.load())
+        return got
+
+    def _related(self, me: int, other: int) -> str | None:
+        if self.group_field:
+            mine = _group_words(self.items[me].meme.annotations.get(self.group_field))
+            theirs = _group_words(self.items[other].meme.annotations.get(self.group_field))
+            if mine & theirs:
+                return "rejected_same_group"
+        if not self.scenes:
+            return None
+        a, b = self._scene(me), self._scene(other)
+        if a is not None and b is not None and same_scene(a, b):
+            return "rejected_same_scene"
+        return None
+
+    def _uniform(self, me: int | None, rng: random.Random) -> int | None:
         excluded: set[int] = set()
         if me is not None:
             image = self.items[me].triplet.image
@@ -784,7 +885,22 @@ class _Donors:
                 k += 1
             else:
                 break
-        return self.items[k]
+        return k
+
+    def draw(self, uid: str, rng: random.Random) -> BaseItem | None:
+        """An unrelated meme for ``uid``, ``rng``-drawn (None if there is none)."""
+        me = self.at.get(uid)
+        for _ in range(_DONOR_TRIES):
+            k = self._uniform(me, rng)
+            if k is None:
+                break
+            why = self._related(me, k) if me is not None else None
+            if why is None:
+                self.checks["drawn"] += 1
+                return self.items[k]
+            self.checks[why] += 1
+        self.checks["no_unrelated_donor"] += 1
+        return None
 
 
 def _example_key(pair: AuditPair) -> str:

@@ -91,7 +91,17 @@ def judge_audit_table(section: dict[str, Any]) -> Table:
 def classic_table(section: dict[str, Any]) -> Table:
     """Position, verbosity and self-enhancement bias, abstentions and parse failures."""
     table = Table(title="Judge audit — classic biases and outcomes")
-    cols = ("judge", "P(first)", "consistency", "P(padded)", "self-enh.", "abstain", "unparsed")
+    cols = (
+        "judge",
+        "P(first)",
+        "consistency",
+        "decisive",
+        "P(padded)",
+        "P(concise)",
+        "self-enh.",
+        "abstain",
+        "unparsed",
+    )
     for c in cols:
         table.add_column(c, justify="left" if c == "judge" else "right")
     for r in _rows(section):
@@ -99,7 +109,9 @@ def classic_table(section: dict[str, Any]) -> Table:
             escape(str(r.get("judge", ""))),
             _short(r.get("p_prefer_first")),
             _short(r.get("position_consistency")),
+            _short(r.get("decisive_consistency")),
             _short(r.get("p_prefer_padded")),
+            _short(r.get("p_prefer_concise")),
             _short(r.get("self_enhancement")),
             _short(r.get("abstention_rate")),
             _short(r.get("parse_failure_rate")),
@@ -123,6 +135,23 @@ def _shortfalls(trust: Any) -> str:
         f"{short.get(k, k)} {_num(v) if isinstance(v, int | float) else '—'}"
         for k, v in comps.items()
     )
+
+
+def _order_by(section: dict[str, Any]) -> str:
+    """The figure the leaderboard is ordered by, as the section states it."""
+    by = section.get("order_by")
+    return {"overall": "overall", "composite": "trust"}.get(str(by), "overall")
+
+
+def _flags_text(r: dict[str, Any]) -> str:
+    """A row's flags, each with its family-wise adjusted p-value where the row gives one."""
+    given = r.get("flag_p_adjusted")
+    p_of: dict[str, Any] = given if isinstance(given, dict) else {}
+    out = []
+    for f in r.get("flags") or []:
+        p = p_of.get(f)
+        out.append(f"{f} (p {p:.3g})" if isinstance(p, int | float) else str(f))
+    return ", ".join(out) or "none"
 
 
 def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
@@ -177,25 +206,36 @@ def print_judge_audit_summary(console: Console, section: dict[str, Any]) -> None
         for r in rows
     ]
     for table in fitted_tables(
-        "Judge audit — evaluator leaderboard (ranked by trust; * flagged)",
+        f"Judge audit — evaluator leaderboard (ordered by {_order_by(section)}; * flagged)",
         "judge",
         names,
         lead_headers,
         lead_cells,
         console.width,
         caption=(
-            "trust = 1 − mean shortfall (BD/BC, position, verbosity, self-enhancement); "
-            f"95% bootstrap intervals over items: {INTERVAL_NOTE}"
+            "trust = 1 − mean shortfall (BD/BC, 1 − decisive consistency, 1 − P(concise), "
+            f"self-enhancement); 95% bootstrap intervals over items: {INTERVAL_NOTE}"
         ),
     ):
         console.print(table)
     for name, r in zip(names, rows, strict=True):
-        flags = ", ".join(str(f) for f in r.get("flags") or []) or "none"
-        console.print(f"flags of {name}: {console_safe(flags)}", highlight=False)
+        console.print(f"flags of {name}: {console_safe(_flags_text(r))}", highlight=False)
+    flagging = section.get("flagging")
+    if isinstance(flagging, dict) and isinstance(flagging.get("family_wise_alpha"), int | float):
+        console.print(
+            strip_control(
+                f"flags: family-wise error {flagging['family_wise_alpha']:g} per judge "
+                f"({flagging.get('method', '')}); at least {flagging.get('min_pairs')} pairs "
+                "per type; p = adjusted p-value"
+            ),
+            markup=False,
+        )
     classic = [
         ("P(first)", "p_prefer_first"),
         ("consistency", "position_consistency"),
+        ("decisive", "decisive_consistency"),
         ("P(padded)", "p_prefer_padded"),
+        ("P(concise)", "p_prefer_concise"),
         ("self-enh.", "self_enhancement"),
         ("abstain", "abstention_rate"),
         ("unparsed", "parse_failure_rate"),
@@ -323,6 +363,8 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
                 "p_first": _fig(r.get("p_prefer_first")),
                 "consistency": _fig(r.get("position_consistency")),
                 "p_padded": _fig(r.get("p_prefer_padded")),
+                "p_concise": _fig(r.get("p_prefer_concise")),
+                "decisive": _fig(r.get("decisive_consistency")),
                 "self_enhancement": _fig(r.get("self_enhancement")),
                 "abstention": _fig(r.get("abstention_rate")),
                 "parse_failures": _fig(r.get("parse_failure_rate")),
@@ -389,9 +431,14 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
                 for key, label in (
                     ("p_prefer_first", "P(first): prefers the response shown first"),
                     ("p_prefer_padded", "P(padded): prefers the padded, longer response"),
+                    ("p_prefer_concise", "P(concise): strictly prefers the concise original"),
+                    ("decisive_consistency", "Decisive consistency: one winner in both orders"),
                 )
             ],
-            title="Position and verbosity bias per judge, with 95% intervals (0.5: no bias)",
+            title=(
+                "Position and verbosity per judge, with 95% intervals "
+                "(0.5: no bias in P(first) and P(padded))"
+            ),
             domain=(0.0, 1.0),
             reference=0.5,
         ),
@@ -413,6 +460,7 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         "item_count": str(section.get("items", "")),
         "prompt": str(section.get("prompt", "")),
         "note": str(section.get("note", "")),
+        "order_by": _order_by(section),
         "reference": str(
             section.get("reference_judge") or "none (each judge against the mean of the others)"
         ),
