@@ -59,15 +59,15 @@ TEMPLATES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ("meme_text", "misbelief"),
     ),
     "adapt.check": (
-        {"original_text": "A MEME", "rewrite": "B MEME", "misbelief": "a belief"},
-        ("original_text", "rewrite", "misbelief"),
+        {"original_text": "A MEME", "rewrite": "B MEME", "category": "a category"},
+        ("original_text", "rewrite", "category"),
     ),
     **{
         f"judge_audit/score_{v}.j2": (
             {"query": "Is it harmful?", "response": "It is not."},
             ("query", "response"),
         )
-        for v in ("plain", "score_guided", "modality_constraints", "modality_reasoning")
+        for v in ("plain", "guarded", "score_guided", "modality_constraints", "modality_reasoning")
     },
     "judge_audit/score_abstention.j2": (
         {"query": "Is it harmful?", "response": "It is not."},

@@ -130,7 +130,7 @@ def test_api_reads_requests(tmp_path: Path) -> None:
 
     store = RunStore(tmp_path / "run.db")
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
-    run(pool.complete("m", user("hello"), role="target"))
+    run(pool.complete("m", user("hello"), role="arena.answer"))  # an Arena call
     key = store.calls()[0].request_hash
     store.close()
     (tmp_path / "leaderboard.json").write_text('{"arena": {"overall": []}}', encoding="utf-8")

@@ -34,7 +34,15 @@ SCALAR = st.one_of(HOSTILE, st.none(), st.integers(-3, 12), st.booleans(), st.fl
 SHAPES: dict[str, st.SearchStrategy[Any]] = {
     "taxonomy": st.lists(st.tuples(HOSTILE, HOSTILE), max_size=4),
     "examples": st.lists(
-        st.fixed_dictionaries({"text": HOSTILE, "misbelief": HOSTILE, "score": SCALAR}),
+        st.fixed_dictionaries(
+            {
+                "text": HOSTILE,
+                "misbelief": HOSTILE,
+                "score": SCALAR,
+                "kind": HOSTILE,
+                "image": st.one_of(st.none(), st.integers(1, 4)),
+            }
+        ),
         max_size=3,
     ),
     "candidates": st.lists(HOSTILE, max_size=4),

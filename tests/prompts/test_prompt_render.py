@@ -71,10 +71,11 @@ VARS: dict[str, dict[str, Any]] = {
         "meme_text": "SOME MEME",
         "category": "Race",
         "misbelief": "m",
-        "examples": [{"text": "t", "misbelief": "m", "score": "3"}],
+        "examples": [{"text": "t", "misbelief": "m", "score": "3", "kind": "original", "image": 2}],
+        "first_image": True,
         "rejected": ["r"],
     },
-    "adapt.check": {"original_text": "SOME MEME", "rewrite": "A MEME", "misbelief": "m"},
+    "adapt.check": {"original_text": "SOME MEME", "rewrite": "A MEME", "category": "Race"},
 }
 
 

@@ -192,10 +192,13 @@ def test_adapt_failure_rule_rates_and_controls_agree(views: dict[str, Any]) -> N
 
 def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
     sec = views["board"]["judge_audit"]
+    by = sec.get("order_by", "trust")
     judges = [r["judge"] for r in sec["leaderboard"]]
     assert len(judges) > 3
     console = _console(print_judge_audit_summary, sec)
-    api = views["api"].judge_audit.leaderboard()
+    result = views["api"].judge_audit
+    api = result.leaderboard()
+    figures = result.intervals()
     assert list(api["judge"]) == judges
     assert _order(views["viewer"]["judge-audit"], "evaluators", judges) == judges
     assert _order(views["report"], "judge-audit", judges) == judges
@@ -203,14 +206,20 @@ def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
     assert sorted(lines, key=console.index) == lines  # the console lists them in that order
     for r, (_, a) in zip(sec["leaderboard"], api.iterrows(), strict=True):
         rank = str(r.get("rank_label", r["rank"]))
-        trust = r["trust"]
-        _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], _est(trust), rank)
+        ranked, trust = r[by], r["trust"]
+        _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], rank, _est(trust))
+        _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], _est(r["overall"]))
         _row(views["report"], "judge-audit", r["judge"], _est(trust), _est(r["overall"]))
         line = _line(console, r["judge"])
-        assert interval_text(trust["value"], trust["ci_low"], trust["ci_high"]) in line
+        assert interval_text(ranked["value"], ranked["ci_low"], ranked["ci_high"]) in line
         assert rank in [c.strip() for c in line.split("│")]
-        assert a["rank"] == r["rank"]
-        got = _api_figure(a, "trust")
+        # API: the rank and the figure it is ranked by, in the one interval convention.
+        assert a["rank"] == r["rank"] and a["figure"] == by
+        got = (a["value"], a["ci_low"], a["ci_high"])
+        want = (ranked["value"], ranked["ci_low"], ranked["ci_high"])
+        assert all(_close(x, y) for x, y in zip(got, want, strict=True))
+        t = figures[(figures["judge"] == r["judge"]) & (figures["figure"] == "trust")].iloc[0]
+        got = (t["value"], t["ci_low"], t["ci_high"])
         want = (trust["value"], trust["ci_low"], trust["ci_high"])
         assert all(_close(x, y) for x, y in zip(got, want, strict=True))
 

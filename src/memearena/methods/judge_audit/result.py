@@ -21,11 +21,14 @@ FIGURES = (
     "p_prefer_first",
     "position_consistency",
     "p_prefer_padded",
+    "p_prefer_concise",
+    "decisive_consistency",
     "self_enhancement",
     "abstention_rate",
     "parse_failure_rate",
 )
-"""A judge's figures, each with an interval (``trust`` is the one it is ranked by)."""
+"""A judge's figures, each with an interval (the section's ``order_by`` names the one it is
+ranked by: ``overall`` by default, ``trust`` with ``rank_by: composite``)."""
 
 
 class JudgeAuditResult(MethodResult):
@@ -45,15 +48,18 @@ class JudgeAuditResult(MethodResult):
         return sec
 
     def ranked(self) -> list[dict[str, Any]]:
-        """One row per judge, most trusted first: rank, its range, trust as value / ci_low /
-        ci_high, judgments and flags."""
+        """One row per judge in the section's order: rank, its range, the figure it is ordered
+        by (``order_by``: ``overall`` or ``trust``) as value / ci_low / ci_high, judgments and
+        flags."""
+        by = self.section.get("order_by")
+        figure = by if by in FIGURES else "trust"
         out = []
         for r in self.section.get("leaderboard") or []:
-            est = interval(r.get("trust")) or {}
+            est = interval(r.get(figure)) or {}
             rank_ci = r.get("rank_ci")
             lo, hi = rank_ci if isinstance(rank_ci, list) and len(rank_ci) == 2 else (None, None)
             out.append(
-                {"judge": r.get("judge"), "rank": r.get("rank"), "figure": "trust"}
+                {"judge": r.get("judge"), "rank": r.get("rank"), "figure": figure}
                 | {k: est.get(k) for k in INTERVAL}
                 | {
                     "rank_ci_low": lo,
