@@ -11,6 +11,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import pickle
 import socket
 import struct
@@ -456,8 +457,11 @@ class BackgroundServer:
         # script, and the responder travels pickled, so its class must be importable.
         payload = pickle.dumps((self.responder, self.opts))
         code = "from memearena.sim.server import _child_main; _child_main()"
+        # The child imports what this process can: a plug-in method's simulated part (a
+        # package on this process's path, not installed) travels inside the responder.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         )
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(payload)

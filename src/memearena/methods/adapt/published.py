@@ -292,15 +292,10 @@ def read_published_logs(log_dir: str | Path) -> PublishedLogs:
     return out
 
 
-def read_originals(
-    path: str | Path, problems: list[str] | None = None
-) -> dict[tuple[str, str], float]:
-    """AdamMeme's ``scoring_res.json`` (``{category: [{meme_image_path, score, ...}]}``, or a
-    list of such rows with ``task``): (category, meme) -> the original's recorded score. A row
-    that gives no score (not an object, no meme or category, a score that is not a number in
-    1-10, e.g. the ``None`` of a judgment the authors could not read) is appended to
-    ``problems``, naming it; a second score for the same meme too (the last one stands)."""
-    p = Path(path)
+def _category_rows(p: Path, name: str) -> tuple[list[tuple[Any, Any, str]], list[str]]:
+    """The rows of one of AdamMeme's per-category files (``{category: [rows]}``, or a list of
+    rows naming their ``task``) as (category, row, where it stands), and the parts that are not
+    lists of rows (named, never dropped silently)."""
     try:
         doc = loads_bounded(_read_text(p), max_bytes=_MAX_FILE_BYTES)
     except ValueError as e:
@@ -319,7 +314,20 @@ def read_originals(
             for i, r in enumerate(doc)
         ]
     else:
-        raise DataError(f"{p}: expected scoring_res.json ({{category: [rows]}})")
+        raise DataError(f"{p}: expected {name} ({{category: [rows]}})")
+    return rows, skipped
+
+
+def read_originals(
+    path: str | Path, problems: list[str] | None = None
+) -> dict[tuple[str, str], float]:
+    """AdamMeme's ``scoring_res.json`` (``{category: [{meme_image_path, score, ...}]}``, or a
+    list of such rows with ``task``): (category, meme) -> the original's recorded score. A row
+    that gives no score (not an object, no meme or category, a score that is not a number in
+    1-10, e.g. the ``None`` of a judgment the authors could not read) is appended to
+    ``problems``, naming it; a second score for the same meme too (the last one stands)."""
+    p = Path(path)
+    rows, skipped = _category_rows(p, "scoring_res.json")
     out: dict[tuple[str, str], float] = {}
     for cat, r, where in rows:
         if not isinstance(r, dict):
@@ -358,25 +366,7 @@ def read_seed_flags(path: str | Path, problems: list[str] | None = None) -> dict
     ``meme_image_path`` names them). A row that cannot be read is appended to ``problems``,
     naming it; a file with no seed flag at all is a DataError."""
     p = Path(path)
-    try:
-        doc = loads_bounded(_read_text(p), max_bytes=_MAX_FILE_BYTES)
-    except ValueError as e:
-        raise DataError(f"{p}: invalid JSON ({_short(e)})") from None
-    rows: list[tuple[Any, Any, str]] = []
-    skipped: list[str] = []
-    if isinstance(doc, dict):
-        for cat, rs in doc.items():
-            if isinstance(rs, list):
-                rows.extend((cat, r, f"{p}: {cat!r} item {i}") for i, r in enumerate(rs))
-            else:
-                skipped.append(f"{p}: {cat!r}: expected a list of rows")
-    elif isinstance(doc, list):
-        rows = [
-            (r.get("task") if isinstance(r, dict) else None, r, f"{p}: item {i}")
-            for i, r in enumerate(doc)
-        ]
-    else:
-        raise DataError(f"{p}: expected cls_res_full.json ({{category: [rows]}})")
+    rows, skipped = _category_rows(p, SEEDS_FILE)
     out: dict[str, set[str]] = {}
     for cat, r, where in rows:
         if not isinstance(r, dict):
