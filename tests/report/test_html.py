@@ -568,3 +568,39 @@ def test_the_overall_leaderboard_shows_each_win_rate_with_its_interval(
     # A board without the intervals (an older run) shows the bare rate, as before.
     del board["arena"]["win_rates"]
     assert f"{100 * first['win_rate']:.1f}% (" not in _text(render_report(board))
+
+
+def test_adapt_shows_the_original_image_figure_the_refusal_rate_and_which_image_each_used() -> None:
+    sec = _adapt(["sim-aurora", "sim-cirrus"])
+    sec["models"][0].update(
+        refusal_rate=0.05,
+        refusal_rate_ci=[0.01, 0.15],
+        original_image={
+            "image": "original image",
+            "scored": 54,
+            "refused": 1,
+            "avg_score": 7.5,
+            "avg_score_ci": [7.0, 8.0],
+            "failure_rate": 0.1,
+            "failure_rate_ci": [0.02, 0.3],
+            "score_gap": -0.25,
+            "score_gap_ci": [-0.5, 0.1],
+        },
+    )
+    sec["images"] = {"scores": "erased <b>image</b>", "original_image": "own <i>image</i>"}
+    sec["refusals_note"] = "refusals <script>x</script> scored"
+    page = render_report({"adapt": sec})
+    text = _text(page)
+    assert "<b>image" not in page and "<i>image" not in page and "<script>x" not in page
+    assert "Image: erased &lt;b&gt;image&lt;/b&gt;." in text
+    assert "Refusals: refusals &lt;script&gt;x&lt;/script&gt; scored." in text
+    assert "own &lt;i&gt;image&lt;/i&gt;." in text
+    assert "30% [20%, 40%] 5% [1%, 15%]" in text  # the refusal rate beside the failure rate
+    assert (
+        "sim-aurora original image 54 1 7.50 [7.00, 8.00] 10% [2%, 30%] -0.25 [-0.50, 0.10]" in text
+    )
+    assert 'id="adapt-original"' in page and "sim-cirrus original image" not in text
+    # Not measured: no "original image" table, and no refusal rate made up.
+    plain = render_report({"adapt": _adapt(["m"])})
+    assert 'id="adapt-original"' not in plain
+    assert "30% [20%, 40%] — m" in _text(plain)
