@@ -253,7 +253,12 @@ def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
     figures = result.intervals()
     assert list(api["judge"]) == judges
     assert _order(views["viewer"]["judge-audit"], "evaluators", judges) == judges
-    assert _order(views["report"], "judge-audit", judges) == judges
+    assert _order(views["report"], "judge-audit-leaderboard", judges) == judges
+    # The report's first figure column is the one the section orders by.
+    head = next(c for w, c in views["report"] if w == "judge-audit-leaderboard")
+    assert head[2] == {"overall": "Overall", "trust": "Trust"}[by], head
+    level = sec["flagging"]["family_wise_alpha"]
+    assert f"family-wise error rate of {level:g} per judge" in views["report_text"]
     lines = [_line(console, j) for j in judges]
     assert sorted(lines, key=console.index) == lines  # the console lists them in that order
     for r, (_, a) in zip(sec["leaderboard"], api.iterrows(), strict=True):
@@ -261,7 +266,24 @@ def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
         ranked, trust = r[by], r["trust"]
         _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], rank, _est(trust))
         _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], _est(r["overall"]))
-        _row(views["report"], "judge-audit", r["judge"], _est(trust), _est(r["overall"]))
+        _row(
+            views["report"], "judge-audit-leaderboard", r["judge"], _est(trust), _est(r["overall"])
+        )
+        # Flags with their adjusted p-values, the same in the report and on the console.
+        flag_line = next(x for x in console if x.startswith(f"flags of {r['judge']}:"))
+        for f, p in (r.get("flag_p_adjusted") or {}).items():
+            if f in r["flags"]:
+                _row(
+                    views["report"],
+                    "judge-audit-leaderboard",
+                    r["judge"],
+                    f"{f} (adjusted p {p:.3g})",
+                )
+                assert f"{f} (p {p:.3g})" in flag_line, flag_line
+        # P(prefer concise) just after P(padded), in the report as on the console.
+        padded, concise = _est(r["p_prefer_padded"]), _est(r["p_prefer_concise"])
+        cells = _row(views["report"], "judge-audit-classic", r["judge"], padded, concise)
+        assert cells.index(concise) == cells.index(padded) + 1, cells
         line = _line(console, r["judge"])
         assert interval_text(ranked["value"], ranked["ci_low"], ranked["ci_high"]) in line
         assert rank in [c.strip() for c in line.split("│")]
