@@ -568,3 +568,64 @@ def test_the_overall_leaderboard_shows_each_win_rate_with_its_interval(
     # A board without the intervals (an older run) shows the bare rate, as before.
     del board["arena"]["win_rates"]
     assert f"{100 * first['win_rate']:.1f}% (" not in _text(render_report(board))
+
+
+def test_adapt_shows_the_original_image_figure_the_refusal_rate_and_which_image_each_used() -> None:
+    sec = _adapt(["sim-aurora", "sim-cirrus"])
+    sec["models"][0].update(
+        refusal_rate=0.05,
+        refusal_rate_ci=[0.01, 0.15],
+        original_image={
+            "image": "original image",
+            "scored": 54,
+            "refused": 1,
+            "avg_score": 7.5,
+            "avg_score_ci": [7.0, 8.0],
+            "failure_rate": 0.1,
+            "failure_rate_ci": [0.02, 0.3],
+            "score_gap": -0.25,
+            "score_gap_ci": [-0.5, 0.1],
+        },
+    )
+    sec["images"] = {"scores": "erased <b>image</b>", "original_image": "own <i>image</i>"}
+    sec["refusals_note"] = "refusals <script>x</script> scored"
+    page = render_report({"adapt": sec})
+    text = _text(page)
+    assert "<b>image" not in page and "<i>image" not in page and "<script>x" not in page
+    assert "Image: erased &lt;b&gt;image&lt;/b&gt;." in text
+    assert "Refusals: refusals &lt;script&gt;x&lt;/script&gt; scored." in text
+    assert "own &lt;i&gt;image&lt;/i&gt;." in text
+    assert "30% [20%, 40%] 5% [1%, 15%]" in text  # the refusal rate beside the failure rate
+    assert (
+        "sim-aurora original image 54 1 7.50 [7.00, 8.00] 10% [2%, 30%] -0.25 [-0.50, 0.10]" in text
+    )
+    assert 'id="adapt-original"' in page and "sim-cirrus original image" not in text
+    # Not measured: no "original image" table, and no refusal rate made up.
+    plain = render_report({"adapt": _adapt(["m"])})
+    assert 'id="adapt-original"' not in plain
+    assert "30% [20%, 40%] — m" in _text(plain)
+
+
+def test_the_audit_leads_with_the_figure_it_is_ordered_by_and_shows_adjusted_p() -> None:
+    section = _judge_audit()
+    row = section["leaderboard"][0]
+    row["flag_p_adjusted"] = {"position": 0.00123}
+    row["p_prefer_padded"] = {"value": 0.9, "ci_low": 0.8, "ci_high": 0.95}
+    row["p_prefer_concise"] = {"value": 0.05, "ci_low": 0.01, "ci_high": 0.1}
+    section["order_by"] = "overall"
+    section["flagging"] = {"method": "Holm <i>x</i>", "family_wise_alpha": 0.05, "min_pairs": 10}
+    page = render_report({"judge_audit": section})
+    head = page[page.index('id="judge-audit-leaderboard"') :]
+    assert "<th>Trust</th>" not in head.split("</thead>")[0]  # no composite: no column
+    assert "shortfalls" not in page.split('id="judge-audit-leaderboard"')[0]
+    assert "Ordered by <strong>Overall</strong>" in page
+    assert "position (adjusted p 0.00123)" in page
+    assert "family-wise error rate of 0.05 per judge (Holm &lt;i&gt;x&lt;/i&gt;)" in page
+    assert "fewer than 10 pairs per type never flags" in page
+    assert "<th>P(padded)</th><th>P(concise)</th>" in page
+    assert '<td data-label="P(concise)">0.05 [0.01, 0.10]</td>' in page
+    # Ordered by the composite: its column comes first and carries its shortfalls.
+    section["order_by"] = "composite"
+    row["trust"] = {"value": 0.7, "ci_low": 0.6, "ci_high": 0.8, "components": {"bd_bc": 0.2}}
+    page = render_report({"judge_audit": section})
+    assert "<th>Trust</th><th>Overall</th>" in page and "bd/bc 0.20" in page

@@ -8,9 +8,11 @@ that way, and the rankings against the section's order."""
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import json
 import math
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -162,7 +164,7 @@ def test_adapt_failure_rule_rates_and_controls_agree(views: dict[str, Any]) -> N
         loop = _pct(m["refined_increase"], m["refined_increase_ci"])
         control = _pct(ctrl["increase"], ctrl["increase_ci"])
         # Report and viewer: the same strings, the loop's chain minimum beside the control's.
-        _row(views["report"], "adapt", name, fr)
+        _row(views["report"], "adapt-outcomes", name, fr)
         _row(views["viewer"]["adapt"], "adapt-models", name, fr)
         _row(views["report"], "adapt", name, loop, control)
         _row(views["viewer"]["adapt"], "adapt-control", name, loop, control)
@@ -190,6 +192,56 @@ def test_adapt_failure_rule_rates_and_controls_agree(views: dict[str, Any]) -> N
         assert _close(q["per_chain_min"]["control"]["increase"], ctrl["increase"])
 
 
+def _prose(page: str) -> str:
+    """A page's text as a reader sees it: tags dropped, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def _num(v: float, ci: list[float]) -> str:
+    """A mean with its interval as the report and the viewer write it."""
+    return f"{v:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def test_adapt_original_image_figure_and_refusal_rate_agree(views: dict[str, Any]) -> None:
+    sec = views["board"]["adapt"]
+    console = " ".join(" ".join(_console(print_adapt_summary, sec)).split())
+    originals = console[console.index(sec["images"]["original_image"]) :]
+    refusals = console[console.index("refusal rate:") :]
+    # Each view says which image its figures used and how refusals were counted.
+    pages = (views["report_text"], views["viewer_text"]["adapt"])
+    for text in (*(_prose(p) for p in pages), console):
+        assert sec["images"]["scores"] in text
+        assert sec["images"]["original_image"] in text
+        assert sec["refusals_note"] in text
+    for m in sec["models"]:
+        name, o = m["model"], m["original_image"]
+        assert o is not None and o["image"] == "original image"
+        refusal = _pct(m["refusal_rate"], m["refusal_rate_ci"])
+        _row(
+            views["report"],
+            "adapt-outcomes",
+            name,
+            _pct(m["failure_rate"], m["failure_rate_ci"]),
+            refusal,
+        )
+        _row(views["viewer"]["adapt"], "adapt-models", name, refusal)
+        own = (
+            _num(o["avg_score"], o["avg_score_ci"]),
+            _pct(o["failure_rate"], o["failure_rate_ci"]),
+            _num(o["score_gap"], o["score_gap_ci"]),
+        )
+        _row(views["report"], "adapt-original", name, "original image", *own)
+        _row(views["viewer"]["adapt"], "adapt-original", name, "original image", *own)
+        # Console: the same values in its compact form, each model's on the one line.
+        part = originals.split(f" {name} ", 1)[1].split(";", 1)[0]
+        assert part.startswith(fmt_interval(o["avg_score"], o["avg_score_ci"], 1, 1.0)), part
+        fr = fmt_interval(o["failure_rate"], o["failure_rate_ci"], 0, 100.0)
+        assert f"failure {fr}%" in part
+        assert f"gap {fmt_interval(o['score_gap'], o['score_gap_ci'], 1, 1.0)}" in part
+        got = fmt_interval(m["refusal_rate"], m["refusal_rate_ci"], 0, 100.0)
+        assert f"{name} {got}%" in refusals, refusals
+
+
 def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
     sec = views["board"]["judge_audit"]
     by = sec.get("order_by", "trust")
@@ -201,7 +253,12 @@ def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
     figures = result.intervals()
     assert list(api["judge"]) == judges
     assert _order(views["viewer"]["judge-audit"], "evaluators", judges) == judges
-    assert _order(views["report"], "judge-audit", judges) == judges
+    assert _order(views["report"], "judge-audit-leaderboard", judges) == judges
+    # The report's first figure column is the one the section orders by.
+    head = next(c for w, c in views["report"] if w == "judge-audit-leaderboard")
+    assert head[2] == {"overall": "Overall", "trust": "Trust"}[by], head
+    level = sec["flagging"]["family_wise_alpha"]
+    assert f"family-wise error rate of {level:g} per judge" in views["report_text"]
     lines = [_line(console, j) for j in judges]
     assert sorted(lines, key=console.index) == lines  # the console lists them in that order
     for r, (_, a) in zip(sec["leaderboard"], api.iterrows(), strict=True):
@@ -209,7 +266,24 @@ def test_judge_audit_ranking_and_trust_agree(views: dict[str, Any]) -> None:
         ranked, trust = r[by], r["trust"]
         _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], rank, _est(trust))
         _row(views["viewer"]["judge-audit"], "evaluators", r["judge"], _est(r["overall"]))
-        _row(views["report"], "judge-audit", r["judge"], _est(trust), _est(r["overall"]))
+        _row(
+            views["report"], "judge-audit-leaderboard", r["judge"], _est(trust), _est(r["overall"])
+        )
+        # Flags with their adjusted p-values, the same in the report and on the console.
+        flag_line = next(x for x in console if x.startswith(f"flags of {r['judge']}:"))
+        for f, p in (r.get("flag_p_adjusted") or {}).items():
+            if f in r["flags"]:
+                _row(
+                    views["report"],
+                    "judge-audit-leaderboard",
+                    r["judge"],
+                    f"{f} (adjusted p {p:.3g})",
+                )
+                assert f"{f} (p {p:.3g})" in flag_line, flag_line
+        # P(prefer concise) just after P(padded), in the report as on the console.
+        padded, concise = _est(r["p_prefer_padded"]), _est(r["p_prefer_concise"])
+        cells = _row(views["report"], "judge-audit-classic", r["judge"], padded, concise)
+        assert cells.index(concise) == cells.index(padded) + 1, cells
         line = _line(console, r["judge"])
         assert interval_text(ranked["value"], ranked["ci_low"], ranked["ci_high"]) in line
         assert rank in [c.strip() for c in line.split("│")]

@@ -147,10 +147,12 @@ def print_images_and_refusals(console: Console, section: dict[str, Any]) -> None
     if any(o for _, o in own):
         console.print(
             console_safe(
-                "original image (caption in the picture): "
+                (images.get("original_image") or "original image (caption in the picture)")
+                + "; gap = its score minus the score above, meme by meme: "
                 + "; ".join(
                     f"{name} {fmt_interval(o['avg_score'], o['avg_score_ci'], 1, 1.0)}, "
-                    f"failure {_pct(o['failure_rate'], o['failure_rate_ci'])}%"
+                    f"failure {_pct(o['failure_rate'], o['failure_rate_ci'])}%, "
+                    f"gap {fmt_interval(o.get('score_gap'), o.get('score_gap_ci'), 1, 1.0)}"
                     for name, o in own
                     if o
                 )
@@ -232,6 +234,27 @@ def _shown(shown: int, total: Any) -> str:
     return f"all {shown:,}"
 
 
+def _original_view(o: Any) -> dict[str, Any] | None:
+    """The "original image" figure of a model (its originals answered and scored on their own
+    image, the caption still in it) and its gap to the score above, or None: not measured."""
+    if not isinstance(o, dict):
+        return None
+    return {
+        "image": str(o.get("image") or "original image"),
+        "scored": _count(o.get("scored")),
+        "refused": _count(o.get("refused")),
+        "avg": _ci(o.get("avg_score"), o.get("avg_score_ci"), pct=False),
+        "fr": _ci(o.get("failure_rate"), o.get("failure_rate_ci")),
+        "gap": _ci(o.get("score_gap"), o.get("score_gap_ci"), pct=False),
+    }
+
+
+def _images_view(images: Any) -> dict[str, str]:
+    """Which image each figure used, as the section says it (empty strings: not stated)."""
+    got = images if isinstance(images, dict) else {}
+    return {k: str(got.get(k) or "") for k in ("scores", "original_image")}
+
+
 def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
     """What the report's Adapt section shows (None when the board has no Adapt section)."""
     sec = board.get("adapt")
@@ -264,6 +287,8 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
                 control_chain_min(m).get("increase"), control_chain_min(m).get("increase_ci")
             ),
             "refused": m["refused"],
+            "refusal_rate": _ci(m.get("refusal_rate"), m.get("refusal_rate_ci")),
+            "original": _original_view(m.get("original_image")),
             "unparsed": m["unparsed"],
             "self": ", ".join(m.get("scored_by_itself") or []) or "no",
             "flag": bool(m.get("scored_by_itself")),
@@ -360,6 +385,8 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
         "pending": sec.get("pending", 0),
         "interval": sec.get("interval"),
         "refine_image": sec.get("refine_image"),
+        "images": _images_view(sec.get("images")),
+        "refusals_note": str(sec.get("refusals_note") or ""),
         "same_quantities_columns": [
             "Loop, per step",
             "Control, per step",

@@ -154,6 +154,36 @@ def _flags_text(r: dict[str, Any]) -> str:
     return ", ".join(out) or "none"
 
 
+def _flags_shown(r: dict[str, Any]) -> list[str]:
+    """A row's flags for the report, each with its family-wise adjusted p-value where the row
+    gives one (``verbosity (adjusted p 1.06e-17)``, as the console writes it)."""
+    given = r.get("flag_p_adjusted")
+    p_of: dict[str, Any] = given if isinstance(given, dict) else {}
+    out = []
+    for f in r.get("flags") or []:
+        p = p_of.get(f)
+        ok = isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p)
+        out.append(f"{f} (adjusted p {p:.3g})" if ok else str(f))
+    return out
+
+
+def _flagging_note(section: dict[str, Any]) -> str:
+    """How flags hold their error rate, from the section's ``flagging`` block ('' when absent)."""
+    f = section.get("flagging")
+    alpha = f.get("family_wise_alpha") if isinstance(f, dict) else None
+    if not isinstance(f, dict) or not isinstance(alpha, int | float) or isinstance(alpha, bool):
+        return ""
+    tests = f.get("tests")
+    n = f" over its {len(tests)} tests" if isinstance(tests, list) and tests else ""
+    method = f" ({f['method']})" if f.get("method") else ""
+    pairs = f.get("min_pairs")
+    least = f"; a test with fewer than {pairs} pairs per type never flags" if pairs else ""
+    return (
+        f"Flags hold a family-wise error rate of {alpha:g} per judge{n}{method}; each flag "
+        f"shows its adjusted p-value{least}."
+    )
+
+
 def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in section.get("leaderboard") or [] if isinstance(r, dict)]
 
@@ -370,7 +400,7 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
                 "parse_failures": _fig(r.get("parse_failure_rate")),
                 "cost": _fig(r.get("cost_usd_per_1k"), 4),
                 "seconds": _fig(r.get("seconds_per_1k"), 1),
-                "flags": [str(f) for f in r.get("flags") or []],
+                "flags": _flags_shown(r),
             }
         )
     examples = []
@@ -461,6 +491,9 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
         "prompt": str(section.get("prompt", "")),
         "note": str(section.get("note", "")),
         "order_by": _order_by(section),
+        "order_label": {"overall": "Overall", "trust": "Trust"}[_order_by(section)],
+        "trust_shown": any(isinstance(r.get("trust"), dict) for r in boards),
+        "flagging": _flagging_note(section),
         "reference": str(
             section.get("reference_judge") or "none (each judge against the mean of the others)"
         ),
