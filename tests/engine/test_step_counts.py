@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memearena.cli import app
 
 runner = CliRunner()
-ADAPT = Path(__file__).resolve().parents[2] / "examples" / "adapt.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _counts(output: str) -> dict[str, tuple[int, int]]:
@@ -21,12 +22,22 @@ def _counts(output: str) -> dict[str, tuple[int, int]]:
     return {k: (int(r.replace(",", "")), int(n.replace(",", ""))) for k, r, n in found}
 
 
-def test_adapt_on_a_fresh_folder_reuses_nothing(tmp_path: Path) -> None:
-    args = ["adapt", str(ADAPT), "--limit", "3", "--out", str(tmp_path), "--no-progress"]
+@pytest.mark.parametrize(
+    ("command", "config", "stages"),
+    [
+        ("adapt", "adapt.yaml", {"adapt.answer", "adapt.score", "adapt.rewrite"}),
+        ("judge-audit", "judge-audit.yaml", {"ja_response", "ja_score", "ja_pairwise"}),
+    ],
+)
+def test_a_fresh_folder_reuses_nothing(
+    tmp_path: Path, command: str, config: str, stages: set[str]
+) -> None:
+    args = [command, str(EXAMPLES / config), "--limit", "3", "--out", str(tmp_path)]
+    args.append("--no-progress")
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     made = _counts(first.output)
-    assert {"adapt.answer", "adapt.score", "adapt.rewrite"} <= set(made), first.output
+    assert stages <= set(made), first.output
     assert all(reused == 0 for reused, _ in made.values()), made
     assert all(new > 0 for _, new in made.values()), made
 

@@ -90,9 +90,10 @@ class Overrides:
                     entry["max_concurrency"] = self.max_concurrency
         if self.bootstrap is not None:
             section = raw.get(method)
-            if not isinstance(section, dict) or not _has_field(method, "bootstrap"):
+            if not _has_field(method, "bootstrap"):
                 raise MemearenaError(f"--bootstrap: the {method} section has no bootstrap setting")
-            section["bootstrap"] = self.bootstrap
+            if isinstance(section, dict):  # a missing section is reported as such, later
+                section["bootstrap"] = self.bootstrap
         for item in self.sets:
             _assign(raw, item)
 
