@@ -160,7 +160,8 @@ def adapt_demo_config(
     target, category, understanding = DEMO_WEAKNESS
     models[target] = models[target].model_copy(update={"category_skill": {category: understanding}})
     return RunConfig(
-        run="demo-adapt-null" if null_world else "demo-adapt",
+        # The run name is the combined directory's title (the latest method's run facts).
+        run="demo-adapt-null" if null_world else "demo",
         seed=seed,
         models=models,
         data=[DatasetConfig(format="demo")],

@@ -19,6 +19,7 @@ from memearena.cli.run import (
     console,
     err_console,
     one_line_errors,
+    with_overrides,
 )
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
@@ -234,6 +235,7 @@ data_app.command("check", help="Validate every item of a config's datasets.")(
 
 
 @app.command("run")
+@with_overrides
 @one_line_errors
 def run_command(
     method: Annotated[str, typer.Argument(help="A registered method (arena, adapt, judge_audit).")],
@@ -284,13 +286,14 @@ def _method_command(name: str) -> Callable[..., None]:
         )
 
     command.__doc__ = f"Run (or resume) the {name} method."
-    return one_line_errors(command)
+    return with_overrides(one_line_errors(command))
 
 
 def _add_method_commands() -> None:
     """One command per registered method, read from the registry: ``memearena.cli.<name>``'s
-    ``<name>_app`` (a group) or ``<name>_command`` when the CLI has one for it, else the
-    generic ``<name> CONFIG``."""
+    ``<name>_app`` (a group, whose ``run`` command runs the method) or ``<name>_command`` when
+    the CLI has one for it, else the generic ``<name> CONFIG``. Each running command gets the
+    overrides every method takes (``with_overrides``)."""
     import importlib
     import importlib.util
 
@@ -302,10 +305,13 @@ def _add_method_commands() -> None:
         own = importlib.import_module(module) if importlib.util.find_spec(module) else None
         group = getattr(own, f"{name}_app", None)
         if isinstance(group, typer.Typer):
+            for info in group.registered_commands:
+                if info.name == "run" and info.callback is not None:
+                    info.callback = with_overrides(info.callback)
             app.add_typer(group, name=dashed)
             continue
         command = getattr(own, f"{name}_command", None)
-        app.command(dashed)(command if callable(command) else _method_command(name))
+        app.command(dashed)(with_overrides(command) if callable(command) else _method_command(name))
 
 
 _add_method_commands()

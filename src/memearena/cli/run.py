@@ -1,13 +1,21 @@
 """Running a method from the command line, the same for every method: ``CONFIG [--out DIR]
-[--dry-run] [--max-cost USD]`` over the run lifecycle (``memearena.engine.lifecycle``).
+[--dry-run] [--max-cost USD]`` over the run lifecycle (``memearena.engine.lifecycle``), and the
+overrides every method command takes (``with_overrides``): ``--limit N``, ``-T section.key=value``
+(repeatable), ``--seed``, ``--bootstrap`` and ``--max-concurrency``. They edit the config's raw
+mapping before it is validated, so the config's own models check them (a misspelt key gets its
+"did you mean"), and they are part of the validated config: the run's snapshot, its resume and
+``report`` know them, and ``--dry-run`` plans with them.
 
 Exit codes: 0 complete, 1 incomplete or nothing usable, 2 bad input (nothing was run),
 3 the spend cap was reached (``memearena.engine.status``)."""
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -26,11 +34,13 @@ __all__ = [
     "MaxCostOpt",
     "NoProgressOpt",
     "OutOpt",
+    "Overrides",
     "console",
     "err_console",
     "one_line_errors",
     "print_error",
     "run_or_plan",
+    "with_overrides",
 ]
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output root (default ./runs).")]
@@ -43,6 +53,189 @@ MaxCostOpt = Annotated[
 NoProgressOpt = Annotated[
     bool, typer.Option("--no-progress", help="No progress bars (the summary is still printed).")
 ]
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The command line's changes to a run config, applied to its raw mapping (``apply``)."""
+
+    limit: int | None = None
+    """Every data entry's ``limit`` (memes kept per dataset)."""
+    sets: tuple[str, ...] = ()
+    """``section.key=value`` assignments (``-T``), the value read as a YAML scalar or list."""
+    seed: int | None = None
+    """The run's ``seed``."""
+    bootstrap: int | None = None
+    """The method section's ``bootstrap`` (rounds of its intervals)."""
+    max_concurrency: int | None = None
+    """Every model's ``max_concurrency``."""
+
+    def __bool__(self) -> bool:
+        return self != Overrides()
+
+    def apply(self, raw: dict[str, Any], method: str) -> None:
+        """Edit ``raw`` (a config mapping, not yet validated) for ``method``'s run."""
+        from memearena.config import check_option_ranges
+
+        check_option_ranges({"bootstrap": self.bootstrap})
+        if self.limit is not None:
+            for entry in _entries(raw.get("data"), "data"):
+                entry["limit"] = self.limit
+        if self.seed is not None:
+            raw["seed"] = self.seed
+        if self.max_concurrency is not None:
+            models = raw.get("models")
+            for entry in models.values() if isinstance(models, dict) else ():
+                if isinstance(entry, dict):
+                    entry["max_concurrency"] = self.max_concurrency
+        if self.bootstrap is not None:
+            section = raw.get(method)
+            if not _has_field(method, "bootstrap"):
+                raise MemearenaError(f"--bootstrap: the {method} section has no bootstrap setting")
+            if isinstance(section, dict):  # a missing section is reported as such, later
+                section["bootstrap"] = self.bootstrap
+        for item in self.sets:
+            _assign(raw, item)
+
+
+def _entries(value: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise MemearenaError(f"--limit: the config's {where!r} is not a list of datasets")
+    return [e for e in value if isinstance(e, dict)]
+
+
+def _has_field(method: str, name: str) -> bool:
+    from memearena.config.sections import section_models
+
+    model = section_models().get(method)
+    return model is not None and name in model.model_fields
+
+
+def _assign(raw: dict[str, Any], item: str) -> None:
+    """``-T a.b.c=value``: ``raw["a"]["b"]["c"] = value`` (a list is indexed by number; a
+    missing mapping is created, so a misspelt section is the config's unknown-key error)."""
+    import yaml
+
+    path, eq, text = item.partition("=")
+    keys = path.strip().split(".")
+    if not eq or not all(k.strip() for k in keys):
+        raise MemearenaError(f"-T {item!r}: expected section.key=value")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as e:
+        raise MemearenaError(f"-T {path}: the value is not a YAML scalar or list ({e})") from None
+    if isinstance(value, dict) or (
+        isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+    ):
+        raise MemearenaError(f"-T {path}: the value must be a YAML scalar or a list of scalars")
+    node: Any = raw
+    for depth, key in enumerate(keys):
+        last = depth == len(keys) - 1
+        at = ".".join(keys[: depth + 1])
+        if isinstance(node, list):
+            if not key.isdigit() or int(key) >= len(node):
+                raise MemearenaError(f"-T {path}: {at}: no entry {key} (it has {len(node)})")
+            index = int(key)
+            if last:
+                node[index] = value
+            else:
+                node = node[index]
+            continue
+        if not isinstance(node, dict):
+            raise MemearenaError(f"-T {path}: {'.'.join(keys[:depth])} is not a mapping")
+        if last:
+            node[key] = value
+        else:
+            if node.get(key) is None:
+                node[key] = {}
+            node = node[key]
+
+
+_OVERRIDES: contextvars.ContextVar[Overrides | None] = contextvars.ContextVar(
+    "memearena_cli_overrides", default=None
+)
+
+_OVERRIDE_PARAMS = (
+    inspect.Parameter(
+        "limit",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option("--limit", min=1, help="Keep at most N memes of each dataset."),
+        ],
+    ),
+    inspect.Parameter(
+        "set_",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "-T",
+                "--set",
+                metavar="SECTION.KEY=VALUE",
+                help="Set a config value (YAML scalar or list), e.g. -T arena.fusion_rounds=6; "
+                "repeatable.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "seed",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--seed", help="The run's seed.")],
+    ),
+    inspect.Parameter(
+        "bootstrap",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option("--bootstrap", help="Bootstrap rounds of the method's intervals."),
+        ],
+    ),
+    inspect.Parameter(
+        "max_concurrency",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option("--max-concurrency", min=1, help="Most requests in flight to each model."),
+        ],
+    ),
+)
+
+
+def with_overrides(fn: F) -> F:
+    """``fn`` (a method's run command) with the override options added; ``run_or_plan`` applies
+    them while the command runs."""
+    base = inspect.signature(fn, eval_str=True)
+    clash = {p.name for p in _OVERRIDE_PARAMS} & set(base.parameters)
+    if clash:  # the command has its own: it keeps them (the options are added once)
+        return fn
+    params = list(base.parameters.values())
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sets = kwargs.pop("set_", None)
+        chosen = Overrides(
+            limit=kwargs.pop("limit", None),
+            sets=tuple(sets or ()),
+            seed=kwargs.pop("seed", None),
+            bootstrap=kwargs.pop("bootstrap", None),
+            max_concurrency=kwargs.pop("max_concurrency", None),
+        )
+        token = _OVERRIDES.set(chosen)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _OVERRIDES.reset(token)
+
+    sig = base.replace(parameters=[*params, *_OVERRIDE_PARAMS])
+    wrapper.__signature__ = sig  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    return wrapper  # type: ignore[return-value]
 
 
 # Piped output (logs, CI) gets a fixed width: the summary tables fit 80 columns.
@@ -95,7 +288,8 @@ def run_or_plan(
     from memearena.config import check_wall_time, load_config
     from memearena.engine.lifecycle import plan_method, print_run_summary, run_method
 
-    cfg = load_config(config)
+    overrides = _OVERRIDES.get() or Overrides()
+    cfg = load_config(config, (lambda raw: overrides.apply(raw, method)) if overrides else None)
     if getattr(cfg, method, None) is None:
         raise MemearenaError(f"{config}: {method}: section is missing")
     opts = options(cfg) if options is not None else {}

@@ -654,8 +654,10 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """Largest config file read (a run config is a few kilobytes)."""
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config; any problem is one ConfigError line naming the field."""
+def load_config(path: str | Path, edit: Callable[[Any], None] | None = None) -> RunConfig:
+    """Read and validate a YAML run config; any problem is one ConfigError line naming the field.
+    ``edit`` changes the raw mapping before it is validated (the command line's overrides), so
+    an override is checked as the file's own keys are."""
     path = Path(path)
     try:
         if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
@@ -686,6 +688,8 @@ def load_config(path: str | Path) -> RunConfig:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    if edit is not None and isinstance(raw, dict):
+        edit(raw)
     return parse_config(raw, str(path), path.parent.resolve())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from typing import Any
 
 from memearena.config import RunConfig
 from memearena.data import LoadResult, load_datasets
-from memearena.errors import DataError, IncompatibleRunError
+from memearena.errors import DataError, IncompatibleRunError, MemearenaError
 from memearena.prompts import template_hashes
 from memearena.store import RunLock, RunStore
 
@@ -135,14 +136,49 @@ def snapshot_config(cfg: RunConfig, store: RunStore) -> None:
 def open_run_dir(cfg: RunConfig, run_dir: Path) -> Iterator[RunStore]:
     """Take the run directory for this process (a second one refuses at once, before anything
     is opened), open its store, check it holds a run over the same datasets, and record the
-    config snapshot. The lock is held until the block ends."""
-    # One writer per run directory, whatever the method: two would pay twice for every
-    # pending call and interleave their outputs.
-    with RunLock(run_dir):
-        store = RunStore(run_dir / RUN_DB)
+    config snapshot. The lock is held until the block ends. A run refused before any call (a
+    MemearenaError: a missing API key, no usable items) leaves no directory behind when this
+    invocation created it: the folders it made are removed once the lock is released."""
+    created = _missing_dirs(run_dir)
+    refused = False
+    try:
+        # One writer per run directory, whatever the method: two would pay twice for every
+        # pending call and interleave their outputs.
+        with RunLock(run_dir):
+            store = RunStore(run_dir / RUN_DB)
+            try:
+                before = store.last_call_id()
+                check_compatible(cfg, store, run_dir)
+                snapshot_config(cfg, store)
+                try:
+                    yield store
+                except MemearenaError:
+                    refused = store.last_call_id() == before
+                    raise
+            finally:
+                store.close()
+    except MemearenaError:
+        if created and refused:
+            _remove_created(created)
+        raise
+
+
+def _missing_dirs(run_dir: Path) -> list[Path]:
+    """``run_dir`` and those of its parents that do not exist yet, deepest first."""
+    out: list[Path] = []
+    at = Path(run_dir).absolute()
+    while not at.exists() and at != at.parent:
+        out.append(at)
+        at = at.parent
+    return out
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove the run directory this invocation created, then the parents it created if they
+    are empty (another process may have put something there meanwhile: that is kept)."""
+    shutil.rmtree(created[0], ignore_errors=True)
+    for parent in created[1:]:
         try:
-            check_compatible(cfg, store, run_dir)
-            snapshot_config(cfg, store)
-            yield store
-        finally:
-            store.close()
+            parent.rmdir()
+        except OSError:
+            break

@@ -59,6 +59,9 @@ class StageCount:
     """Computed by this run (a parsed output, a refusal or an unparseable output)."""
     failed: int = 0
     """A model failure (only an error record): retried by the next run."""
+    again: int = 0
+    """Reached again in this run (one request reached by several items or chains): answered
+    from the outcome this run already counted as reused or new, so neither count repeats it."""
 
 
 _TALLY: ContextVar[dict[str, StageCount] | None] = ContextVar("memearena_step_tally", default=None)

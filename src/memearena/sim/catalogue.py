@@ -15,6 +15,8 @@ __all__ = [
     "NULL_WORLD",
     "WORLD",
     "demo_models",
+    "register_demo_models",
+    "served_models",
     "true_ranking",
 ]
 
@@ -60,6 +62,22 @@ DEMO_CONTEXT_MODEL: str = "sim-judge-falcon"
 def demo_models() -> dict[str, SimModelConfig]:
     """Fresh copies of every demo target and judge, by name."""
     return {k: v.model_copy() for k, v in {**DEMO_TARGETS, **DEMO_JUDGES}.items()}
+
+
+_REGISTERED: dict[str, SimModelConfig] = {}
+"""Demo models a method's simulated part adds to the catalogue (the Judge audit's judges)."""
+
+
+def register_demo_models(models: Mapping[str, SimModelConfig]) -> None:
+    """Add a method's own demo models to the catalogue ``sim-serve`` serves (a method's
+    simulated part calls it when imported; a name registered again is replaced)."""
+    _REGISTERED.update(models)
+
+
+def served_models() -> dict[str, SimModelConfig]:
+    """Fresh copies of the whole demo catalogue: the demo targets and judges and every method's
+    registered demo models (what ``sim-serve`` answers for)."""
+    return {**demo_models(), **{k: v.model_copy() for k, v in _REGISTERED.items()}}
 
 
 def true_ranking(models: Mapping[str, SimModelConfig], targets: Sequence[str]) -> list[str]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.data import demo_annotations, load_dataset, load_datasets
 from memearena.errors import ConfigError
-from memearena.sim.catalogue import demo_models
+from memearena.sim.catalogue import served_models
 from memearena.sim.world import SimWorld
 
 
 def demo_world(seed: int = 0) -> SimWorld:
-    """The simulated world with the demo catalogue of models and the demo memes' facts."""
+    """The simulated world with the demo catalogue of models (every method's registered demo
+    models too: ``served_models``) and the demo memes' facts."""
     memes = load_dataset(DatasetConfig(format="demo"), check_images=False).memes
-    world = SimWorld(demo_models(), demo_annotations(memes), seed=seed)
+    world = SimWorld(served_models(), demo_annotations(memes), seed=seed)
     world.adapt.register_dataset_images(memes, None)  # which image shows which caption
     return world
 
@@ -20,7 +21,7 @@ def demo_world(seed: int = 0) -> SimWorld:
 def config_world(cfg: RunConfig) -> tuple[SimWorld, list[str]]:
     """A world serving the demo catalogue plus the config's ``provider: sim`` models (a config
     model of the same name replaces the catalogue's), knowing the facts of its datasets."""
-    models: dict[str, SimModelConfig] = dict(demo_models())
+    models: dict[str, SimModelConfig] = served_models()
     models.update({n: m for n, m in cfg.models.items() if isinstance(m, SimModelConfig)})
     memes = load_datasets(cfg.data, cfg.image, check_images=False).memes
     world = SimWorld(models, demo_annotations(memes), seed=cfg.seed)
@@ -48,7 +49,7 @@ def serve_world(
         raise ConfigError(f"--latency-ms: must be between 0 and 600000, got {latency_ms:g}")
 
     if config is None:
-        world, names = demo_world(seed), list(demo_models())
+        world, names = demo_world(seed), list(served_models())
     else:
         world, names = config_world(config)
     serve(

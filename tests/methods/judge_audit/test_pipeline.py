@@ -108,11 +108,12 @@ def test_rerun_resumes_without_new_calls(audit_run: tuple[Path, Any]) -> None:
     run_dir, first = audit_run
     again = run_method("judge_audit", parse_config(_raw()), run_dir, show_progress=False)
     assert again.new_calls == 0
-    # Every step was found in the store (looked up in batches) and counted as reused; a step
-    # the first run shared between bias types (answered once) counts as reused there too, as
-    # its progress bar counts it.
+    # Every step was found in the store (looked up in batches) and counted as reused once; a
+    # step the first run shared between bias types (answered once) is counted once too, so a
+    # fresh run reuses nothing.
     assert first.stages["ja_score"].new > 0 and again.stages["ja_score"].new == 0
     made = first.stages["ja_score"]
+    assert made.reused == 0
     assert again.stages["ja_score"].reused == made.new + made.reused
     pairwise = first.stages["ja_pairwise"]
     assert again.stages["ja_pairwise"].reused == pairwise.new + pairwise.reused

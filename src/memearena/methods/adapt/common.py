@@ -263,7 +263,7 @@ class AdaptContext:
             seen = self._memo.get(memo_key)
             if seen is not None and seen.outcome is not None:
                 self._memo.move_to_end(memo_key)
-                tally_step(kind, "reused")
+                tally_step(kind, "again")
                 return _Ready(seen.outcome)
         return self._step(
             memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
@@ -293,12 +293,12 @@ class AdaptContext:
             if seen is not None:
                 if seen.outcome is not None:  # answered since this step was asked for
                     self._memo.move_to_end(memo_key)
-                    tally_step(kind, "reused")
+                    tally_step(kind, "again")
                     return seen.outcome
                 if seen.key in self._inflight:  # being called: wait for it
                     got = await self._join(seen.key)
                     if got is not _ABANDONED:
-                        tally_step(kind, "reused")  # not called again, as a memo hit
+                        tally_step(kind, "again")  # not called again, as a memo hit
                         return cast("dict[str, Any] | None", got)
                 if self._memo.get(memo_key) is seen:
                     del self._memo[memo_key]
@@ -313,7 +313,7 @@ class AdaptContext:
         while key in self._inflight:
             got = await self._join(key)
             if got is not _ABANDONED:
-                tally_step(kind, "reused")
+                tally_step(kind, "again")
                 return cast("dict[str, Any] | None", got)
         waiting: list[asyncio.Future[Any]] = []
         self._inflight[key] = waiting

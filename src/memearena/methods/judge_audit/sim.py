@@ -40,6 +40,7 @@ from memearena.config import SimModelConfig
 from memearena.methods.judge_audit.classic import FILLER
 from memearena.methods.judge_audit.perturb import INSERTED_KEY, SHOWS_KEY, image_metadata
 from memearena.models.types import ImagePart, Message
+from memearena.sim.catalogue import register_demo_models
 from memearena.sim.facts import tag_block
 from memearena.sim.parts import SimRequest, register_part
 
@@ -277,3 +278,4 @@ def _digest(text: str) -> bytes:
 
 
 register_part("judge_audit", JudgeAuditSim)
+register_demo_models(DEMO_AUDIT_JUDGES)  # sim-serve serves the demo audit's judges too

@@ -227,7 +227,7 @@ class JudgeAuditPipeline:
         k = (kind, key)
         recent = self._recent
         if k in recent:
-            tally_step(kind, "reused")  # not made again: counted as its progress bar counts it
+            tally_step(kind, "again")  # not made again: a step this run already counted
             return recent[k]
         joins = self._joins
         waiting = joins.get(k)
@@ -235,7 +235,7 @@ class JudgeAuditPipeline:
             # A future of its own: a joiner cancelled never cancels the step it joined.
             fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             waiting.append(fut)
-            tally_step(kind, "reused")
+            tally_step(kind, "again")
             return await fut
         # A step skips its own look-up when its key was absent from a batch look-up
         # (``lookup=False``) or when no step of its kind was stored before this run. Either
