@@ -172,7 +172,8 @@ def test_a_missing_key_is_found_before_any_call_and_the_run_exits_2(
     assert "\n" not in line and "sim-cirrus" in line and "MEMEARENA_TEST_NO_SUCH_KEY" in line
     # Checked before any call: no other model was paid for a run that could not be complete.
     assert server.stats()["completed"] == before
-    assert _rows(tmp_path / "runs" / "real" / "run.db") == []
+    # Refused before any call: the run folder it made is gone, no half-made run left behind.
+    assert not (tmp_path / "runs" / "real").exists()
 
     check = runner.invoke(app, ["models", "check", str(config)])
     assert check.exit_code == 1
