@@ -80,8 +80,8 @@ def child_percall(n: int) -> dict[str, Any]:
 
     from memearena.engine.pool import open_pool, sim_world
     from memearena.engine.rundir import load_memes
+    from memearena.methods.adapt.sim import AdaptWorld
     from memearena.methods.adapt.stages import AdaptPipeline
-    from memearena.sim.adapt import AdaptWorld
     from memearena.store import RunStore
 
     acc: dict[str, float] = {}

@@ -17,6 +17,24 @@ from memearena.store.requests import unpack
 BEACON = "__BEACON__"
 """Replaced by the beacon server's address in the payloads (``hostile_run(beacon_url)``)."""
 
+PAGES = (
+    "/",
+    "/r/0/",
+    "/r/0/arena",
+    "/r/0/memes",
+    "/r/0/meme?id=demo:m01",
+    "/r/0/battles",
+    "/r/0/calls",
+    "/r/0/call/1",
+    "/r/0/adapt",
+    "/r/0/adapt/records?model=sim-aurora&category=Race",
+    "/r/0/adapt/chain/1",
+    "/r/0/judge-audit",
+    "/r/0/judge-audit/pairs?bias_type=text_dominance",
+)
+"""One page of each kind of a demo run directory (the first run of the viewer)."""
+
+
 PAYLOADS = (
     f"<script>fetch('{BEACON}/script')</script>",
     f"<img src=x onerror=\"fetch('{BEACON}/onerror')\">",

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from .conftest import PAYLOADS, make_hostile
+from .conftest import PAGES, PAYLOADS, make_hostile
 
 CHROMIUM = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
@@ -169,23 +169,6 @@ def page(browser: Any) -> Iterator[Page]:
     pg.on("pageerror", lambda e: pg.problems.append(str(e)))  # type: ignore[attr-defined]
     yield pg
     ctx.close()
-
-
-PAGES = (
-    "/",
-    "/r/0/",
-    "/r/0/arena",
-    "/r/0/memes",
-    "/r/0/meme?id=demo:m01",
-    "/r/0/battles",
-    "/r/0/calls",
-    "/r/0/call/1",
-    "/r/0/adapt",
-    "/r/0/adapt/records?model=sim-aurora&category=Race",
-    "/r/0/adapt/chain/1",
-    "/r/0/judge-audit",
-    "/r/0/judge-audit/pairs?bias_type=text_dominance",
-)
 
 
 def test_each_page_renders(page: Page, demo_view: str) -> None:

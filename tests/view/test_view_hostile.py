@@ -28,21 +28,7 @@ from memearena.view import ViewError, make_app
 from memearena.view.app import server_options
 from memearena.view.queries import RunReader
 
-PAGES = (
-    "/",
-    "/r/0/",
-    "/r/0/arena",
-    "/r/0/memes",
-    "/r/0/meme?id=demo:m01",
-    "/r/0/battles",
-    "/r/0/calls",
-    "/r/0/call/1",
-    "/r/0/adapt",
-    "/r/0/adapt/records?model=sim-aurora&category=Race",
-    "/r/0/adapt/chain/1",
-    "/r/0/judge-audit",
-    "/r/0/judge-audit/pairs?bias_type=text_dominance",
-)
+from .conftest import PAGES
 
 
 def _copy(demo_run: Path, dst: Path) -> Path:

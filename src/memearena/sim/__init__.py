@@ -1,7 +1,5 @@
 """The simulated world (a SIMULATOR for offline runs and tests, never results about real models)."""
 
-# The built-in part of the simulator (the Judge audit's registers with its method).
-from memearena.sim import adapt as adapt
 from memearena.sim.catalogue import (
     DEMO_CONTEXT_MODEL,
     DEMO_JUDGES,

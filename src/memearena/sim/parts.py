@@ -3,9 +3,8 @@ answer its roles without the simulator's core naming it.
 
 A part is built once per world (``factory(world)``: it may keep state, such as which image
 shows which meme) and answers every role ``<prefix>.*``; the core answers the roles no part
-claims (the Arena's). Built-in parts register when their module is imported: the Adapt part
-with the ``memearena.sim`` package, the Judge audit's with its method
-(``memearena.methods.judge_audit.sim``)."""
+claims (the Arena's). Each method's part lives in its package and registers when its method is
+loaded (``memearena.methods.adapt.sim``, ``memearena.methods.judge_audit.sim``)."""
 
 from __future__ import annotations
 

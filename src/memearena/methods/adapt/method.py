@@ -22,6 +22,7 @@ from memearena.engine.status import ModelStatus, RunStatus, spend_cap_problem
 from memearena.engine.steps import seeded_rng
 from memearena.errors import ConfigError
 from memearena.jsonsafe import dumps_strict
+from memearena.methods.adapt import sim as sim  # its simulated part registers
 from memearena.methods.adapt import view
 from memearena.methods.adapt.result import AdaptResult
 from memearena.methods.adapt.stages import TYPICAL_OUTPUT_TOKENS, AdaptOutcome, AdaptPipeline
