@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from memearena.config.sections import register_section, unregister_section
 from memearena.errors import ConfigError
+from memearena.sim.parts import register_part_module
 
 if TYPE_CHECKING:
     from memearena.engine.protocol import Method
@@ -61,10 +62,14 @@ def register_method(name: str, package: str, method: str, section: str) -> None:
         from memearena.prompts import register_templates  # only for a package that has some
 
         register_templates(name, templates)
+    # Its part of the simulated world (roles ``<name>.*``), imported when a world needs it.
+    has_part = _in_package(package, "sim.py") is not None
+    register_part_module(name, f"{package}.sim" if has_part else None)
 
 
-def _templates_of(package: str) -> Path | None:
-    """The package's own ``templates/`` folder (found without importing the package), or None."""
+def _in_package(package: str, name: str) -> Path | None:
+    """The file or folder ``name`` of the package (found without importing the package), or
+    None."""
     try:
         found = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -72,16 +77,23 @@ def _templates_of(package: str) -> Path | None:
     if found is None:
         raise ConfigError(f"method package {package!r} cannot be found")
     for where in found.submodule_search_locations or []:
-        folder = Path(where) / "templates"
-        if folder.is_dir():
-            return folder
+        path = Path(where) / name
+        if path.exists():
+            return path
     return None
+
+
+def _templates_of(package: str) -> Path | None:
+    """The package's own ``templates/`` folder (its prompt templates), or None."""
+    folder = _in_package(package, "templates")
+    return folder if folder is not None and folder.is_dir() else None
 
 
 def unregister_method(name: str) -> None:
     """Remove method ``name`` (a plug-in's test cleaning up after itself)."""
     spec = _METHODS.pop(name, None)
     unregister_section(name)
+    register_part_module(name, None)
     if spec is not None and _templates_of(spec.method.partition(".method:")[0]) is not None:
         from memearena.prompts import register_templates
 

@@ -20,6 +20,7 @@ from memearena.engine.protocol import Finished, Inputs, MethodRun, RunContext
 from memearena.engine.rundir import load_memes
 from memearena.engine.status import ModelStatus, RunStatus, clean_line, spend_cap_problem
 from memearena.errors import ConfigError
+from memearena.methods.arena import sim as sim  # its simulated part registers
 from memearena.methods.arena import view
 from memearena.methods.arena.config import arena_call_estimate
 from memearena.methods.arena.result import ArenaResult
