@@ -84,7 +84,9 @@ def test_the_wheel_ships_examples_licence_and_templates(tmp_path: Path) -> None:
     for example in (REPO / "examples").glob("*.yaml"):
         assert f"memearena/examples/{example.name}" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
-    assert "memearena/report/templates/_arena.html.j2" in names
+    assert "memearena/report/templates/report.html.j2" in names
+    for method in ("arena", "adapt", "judge_audit"):  # a method's report partial, in its package
+        assert f"memearena/methods/{method}/html/report.html.j2" in names
     assert "memearena/view/templates/base.html.j2" in names
     assert "memearena/view/static/view.css" in names
     assert "memearena/py.typed" in names

@@ -90,3 +90,78 @@ def test_the_arena_bars_equal_its_closing_counts_fresh_and_resumed(
         else:
             assert all(c.new == 0 for c in result.stages.values())
             assert all(r == d for d, r, _ in shown.values())  # every step shown as reused
+
+
+def _adapt_config() -> RunConfig:
+    from memearena.methods.adapt.config import AdaptConfig
+    from memearena.sim import demo_models
+
+    judge = "sim-judge-falcon"
+    fields = {
+        "targets": ["sim-aurora", "sim-ember"],
+        **dict.fromkeys(
+            ("miner", "text_judge", "image_examiner", "instruction_writer", "narrator"), judge
+        ),
+        "reference_model": judge,
+        "reference_judge": "sim-judge-harbor",
+        "scorers": ["sim-judge-harbor"],
+        "refiner": "sim-judge-grove",
+        "checker": judge,
+        "repeats": 1,
+        "reference_candidates": 2,
+        "seed_samples": 1,
+        "steps": 3,
+        "bootstrap": 20,
+        "window": 8,
+    }
+    return RunConfig(
+        run="a",
+        models=dict(demo_models()),
+        data=[DatasetConfig(format="demo", limit=6)],
+        cache=False,
+        adapt=AdaptConfig.model_validate(fields),
+    )
+
+
+def test_the_adapt_bars_are_its_step_kinds_and_equal_its_closing_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bars: list[StageProgress] = []
+
+    class Recorded(StageProgress):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            bars.append(self)
+
+    monkeypatch.setattr(lifecycle, "StageProgress", Recorded)
+    console = Console(file=io.StringIO(), width=120)
+    for fresh in (True, False):
+        bars.clear()
+        result = run_method("adapt", _adapt_config(), tmp_path / "run", console=console)
+        shown = next(b for b in bars if b.counts()).counts()
+        # One bar per step kind the closing line counts, none counting items (memes, chains).
+        assert shown.keys() == result.stages.keys() and "adapt.rewrite" in shown
+        for kind, c in result.stages.items():
+            done, reused, total = shown[kind]
+            assert (done, reused) == (c.reused + c.new + c.failed, c.reused), kind
+            assert total == done, kind  # a complete run's bars end full, at the steps made
+        if fresh:
+            assert result.stages["adapt.answer"].new > 0 and shown["adapt.answer"][1] == 0
+        else:
+            assert all(c.new == 0 for c in result.stages.values())
+            assert all(r == d for d, r, _ in shown.values())  # every step shown as reused
+
+
+def test_a_bar_by_step_kind_grows_as_steps_are_reached() -> None:
+    p = StageProgress(Console(file=io.StringIO()), enabled=True)
+    with p:
+        p.stage("scoring", 10)  # an item-level bar: not shown once bars count step kinds
+        p.by_step_kind()
+        p.stage("refinement", 4)
+        p.advance("refinement")
+        for _ in range(3):
+            p.reach("adapt.score")
+        p.made("adapt.score", "reused")
+        p.made("adapt.score", "new")
+        p.unreach("adapt.score")  # stopped before it was counted
+    assert p.counts() == {"adapt.score": (2, 1, 2)}

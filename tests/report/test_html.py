@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from memearena.report.html import fmt_num, render_report, write_report
+import memearena.methods.adapt.view
+import memearena.methods.arena.view
+import memearena.methods.judge_audit.view  # noqa: F401  (each registers its section)
+from memearena.report.html import SECTIONS, fmt_num, render_report, write_report
 
 MODELS = ["sim-aurora", "sim-borealis", "sim-cirrus"]
 JUDGES = ["sim-judge-falcon", "sim-judge-grove"]
@@ -344,10 +347,15 @@ def test_every_partial_boxes_its_tables_for_sideways_scrolling() -> None:
     from importlib.resources import files
 
     templates = files("memearena.report") / "templates"
-    names = [t.name for t in templates.iterdir() if t.name.endswith(".html.j2")]
-    assert {"report.html.j2", "_arena.html.j2"} <= set(names)
-    for name in names:
-        text = (templates / name).read_text(encoding="utf-8")
+    paths = [t for t in templates.iterdir() if t.name.endswith(".html.j2")]
+    # Each method's partial is a file of its own package.
+    partials = [s.folder / s.template for s in SECTIONS if s.folder is not None]
+    assert {"arena", "adapt", "judge_audit"} <= {s.key for s in SECTIONS if s.folder}
+    assert all(p.is_file() and "report" not in p.parent.parent.name for p in partials)
+    assert "report.html.j2" in {p.name for p in paths}
+    for path in [*paths, *partials]:
+        name = str(path)
+        text = path.read_text(encoding="utf-8")
         boxed = re.findall(r'<div class="scroll">\s*<table', text)
         assert len(boxed) == text.count("<table"), f"{name}: a table outside a scroll box"
 

@@ -147,10 +147,13 @@ async def run_step(
     *,
     lookup: bool = True,
     required: bool = False,
+    observe: Callable[[str], None] | None = None,
 ) -> dict[str, Any] | None:
     """The stored artifact ``(kind, key)``, or call, store and return it (first write wins).
     ``lookup=False`` skips the read when the caller has just looked the key up in a batch;
-    ``required``: an output that stays unparseable is retried on a re-run (`step_outcome`).
+    ``required``: an output that stays unparseable is retried on a re-run (`step_outcome`);
+    ``observe`` is told how the step counted (``reused``, ``new`` or ``failed``), as the tally
+    counts it (a progress bar fed per step kind).
 
     The outcome is queued for the store's next group commit (``RunStore.commit_step``), which
     writes it after the calls it came from and before any request sent later, so a step whose
@@ -160,10 +163,15 @@ async def run_step(
         got = store.get_artifact(kind, key)
         if got is not None:
             tally_step(kind, "reused")
+            if observe is not None:
+                observe("reused")
             return got
     res = await call()
     value, error = step_outcome(res, encode, required=required)
-    tally_step(kind, "new" if value is not None else "failed")
+    counted = "new" if value is not None else "failed"
+    tally_step(kind, counted)
+    if observe is not None:
+        observe(counted)
     # The key was found absent before the call (here, or by the caller's batched look-up).
     return await store.commit_step(
         kind, key, value, error=error, clear_error=error is None, absent=True

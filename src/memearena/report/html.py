@@ -1,9 +1,11 @@
 """The single-file HTML report of a run: ``report.html``, readable offline, no scripts.
 
 The page is a shell (``report.html.j2``: run facts, banners, navigation) around one included
-partial per method section of ``leaderboard.json`` (``_arena.html.j2``, ...): a method's view
-adds its section with ``register_section(Section(key, title, partial, builder))``; the shell
-imports no method.
+partial per method section of ``leaderboard.json``: a method's view adds its section with
+``register_section(Section(key, title, partial, builder, folder=...))``, the partial a template
+file in the method's own package (its ``html/`` folder); the shell imports and names no method.
+A section's view model may give the header's facts (``meta``: ``(before, value, after)``), a
+page subtitle and an ``empty`` banner (no results to rank).
 
 Everything the document holds reaches the page through Jinja2 with autoescape on: model names,
 judge names, setting and group labels come from users and from models, so any of them may carry
@@ -27,39 +29,37 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
-
-from memearena.report.svg import estimate, interval_chart, matrix_chart, nice_ticks
-
-__all__ = ["SECTIONS", "Section", "register_section", "render_report", "write_report"]
-
-SENSITIVITY_SECTIONS: tuple[tuple[str, str], ...] = (
-    ("self_judging_include", "Self-judged battles included"),
-    ("self_judging_exclude", "Self-judged battles excluded"),
-    ("refusals_as_losses", "A refusal counted as a loss"),
-    ("length_controlled", "Length-controlled"),
+from jinja2 import (
+    BaseLoader,
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    StrictUndefined,
+    Undefined,
 )
-"""The Arena's alternative leaderboards (``arena.sensitivity``), shown among the breakdowns."""
 
-GROUP_SECTIONS: tuple[tuple[str, str], ...] = (
-    ("by_criterion", "By criterion"),
-    ("by_context", "By context"),
-    ("by_source", "By source"),
-    ("by_judge", "By judge"),
-)
-"""Grouped leaderboards of the ``arena`` section, in the order the report shows them."""
+from memearena.report.svg import nice_ticks
 
-JUDGE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("battles", "Battles"),
-    ("ndcg", "NDCG"),
-    ("kendall_tau", "Kendall τ"),
-    ("position_consistency", "Position consistency"),
-    ("p_prefer_first", "P(first)"),
-    ("p_prefer_longer", "P(longer)"),
-    ("self_preference", "Self-preference (own − panel)"),
-    ("parse_failures", "Parse failures"),
-)
-"""Known judge-bias columns; any further scalar key of a judge row gets a column after these."""
+__all__ = [
+    "SECTIONS",
+    "Section",
+    "bar_chart",
+    "dict_of",
+    "float_of",
+    "fmt_cell",
+    "fmt_num",
+    "fmt_pct",
+    "fmt_usd",
+    "is_number",
+    "list_of",
+    "rating_chart",
+    "register_section",
+    "render_report",
+    "rows_of",
+    "write_report",
+]
 
 USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("calls", "Calls"),
@@ -84,7 +84,8 @@ _AXIS_HEIGHT = 30
 # formatting -------------------------------------------------------------------------------
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """An int or float that is not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -110,14 +111,14 @@ def fmt_num(value: Any, digits: int = 3) -> str:
 
 def fmt_pct(value: Any) -> str:
     """A fraction in [0, 1] as a percentage."""
-    if not _is_number(value) or math.isnan(value):
+    if not is_number(value) or math.isnan(value):
         return fmt_num(value)
     return f"{100 * value:.1f}%"
 
 
 def fmt_usd(value: Any) -> str:
     """A cost: cents for sums of a dollar or more, four decimals below (API calls are cheap)."""
-    if not _is_number(value) or math.isnan(value):
+    if not is_number(value) or math.isnan(value):
         return fmt_num(value)
     return f"${value:,.2f}" if abs(value) >= 1 else f"${value:.4f}"
 
@@ -126,8 +127,8 @@ def fmt_cell(value: Any, key: str) -> str:
     """A cell by the meaning its column name implies; an estimate ``{"value", "ci_low",
     "ci_high"}`` shows its 95% interval."""
     if isinstance(value, Mapping) and "value" in value:
-        text = fmt_num(_float(value.get("value")))
-        low, high = _float(value.get("ci_low")), _float(value.get("ci_high"))
+        text = fmt_num(float_of(value.get("value")))
+        low, high = float_of(value.get("ci_low")), float_of(value.get("ci_high"))
         if low is not None and high is not None and text != "—":
             text += f" [{fmt_num(low)}, {fmt_num(high)}]"
         if value.get("model"):
@@ -137,7 +138,7 @@ def fmt_cell(value: Any, key: str) -> str:
         return fmt_usd(value)
     if key == "win_rate" or key.endswith("_rate"):
         return fmt_pct(value)
-    if key == "latency_s" and _is_number(value):
+    if key == "latency_s" and is_number(value):
         return fmt_num(float(value), 2)
     return fmt_num(value)
 
@@ -145,22 +146,26 @@ def fmt_cell(value: Any, key: str) -> str:
 # tolerant access --------------------------------------------------------------------------
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def dict_of(value: Any) -> dict[str, Any]:
+    """``value`` as a dict (empty unless a mapping)."""
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def list_of(value: Any) -> list[Any]:
+    """``value`` as a list (empty unless a sequence other than text)."""
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return list(value)
     return []
 
 
-def _rows(value: Any) -> list[dict[str, Any]]:
-    return [dict(r) for r in _list(value) if isinstance(r, Mapping)]
+def rows_of(value: Any) -> list[dict[str, Any]]:
+    """The mappings of a list, as dicts (anything else in it left out)."""
+    return [dict(r) for r in list_of(value) if isinstance(r, Mapping)]
 
 
-def _float(value: Any) -> float | None:
-    if not _is_number(value):
+def float_of(value: Any) -> float | None:
+    """``value`` as a finite float, or None."""
+    if not is_number(value):
         return None
     f = float(value)
     return f if math.isfinite(f) else None
@@ -181,20 +186,22 @@ def _axis(lo: float, hi: float, width: float) -> tuple[Any, list[dict[str, Any]]
 
 def rating_chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Geometry of the BT-rating chart: one point per model with its 95% CI as whiskers."""
-    points = [(r, bt) for r in rows if (bt := _float(r.get("bt"))) is not None]
+    points = [(r, bt) for r in rows if (bt := float_of(r.get("bt"))) is not None]
     if not points:
         return None
     values: list[float] = []
     for r, bt in points:
         values.append(bt)
-        values += [v for v in (_float(r.get("ci_low")), _float(r.get("ci_high"))) if v is not None]
+        values += [
+            v for v in (float_of(r.get("ci_low")), float_of(r.get("ci_high"))) if v is not None
+        ]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.08 or 10.0
     plot_width = _CHART_WIDTH - _LABEL_WIDTH - 20
     x, ticks = _axis(lo - pad, hi + pad, plot_width)
     bars = []
     for i, (r, bt) in enumerate(points):
-        low, high = _float(r.get("ci_low")), _float(r.get("ci_high"))
+        low, high = float_of(r.get("ci_low")), float_of(r.get("ci_high"))
         bars.append(
             {
                 "label": str(r.get("model", "?")),
@@ -220,7 +227,7 @@ def rating_chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def bar_chart(items: list[tuple[str, Any]], *, maximum: float = 1.0) -> dict[str, Any] | None:
     """Geometry of a horizontal bar chart of values in [0, maximum] (NDCG)."""
-    bars = [(label, f) for label, v in items if (f := _float(v)) is not None]
+    bars = [(label, f) for label, v in items if (f := float_of(v)) is not None]
     if not bars:
         return None
     top = max([maximum] + [v for _, v in bars])
@@ -256,237 +263,24 @@ def bar_chart(items: list[tuple[str, Any]], *, maximum: float = 1.0) -> dict[str
 # view model -------------------------------------------------------------------------------
 
 
-def _win_rate_cell(value: Any, interval: Any) -> str:
-    """A win rate, with its interval when the analysis computed one (the overall board's)."""
-    shown = fmt_pct(value)
-    if not isinstance(interval, dict):
-        return shown
-    lo: Any = interval.get("ci_low")
-    hi: Any = interval.get("ci_high")
-    if not (_is_number(lo) and _is_number(hi)) or math.isnan(lo) or math.isnan(hi):
-        return shown
-    return f"{shown} ({100 * lo:.1f}–{100 * hi:.1f})"
-
-
-def _leaderboard(rows: Any, win_rates: Any = None) -> list[dict[str, Any]]:
-    """Leaderboard rows for the template; ``win_rates``: the interval of each model's win rate
-    (``arena.win_rates``), shown beside it."""
-    intervals = win_rates if isinstance(win_rates, dict) else {}
-    out = []
-    for r in _rows(rows):
-        low, high = r.get("ci_low"), r.get("ci_high")
-        out.append(
-            {
-                "rank": fmt_num(r.get("rank")),
-                "model": str(r.get("model", "?")),
-                "bt": fmt_num(r.get("bt")),
-                "ci": f"{fmt_num(low)} – {fmt_num(high)}" if low is not None else "—",
-                "elo": fmt_num(r.get("elo")),
-                "win_rate": _win_rate_cell(r.get("win_rate"), intervals.get(r.get("model"))),
-                "battles": fmt_num(r.get("battles")),
-            }
-        )
-    return out
-
-
-PANEL_COLUMNS = ("battles", "ndcg", "kendall_tau", "parse_failures")
-"""Judge-table columns about agreement with the panel; the classic biases get their own table."""
-BIAS_COLUMNS = ("position_consistency", "p_prefer_first", "p_prefer_longer", "self_preference")
-"""Classic-bias columns of the judge tables (an estimate each, with its interval)."""
-
-
-def _with_interval(row: dict[str, Any], key: str) -> Any:
-    """``row[key]`` as an estimate when the row spells its interval as ``key_ci_low`` and
-    ``key_ci_high`` beside it (the Arena's NDCG and Kendall τ)."""
-    low, high = row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
-    if _is_number(row.get(key)) and _is_number(low) and _is_number(high):
-        return {"value": row[key], "ci_low": low, "ci_high": high}
-    return row.get(key)
-
-
-def _judge_flags(row: dict[str, Any]) -> list[str]:
-    flags = [str(f) for f in _list(row.get("flags"))]
-    flags += [k.removesuffix("_flagged") for k, v in row.items() if k.endswith("_flagged") and v]
-    return flags
-
-
-def _judges(rows: Any) -> dict[str, Any] | None:
-    judges = _rows(rows)
-    if not judges:
-        return None
-    labels = dict(JUDGE_COLUMNS)
-    known = set(labels) | {"judge", "ranking", "flags", "reference"}
-    columns = [k for k in PANEL_COLUMNS if any(k in j for j in judges)]
-    extras: list[str] = []
-    for j in judges:
-        for k, v in j.items():
-            scalar = v is None or isinstance(v, str | int | float | bool)
-            folded = k.endswith(("_ci_low", "_ci_high", "_flagged"))
-            if k not in known and k not in extras and scalar and not folded:
-                extras.append(k)
-    columns += extras
-    bias = [k for k in BIAS_COLUMNS if any(k in j for j in judges)]
-    references = {str(j["reference"]) for j in judges if j.get("reference") is not None}
-    table = []
-    for j in judges:
-        table.append(
-            {
-                "judge": str(j.get("judge", "?")),
-                "cells": [fmt_cell(_with_interval(j, k), k) for k in columns],
-                "bias": [fmt_cell(j.get(k), k) for k in bias],
-                "flags": _judge_flags(j),
-                "ranking": " > ".join(str(m) for m in _list(j.get("ranking"))),
-            }
-        )
-    names = [str(j.get("judge", "?")) for j in judges]
-    probabilities = [
-        (label, [estimate(n, j.get(key)) for n, j in zip(names, judges, strict=True)])
-        for key, label in (
-            ("p_prefer_first", "P(first): prefers the answer shown first"),
-            ("p_prefer_longer", "P(longer): prefers the longer answer"),
-        )
-        if any(key in j for j in judges)
-    ]
-    selfish = [estimate(n, j.get("self_preference")) for n, j in zip(names, judges, strict=True)]
-    return {
-        "columns": [labels.get(k, k.replace("_", " ")) for k in columns],
-        "bias_columns": [labels[k] for k in bias],
-        "rows": table,
-        "reference": ", ".join(sorted(references)),
-        "has_ranking": any(r["ranking"] for r in table),
-        "chart": bar_chart([(str(j.get("judge", "?")), j.get("ndcg")) for j in judges]),
-        "bias_chart": interval_chart(
-            probabilities,
-            title="Position and length bias per judge, with 95% intervals (0.5: no bias)",
-            domain=(0.0, 1.0),
-            reference=0.5,
-        ),
-        "self_chart": interval_chart(
-            [("Self-preference: own model's win rate minus the panel's", selfish)],
-            title="Self-preference per judge, with 95% intervals (0: none)",
-            reference=0.0,
-        ),
-    }
-
-
-def _win_rates(arena: dict[str, Any]) -> dict[str, Any] | None:
-    """The average win rate per model (with intervals) and the pairwise win-rate matrix."""
-    rates = _dict(arena.get("win_rates"))
-    order = [str(r.get("model")) for r in _rows(arena.get("overall")) if r.get("model") in rates]
-    order += [str(m) for m in rates if m not in order]
-    average = interval_chart(
-        [("", [estimate(m, rates.get(m)) for m in order])],
-        title="Average win rate against the other models, with 95% intervals (ties count half)",
-        domain=(0.0, 1.0),
-        reference=0.5,
-        percent=True,
-    )
-    pairwise = _dict(arena.get("pairwise"))
-    names = [str(m) for m in _list(pairwise.get("models"))]
-    wins = [_list(r) for r in _list(pairwise.get("win_rate"))]
-    games = [_list(r) for r in _list(pairwise.get("battles"))]
-    ranked = [m for m in order if m in names] + [m for m in names if m not in order]
-    if len(ranked) == len(names) == len(wins) and all(len(r) == len(names) for r in wins):
-        idx = [names.index(m) for m in ranked]  # best first, as in the leaderboard
-        names, wins = ranked, [[wins[i][j] for j in idx] for i in idx]
-        if len(games) == len(idx) and all(len(r) == len(idx) for r in games):
-            games = [[games[i][j] for j in idx] for i in idx]
-        else:
-            games = []
-    matrix = matrix_chart(
-        names,
-        wins,
-        games or None,
-        title="Pairwise win rate: the row model's share of its battles against the column "
-        "model (ties count half)",
-    )
-    if average is None and matrix is None:
-        return None
-    return {"average": average, "matrix": matrix}
-
-
-def _settings(value: Any) -> dict[str, Any] | None:
-    settings = _dict(value)
-    if not settings:
-        return None
-    names = [str(s) for s in settings]
-    judges: list[str] = []
-    ndcg: dict[tuple[str, str], Any] = {}
-    for name, section in settings.items():
-        for j in _rows(_dict(section).get("judges")):
-            judge = str(j.get("judge", "?"))
-            if judge not in judges:
-                judges.append(judge)
-            ndcg[(str(name), judge)] = j.get("ndcg")
-    rows = []
-    for judge in judges:
-        values = [_float(ndcg.get((s, judge))) for s in names]
-        best = max((v for v in values if v is not None), default=None)
-        rows.append(
-            {
-                "judge": judge,
-                "cells": [
-                    {"text": fmt_num(v), "best": v is not None and v == best and len(names) > 1}
-                    for v in values
-                ],
-            }
-        )
-    rankings = []
-    for name, section in settings.items():
-        section = _dict(section)
-        order = [str(r.get("model", "?")) for r in _rows(section.get("overall"))]
-        rankings.append(
-            {
-                "setting": str(name),
-                "battles": fmt_num(section.get("battles")),
-                "ranking": " > ".join(order) if order else "—",
-                "overall": _leaderboard(section.get("overall")),
-            }
-        )
-    return {"names": names, "rows": rows, "rankings": rankings}
-
-
-def _answers(value: Any) -> list[dict[str, Any]]:
-    out = []
-    for model, counts in _dict(value).items():
-        counts = _dict(counts)
-        answers, refusals = counts.get("answers"), counts.get("refusals")
-        rate = (
-            refusals / answers if _is_number(answers) and _is_number(refusals) and answers else None
-        )
-        out.append(
-            {
-                "model": str(model),
-                "answers": fmt_num(answers),
-                "refusals": fmt_num(refusals),
-                "refusal_rate": fmt_pct(rate),
-                "format_failures": fmt_num(counts.get("format_failures")),
-                "flag": bool(refusals) or bool(counts.get("format_failures")),
-            }
-        )
-    return out
-
-
 def _usage(value: Any) -> dict[str, Any] | None:
-    usage = {str(m): _dict(u) for m, u in _dict(value).items()}
+    usage = {str(m): dict_of(u) for m, u in dict_of(value).items()}
     if not usage:
         return None
     keys = [k for k, _ in USAGE_COLUMNS if any(k in u for u in usage.values())]
     labels = dict(USAGE_COLUMNS)
     for u in usage.values():
-        keys += [
-            k for k, v in u.items() if k not in keys and k != "unsettled_usd" and _is_number(v)
-        ]
+        keys += [k for k, v in u.items() if k not in keys and k != "unsettled_usd" and is_number(v)]
     totals: dict[str, float] = {}
     for u in usage.values():
         for k in [*keys, "unsettled_usd"]:
-            if _is_number(u.get(k)):
+            if is_number(u.get(k)):
                 totals[k] = totals.get(k, 0) + u[k]
 
     def cell(u: Mapping[str, Any], k: str) -> str:
         text = fmt_cell(u.get(k), k)
         # Calls sent but never settled (a kill mid-call) show the most they can have cost.
-        if k == "unsettled" and u.get(k) and _is_number(u.get("unsettled_usd")):
+        if k == "unsettled" and u.get(k) and is_number(u.get("unsettled_usd")):
             text += f" (≤ {fmt_usd(u['unsettled_usd'])})"
         return text
 
@@ -502,92 +296,19 @@ def _usage(value: Any) -> dict[str, Any] | None:
 
 
 def _errors(section: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(str(k), fmt_num(v)) for k, v in _dict(section.get("errors")).items()]
+    return [(str(k), fmt_num(v)) for k, v in dict_of(section.get("errors")).items()]
 
 
 def _simulated(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
-    sim = _dict(value)
-    truth = [str(m) for m in _list(sim.get("true_ranking"))]
+    sim = dict_of(value)
+    truth = [str(m) for m in list_of(sim.get("true_ranking"))]
     return {
         "note": str(sim.get("note", "")),
         "true_ranking": " > ".join(truth),
         "kendall_tau": fmt_num(sim.get("kendall_tau")),
         "spearman_rho": fmt_num(sim.get("spearman_rho")),
-    }
-
-
-def _panel(value: Any) -> dict[str, Any] | None:
-    """Panel agreement: Krippendorff's α over the panel and Cohen's κ per judge pair."""
-    panel = _dict(value)
-    alpha = panel.get("krippendorff_alpha")
-    kappas = [(str(pair), k) for pair, k in _dict(panel.get("cohen_kappa")).items()]
-    if alpha is None and not kappas:
-        return None
-
-    def row(name: str, est: Any) -> dict[str, str]:
-        est = _dict(est) if isinstance(est, Mapping) else {"value": est}
-        return {
-            "name": name,
-            "value": fmt_cell(est, "value"),
-            "n": fmt_num(est.get("n")),
-        }
-
-    return {
-        "alpha": row("Krippendorff's α (whole panel)", alpha) if alpha is not None else None,
-        "kappas": [row(pair, k) for pair, k in kappas],
-    }
-
-
-def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
-    """The Arena section's view model (``_arena.html.j2``)."""
-    overall = _rows(arena.get("overall"))
-    groups = []
-    for key, label in GROUP_SECTIONS:
-        tables = [
-            {"name": str(name), "rows": _leaderboard(rows)}
-            for name, rows in _dict(arena.get(key)).items()
-        ]
-        if tables:
-            groups.append({"id": key.replace("_", "-"), "title": label, "tables": tables})
-    sensitivity = _dict(arena.get("sensitivity"))
-    views = [
-        {
-            "name": f"{label} ({'order differs' if view.get('order_differs') else 'same order'})",
-            "rows": _leaderboard(view.get("overall")),
-        }
-        for key, label in SENSITIVITY_SECTIONS
-        if (view := _dict(sensitivity.get(key)))
-    ]
-    if views:
-        groups.insert(0, {"id": "sensitivity", "title": "Sensitivity", "tables": views})
-    judges = _judges(arena.get("judges"))
-    settings = _settings(arena.get("settings"))
-    answers = _answers(arena.get("answers"))
-    panel = _panel(arena.get("panel"))
-    win_rates = _win_rates(arena)
-    nav = [("overall", "Leaderboard")]
-    nav += [("win-rates", "Win rates")] if win_rates else []
-    nav += [("groups", "Breakdowns")] if groups else []
-    nav += [("judges", "Judge bias")] if judges else []
-    nav += [("agreement", "Agreement")] if panel else []
-    nav += [("settings", "Settings")] if settings else []
-    nav += [("answers", "Answers")] if answers else []
-    return {
-        "setting": str(arena["setting"]) if arena.get("setting") is not None else None,
-        "battles": fmt_num(arena["battles"]) if arena.get("battles") is not None else None,
-        "no_battles": not overall or arena.get("battles") == 0,
-        "models": len(overall),
-        "overall": _leaderboard(overall, arena.get("win_rates")),
-        "overall_chart": rating_chart(overall),
-        "groups": groups,
-        "judges": judges,
-        "panel": panel,
-        "settings": settings,
-        "answers": answers,
-        "win_rates": win_rates,
-        "nav": nav,
     }
 
 
@@ -606,18 +327,28 @@ class Section:
     (anchor, label)), or None to leave the section out; tolerant of missing keys."""
     order: int = 100
     """Place on the page (lower first)."""
+    folder: Path | None = None
+    """The method package's folder holding ``template`` (its ``html/``), or None: the
+    template is found under ``<key>/`` of that folder, beside the shell's own templates."""
+
+    @property
+    def template_name(self) -> str:
+        """The partial's name in the report's template environment."""
+        return f"{self.key}/{self.template}" if self.folder is not None else self.template
 
 
-SECTIONS: list[Section] = [Section("arena", "Arena", "_arena.html.j2", _arena_view, order=0)]
+SECTIONS: list[Section] = []
 """Method sections, shown in ``order``; a method's view registers its own (``register_section``):
 the shell never imports a method."""
 
 
 def register_section(section: Section) -> None:
-    """Add (or replace, by key) one method's part of the report."""
+    """Add (or replace, by key) one method's part of the report (its partial loaded from its
+    own package's folder)."""
     SECTIONS[:] = [s for s in SECTIONS if s.key != section.key]
     SECTIONS.append(section)
     SECTIONS.sort(key=lambda s: s.order)
+    _environment.cache_clear()
 
 
 def _redact_urls(value: Any) -> Any:
@@ -632,7 +363,7 @@ def _redact_urls(value: Any) -> Any:
 
 
 def _run_facts(value: Any) -> dict[str, Any] | None:
-    run = _dict(value)
+    run = dict_of(value)
     if not run:
         return None
     facts = [
@@ -647,7 +378,7 @@ def _run_facts(value: Any) -> dict[str, Any] | None:
         if run.get(key) is not None
     ]
     config = run.get("config")
-    hashes = [(str(k), str(v)) for k, v in _dict(run.get("prompt_hashes")).items()]
+    hashes = [(str(k), str(v)) for k, v in dict_of(run.get("prompt_hashes")).items()]
     return {
         "name": str(run["name"]) if run.get("name") is not None else None,
         "facts": facts,
@@ -664,7 +395,7 @@ _CAPPED = ("capped", "budget", "spend cap", "max-cost", "max_cost")
 def _status(value: Any, stopped: Any = None) -> dict[str, Any] | None:
     """The banner's content when a status says the run is not complete (``complete`` false, or
     a ``state`` other than complete), or when a method says it ``stopped`` early."""
-    status = _dict(value)
+    status = dict_of(value)
     state = str(status.get("state", "")).lower()
     incomplete = status.get("complete") is False or state not in ("", "complete")
     if not incomplete and not stopped:
@@ -676,9 +407,9 @@ def _status(value: Any, stopped: Any = None) -> dict[str, Any] | None:
             ("spent_upper_bound_usd", "at most"),
             ("max_cost", "cap"),
         )
-        if _is_number(status.get(key))
+        if is_number(status.get(key))
     ]
-    problems = [str(p) for p in _list(status.get("problems"))]
+    problems = [str(p) for p in list_of(status.get("problems"))]
     reasons = [str(r) for r in (status.get("stopped"), stopped) if r and r is not True]
     problems += [r for r in reasons if r not in problems]
     said = " ".join([state, *problems]).lower()
@@ -708,11 +439,11 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
     """Everything the template shows, formatted, from a ``leaderboard.json`` document.
 
     Tolerates missing or malformed keys anywhere: what is absent is simply not shown."""
-    board = _dict(board)
+    board = dict_of(board)
     sections = []
     for sec in SECTIONS:
         if sec.key in board:
-            data = _dict(board.get(sec.key))
+            data = dict_of(board.get(sec.key))
             view = sec.build(data, board)
             if view is not None:
                 health = _health(sec.key, sec.title, data)
@@ -720,13 +451,12 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
                     {
                         "key": sec.key,
                         "title": sec.title,
-                        "template": sec.template,
+                        "template": sec.template_name,
                         **view,
-                        "nav": [*_list(view.get("nav")), *health["nav"]],
+                        "nav": [*list_of(view.get("nav")), *health["nav"]],
                         "health": health,
                     }
                 )
-    arena = next((s for s in sections if s["key"] == "arena"), None)
     run = _run_facts(board.get("run"))
     if run is None:
         # A document written by one method alone may carry its facts in its section only.
@@ -737,11 +467,12 @@ def build_view(board: Mapping[str, Any], *, title: str) -> dict[str, Any]:
             s["health"]["run"] = None  # the same facts as the page's: said once, at the top
     return {
         "title": title,
-        "subtitle": (run or {}).get("name") or (arena or {}).get("setting"),
+        "subtitle": (run or {}).get("name")
+        or next((x["subtitle"] for x in sections if x.get("subtitle")), None),
         "run": run,
         "status": _status(board.get("status")),
         "no_results": not sections,
-        "no_battles": arena is not None and arena["no_battles"],
+        "empty": next((x["empty"] for x in sections if x.get("empty")), None),
         "simulated": _simulated(board.get("simulated")),
         "sections": sections,
     }
@@ -763,8 +494,13 @@ def _printable(value: Any) -> Any:
 def _environment() -> Environment:
     # Autoescape unconditionally: the template's suffix is .j2, which extension-based
     # selection would not treat as HTML, and every string in the document is untrusted.
+    loader: BaseLoader = PackageLoader("memearena.report", "templates")
+    folders = {s.key: FileSystemLoader(str(s.folder)) for s in SECTIONS if s.folder is not None}
+    if folders:
+        # A method's partial is its package's own file, named under its key.
+        loader = ChoiceLoader([loader, PrefixLoader(folders)])
     return Environment(
-        loader=PackageLoader("memearena.report", "templates"),
+        loader=loader,
         autoescape=True,
         finalize=_printable,
         undefined=StrictUndefined,

@@ -131,6 +131,11 @@ class AdaptContext:
     drawn: OrderedDict[tuple[str, str], ImagePart] = field(default_factory=OrderedDict)
     """Texts drawn into images (``render_text``), by (image hash, text): drawn once each."""
 
+    def __post_init__(self) -> None:
+        # The closing line counts Adapt's steps by kind (the lifecycle's tally), so its bars
+        # do too: each step reached grows its kind's bar and is advanced as the tally counts it.
+        self.progress.by_step_kind()
+
     @property
     def acfg(self) -> AdaptConfig:
         """The ``adapt:`` section."""
@@ -323,6 +328,14 @@ class AdaptContext:
             memo = self._memo[memo_key] = _Memo(key)
             if len(self._memo) > STEP_MEMO_SIZE:
                 self._memo.popitem(last=False)
+        progress = self.progress
+        counted: list[str] = []
+
+        def observe(how: str) -> None:
+            counted.append(how)
+            progress.made(kind, how)
+
+        progress.reach(kind)
         try:
             got = await run_step(
                 self.store,
@@ -336,8 +349,11 @@ class AdaptContext:
                 lambda v, r: {"model": model, "for": artifact_key(*parts), **encode(v)},
                 lookup=self._may_be_stored(kind, short),
                 required=required,
+                observe=observe,
             )
         except BaseException as e:
+            if not counted:  # stopped before the tally counted it: not a step of this run
+                progress.unreach(kind)
             del self._inflight[key]
             for w in waiting:
                 if not w.done():

@@ -6,6 +6,7 @@ them and the console prints them as plain text."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -418,9 +419,18 @@ def adapt_view(board: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def report_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    """The report's Adapt part (``adapt.html.j2``), or None when there is nothing to show."""
+    """The report's Adapt part (``html/report.html.j2``), or None when there is nothing to show."""
     view = adapt_view(board)
     return None if view is None else {"adapt": view, "nav": [("adapt", "Adapt")]}
 
 
-register_section(Section("adapt", "Adapt", "adapt.html.j2", report_section, order=1))
+register_section(
+    Section(
+        "adapt",
+        "Adapt",
+        "report.html.j2",
+        report_section,
+        order=1,
+        folder=Path(__file__).parent / "html",
+    )
+)

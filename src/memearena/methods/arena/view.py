@@ -1,10 +1,13 @@
-"""Rendering of the Arena: its console summary and its part of the report. Reads only the
-``arena`` and ``simulated`` keys of ``leaderboard.json``; every name goes through
-``console_safe``."""
+"""Rendering of the Arena: its console summary and its part of the report (the view model
+here, the partial in ``html/report.html.j2``, registered with the report's shell). Reads only
+the ``arena`` and ``simulated`` keys of ``leaderboard.json``; every name goes through
+``console_safe`` on the console and autoescaping in the report."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,9 +19,24 @@ from memearena.report.console import (
     print_sensitivity,
     print_settings,
 )
+from memearena.report.html import (
+    Section,
+    bar_chart,
+    dict_of,
+    float_of,
+    fmt_cell,
+    fmt_num,
+    fmt_pct,
+    is_number,
+    list_of,
+    rating_chart,
+    register_section,
+    rows_of,
+)
 from memearena.report.safe import console_safe
+from memearena.report.svg import estimate, interval_chart, matrix_chart
 
-__all__ = ["print_arena_summary"]
+__all__ = ["print_arena_summary", "report_section"]
 
 _fmt = fmt_estimate
 
@@ -63,3 +81,349 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
             f"{' > '.join(console_safe(m) for m in sim['true_ranking'])}; "
             f"recovered Kendall τ = {_fmt(tau)}"
         )
+
+
+# the report's Arena section -----------------------------------------------------------------
+
+_NO_BATTLES = {
+    "id": "no-battles",
+    "title": "This run produced no battles",
+    "text": "No pair of answers was judged, so nothing can be ranked: see the errors and usage "
+    "below.",
+}
+
+SENSITIVITY_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("self_judging_include", "Self-judged battles included"),
+    ("self_judging_exclude", "Self-judged battles excluded"),
+    ("refusals_as_losses", "A refusal counted as a loss"),
+    ("length_controlled", "Length-controlled"),
+)
+"""The Arena's alternative leaderboards (``arena.sensitivity``), shown among the breakdowns."""
+
+GROUP_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("by_criterion", "By criterion"),
+    ("by_context", "By context"),
+    ("by_source", "By source"),
+    ("by_judge", "By judge"),
+)
+"""Grouped leaderboards of the ``arena`` section, in the order the report shows them."""
+
+JUDGE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("battles", "Battles"),
+    ("ndcg", "NDCG"),
+    ("kendall_tau", "Kendall τ"),
+    ("position_consistency", "Position consistency"),
+    ("p_prefer_first", "P(first)"),
+    ("p_prefer_longer", "P(longer)"),
+    ("self_preference", "Self-preference (own − panel)"),
+    ("parse_failures", "Parse failures"),
+)
+"""Known judge-bias columns; any further scalar key of a judge row gets a column after these."""
+
+
+def _win_rate_cell(value: Any, interval: Any) -> str:
+    """A win rate, with its interval when the analysis computed one (the overall board's)."""
+    shown = fmt_pct(value)
+    if not isinstance(interval, dict):
+        return shown
+    lo: Any = interval.get("ci_low")
+    hi: Any = interval.get("ci_high")
+    if not (is_number(lo) and is_number(hi)) or math.isnan(lo) or math.isnan(hi):
+        return shown
+    return f"{shown} ({100 * lo:.1f}–{100 * hi:.1f})"
+
+
+def _leaderboard(rows: Any, win_rates: Any = None) -> list[dict[str, Any]]:
+    """Leaderboard rows for the template; ``win_rates``: the interval of each model's win rate
+    (``arena.win_rates``), shown beside it."""
+    intervals = win_rates if isinstance(win_rates, dict) else {}
+    out = []
+    for r in rows_of(rows):
+        low, high = r.get("ci_low"), r.get("ci_high")
+        out.append(
+            {
+                "rank": fmt_num(r.get("rank")),
+                "model": str(r.get("model", "?")),
+                "bt": fmt_num(r.get("bt")),
+                "ci": f"{fmt_num(low)} – {fmt_num(high)}" if low is not None else "—",
+                "elo": fmt_num(r.get("elo")),
+                "win_rate": _win_rate_cell(r.get("win_rate"), intervals.get(r.get("model"))),
+                "battles": fmt_num(r.get("battles")),
+            }
+        )
+    return out
+
+
+PANEL_COLUMNS = ("battles", "ndcg", "kendall_tau", "parse_failures")
+"""Judge-table columns about agreement with the panel; the classic biases get their own table."""
+BIAS_COLUMNS = ("position_consistency", "p_prefer_first", "p_prefer_longer", "self_preference")
+"""Classic-bias columns of the judge tables (an estimate each, with its interval)."""
+
+
+def _with_interval(row: dict[str, Any], key: str) -> Any:
+    """``row[key]`` as an estimate when the row spells its interval as ``key_ci_low`` and
+    ``key_ci_high`` beside it (the Arena's NDCG and Kendall τ)."""
+    low, high = row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
+    if is_number(row.get(key)) and is_number(low) and is_number(high):
+        return {"value": row[key], "ci_low": low, "ci_high": high}
+    return row.get(key)
+
+
+def _judge_flags(row: dict[str, Any]) -> list[str]:
+    flags = [str(f) for f in list_of(row.get("flags"))]
+    flags += [k.removesuffix("_flagged") for k, v in row.items() if k.endswith("_flagged") and v]
+    return flags
+
+
+def _judges(rows: Any) -> dict[str, Any] | None:
+    judges = rows_of(rows)
+    if not judges:
+        return None
+    labels = dict(JUDGE_COLUMNS)
+    known = set(labels) | {"judge", "ranking", "flags", "reference"}
+    columns = [k for k in PANEL_COLUMNS if any(k in j for j in judges)]
+    extras: list[str] = []
+    for j in judges:
+        for k, v in j.items():
+            scalar = v is None or isinstance(v, str | int | float | bool)
+            folded = k.endswith(("_ci_low", "_ci_high", "_flagged"))
+            if k not in known and k not in extras and scalar and not folded:
+                extras.append(k)
+    columns += extras
+    bias = [k for k in BIAS_COLUMNS if any(k in j for j in judges)]
+    references = {str(j["reference"]) for j in judges if j.get("reference") is not None}
+    table = []
+    for j in judges:
+        table.append(
+            {
+                "judge": str(j.get("judge", "?")),
+                "cells": [fmt_cell(_with_interval(j, k), k) for k in columns],
+                "bias": [fmt_cell(j.get(k), k) for k in bias],
+                "flags": _judge_flags(j),
+                "ranking": " > ".join(str(m) for m in list_of(j.get("ranking"))),
+            }
+        )
+    names = [str(j.get("judge", "?")) for j in judges]
+    probabilities = [
+        (label, [estimate(n, j.get(key)) for n, j in zip(names, judges, strict=True)])
+        for key, label in (
+            ("p_prefer_first", "P(first): prefers the answer shown first"),
+            ("p_prefer_longer", "P(longer): prefers the longer answer"),
+        )
+        if any(key in j for j in judges)
+    ]
+    selfish = [estimate(n, j.get("self_preference")) for n, j in zip(names, judges, strict=True)]
+    return {
+        "columns": [labels.get(k, k.replace("_", " ")) for k in columns],
+        "bias_columns": [labels[k] for k in bias],
+        "rows": table,
+        "reference": ", ".join(sorted(references)),
+        "has_ranking": any(r["ranking"] for r in table),
+        "chart": bar_chart([(str(j.get("judge", "?")), j.get("ndcg")) for j in judges]),
+        "bias_chart": interval_chart(
+            probabilities,
+            title="Position and length bias per judge, with 95% intervals (0.5: no bias)",
+            domain=(0.0, 1.0),
+            reference=0.5,
+        ),
+        "self_chart": interval_chart(
+            [("Self-preference: own model's win rate minus the panel's", selfish)],
+            title="Self-preference per judge, with 95% intervals (0: none)",
+            reference=0.0,
+        ),
+    }
+
+
+def _win_rates(arena: dict[str, Any]) -> dict[str, Any] | None:
+    """The average win rate per model (with intervals) and the pairwise win-rate matrix."""
+    rates = dict_of(arena.get("win_rates"))
+    order = [str(r.get("model")) for r in rows_of(arena.get("overall")) if r.get("model") in rates]
+    order += [str(m) for m in rates if m not in order]
+    average = interval_chart(
+        [("", [estimate(m, rates.get(m)) for m in order])],
+        title="Average win rate against the other models, with 95% intervals (ties count half)",
+        domain=(0.0, 1.0),
+        reference=0.5,
+        percent=True,
+    )
+    pairwise = dict_of(arena.get("pairwise"))
+    names = [str(m) for m in list_of(pairwise.get("models"))]
+    wins = [list_of(r) for r in list_of(pairwise.get("win_rate"))]
+    games = [list_of(r) for r in list_of(pairwise.get("battles"))]
+    ranked = [m for m in order if m in names] + [m for m in names if m not in order]
+    if len(ranked) == len(names) == len(wins) and all(len(r) == len(names) for r in wins):
+        idx = [names.index(m) for m in ranked]  # best first, as in the leaderboard
+        names, wins = ranked, [[wins[i][j] for j in idx] for i in idx]
+        if len(games) == len(idx) and all(len(r) == len(idx) for r in games):
+            games = [[games[i][j] for j in idx] for i in idx]
+        else:
+            games = []
+    matrix = matrix_chart(
+        names,
+        wins,
+        games or None,
+        title="Pairwise win rate: the row model's share of its battles against the column "
+        "model (ties count half)",
+    )
+    if average is None and matrix is None:
+        return None
+    return {"average": average, "matrix": matrix}
+
+
+def _settings(value: Any) -> dict[str, Any] | None:
+    settings = dict_of(value)
+    if not settings:
+        return None
+    names = [str(s) for s in settings]
+    judges: list[str] = []
+    ndcg: dict[tuple[str, str], Any] = {}
+    for name, section in settings.items():
+        for j in rows_of(dict_of(section).get("judges")):
+            judge = str(j.get("judge", "?"))
+            if judge not in judges:
+                judges.append(judge)
+            ndcg[(str(name), judge)] = j.get("ndcg")
+    rows = []
+    for judge in judges:
+        values = [float_of(ndcg.get((s, judge))) for s in names]
+        best = max((v for v in values if v is not None), default=None)
+        rows.append(
+            {
+                "judge": judge,
+                "cells": [
+                    {"text": fmt_num(v), "best": v is not None and v == best and len(names) > 1}
+                    for v in values
+                ],
+            }
+        )
+    rankings = []
+    for name, section in settings.items():
+        section = dict_of(section)
+        order = [str(r.get("model", "?")) for r in rows_of(section.get("overall"))]
+        rankings.append(
+            {
+                "setting": str(name),
+                "battles": fmt_num(section.get("battles")),
+                "ranking": " > ".join(order) if order else "—",
+                "overall": _leaderboard(section.get("overall")),
+            }
+        )
+    return {"names": names, "rows": rows, "rankings": rankings}
+
+
+def _answers(value: Any) -> list[dict[str, Any]]:
+    out = []
+    for model, counts in dict_of(value).items():
+        counts = dict_of(counts)
+        answers, refusals = counts.get("answers"), counts.get("refusals")
+        rate = (
+            refusals / answers if is_number(answers) and is_number(refusals) and answers else None
+        )
+        out.append(
+            {
+                "model": str(model),
+                "answers": fmt_num(answers),
+                "refusals": fmt_num(refusals),
+                "refusal_rate": fmt_pct(rate),
+                "format_failures": fmt_num(counts.get("format_failures")),
+                "flag": bool(refusals) or bool(counts.get("format_failures")),
+            }
+        )
+    return out
+
+
+def _panel(value: Any) -> dict[str, Any] | None:
+    """Panel agreement: Krippendorff's α over the panel and Cohen's κ per judge pair."""
+    panel = dict_of(value)
+    alpha = panel.get("krippendorff_alpha")
+    kappas = [(str(pair), k) for pair, k in dict_of(panel.get("cohen_kappa")).items()]
+    if alpha is None and not kappas:
+        return None
+
+    def row(name: str, est: Any) -> dict[str, str]:
+        est = dict_of(est) if isinstance(est, Mapping) else {"value": est}
+        return {
+            "name": name,
+            "value": fmt_cell(est, "value"),
+            "n": fmt_num(est.get("n")),
+        }
+
+    return {
+        "alpha": row("Krippendorff's α (whole panel)", alpha) if alpha is not None else None,
+        "kappas": [row(pair, k) for pair, k in kappas],
+    }
+
+
+def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
+    """The Arena section's view model (``html/report.html.j2``)."""
+    overall = rows_of(arena.get("overall"))
+    groups = []
+    for key, label in GROUP_SECTIONS:
+        tables = [
+            {"name": str(name), "rows": _leaderboard(rows)}
+            for name, rows in dict_of(arena.get(key)).items()
+        ]
+        if tables:
+            groups.append({"id": key.replace("_", "-"), "title": label, "tables": tables})
+    sensitivity = dict_of(arena.get("sensitivity"))
+    views = [
+        {
+            "name": f"{label} ({'order differs' if view.get('order_differs') else 'same order'})",
+            "rows": _leaderboard(view.get("overall")),
+        }
+        for key, label in SENSITIVITY_SECTIONS
+        if (view := dict_of(sensitivity.get(key)))
+    ]
+    if views:
+        groups.insert(0, {"id": "sensitivity", "title": "Sensitivity", "tables": views})
+    judges = _judges(arena.get("judges"))
+    settings = _settings(arena.get("settings"))
+    answers = _answers(arena.get("answers"))
+    panel = _panel(arena.get("panel"))
+    win_rates = _win_rates(arena)
+    nav = [("overall", "Leaderboard")]
+    nav += [("win-rates", "Win rates")] if win_rates else []
+    nav += [("groups", "Breakdowns")] if groups else []
+    nav += [("judges", "Judge bias")] if judges else []
+    nav += [("agreement", "Agreement")] if panel else []
+    nav += [("settings", "Settings")] if settings else []
+    nav += [("answers", "Answers")] if answers else []
+    setting = str(arena["setting"]) if arena.get("setting") is not None else None
+    battles = fmt_num(arena["battles"]) if arena.get("battles") is not None else None
+    meta = [("setting ", setting, "")] if setting else []
+    meta += [("", battles, " battles")] if battles else []
+    meta += [("", str(len(overall)), " models ranked")]
+    return {
+        "setting": setting,
+        "battles": battles,
+        "subtitle": setting,
+        "meta": meta,
+        "empty": _NO_BATTLES if not overall or arena.get("battles") == 0 else None,
+        "models": len(overall),
+        "overall": _leaderboard(overall, arena.get("win_rates")),
+        "overall_chart": rating_chart(overall),
+        "groups": groups,
+        "judges": judges,
+        "panel": panel,
+        "settings": settings,
+        "answers": answers,
+        "win_rates": win_rates,
+        "nav": nav,
+    }
+
+
+def report_section(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
+    """The report's Arena part (``html/report.html.j2``)."""
+    return _arena_view(arena, board)
+
+
+register_section(
+    Section(
+        "arena",
+        "Arena",
+        "report.html.j2",
+        report_section,
+        order=0,
+        folder=Path(__file__).parent / "html",
+    )
+)

@@ -502,10 +502,17 @@ def judge_audit_view(section: Any) -> dict[str, Any] | None:
 
 
 def report_section(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | None:
-    """The report's Judge-audit part (``_judge_audit.html.j2``)."""
+    """The report's Judge-audit part (``html/report.html.j2``)."""
     return judge_audit_view(section)
 
 
 register_section(
-    Section("judge_audit", "Judge audit", "_judge_audit.html.j2", report_section, order=2)
+    Section(
+        "judge_audit",
+        "Judge audit",
+        "report.html.j2",
+        report_section,
+        order=2,
+        folder=Path(__file__).parent / "html",
+    )
 )
