@@ -84,14 +84,15 @@ async def time_pages(run: Path, repeats: int) -> dict[str, tuple[float, float]]:
     """(first load, median of the rest) in ms per page."""
     from aiohttp.test_utils import TestClient, TestServer
 
+    from memearena.methods.arena import pages as arena_pages
     from memearena.view import RunReader
     from memearena.view.app import make_app
 
     reader = RunReader(run)
-    first = reader.memes(limit=1).rows
+    first = arena_pages.memes(reader, limit=1).rows
     meme = first[0]["uid"] if first else ""
     word = (first[0]["text"].split() or ["a"])[0] if first else "a"
-    filt = reader.filter_values()
+    filt = arena_pages.filter_values(reader)
     model = filt["models"][0] if filt["models"] else ""
     judge = filt["judges"][-1] if filt["judges"] else ""
     reader.close()

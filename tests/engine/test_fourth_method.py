@@ -1,12 +1,9 @@
 """A fourth method is its package plus one registry line: ``echo_method/`` (beside this file:
-config section, templates, one stage calling a simulated model, an analysis, a report partial,
-a part of the simulated world) is registered by the single ``register_method`` call below, and
-then runs, resumes, dry-runs, reports, shows in the viewer, opens with ``open_run`` and has its
-CLI command and notebook twins, with no other file changed.
-
-What it does not get yet: a page of its own in the viewer (the viewer's method pages are its
-own routes), so the viewer test reaches its run's overview (listing the method), its calls and
-a call page."""
+config section, prompt templates, one stage calling a simulated model, an analysis, a part of
+the simulated world, a report partial and a viewer page, each a file of its own package) is
+registered by the single ``register_method`` call below, and then runs, resumes, dry-runs,
+reports, shows in the viewer with a page of its own, opens with ``open_run`` and has its CLI
+command and notebook twins, with no other file changed."""
 
 from __future__ import annotations
 
@@ -73,9 +70,15 @@ def test_it_runs_resumes_dry_runs_reports_and_opens(echo: None, tmp_path: Path) 
     section = first.leaderboard["echo"]
     row = section["leaderboard"][0]
     assert row["value"] == 1.0 and 0 < row["ci_low"] < 1 and row["ci_high"] == pytest.approx(1)
-    # Its templates come from its own package and are in the run's prompt hashes.
+    # Its report partial is a file of its own package, rendered into the run's report.
+    from memearena.report.html import SECTIONS
+
+    (own,) = [sec for sec in SECTIONS if sec.key == "echo"]
+    assert own.folder is not None and (own.folder / own.template).is_file()
+    assert own.folder.parent == Path(__file__).parent / "echo_method"
     snap = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
-    assert '<section id="echo"><h2>Echo</h2>' in snap and "sim-parrot" in snap
+    assert '<section id="echo"><h2>Echo</h2>\n<div class="scroll"><table>' in snap
+    assert re.search(r"<td>sim-parrot</td><td>100% \[\d+%, 100%\]</td>", snap)
 
     again = run_method("echo", cfg, tmp_path / "run", show_progress=False)
     assert again.exit_code == 0 and again.new_calls == 0
@@ -124,7 +127,7 @@ def test_its_cli_command_runs_and_dry_runs(echo: None, tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "unknown method 'nosuch'" in unknown.output
 
 
-def test_it_shows_in_the_viewer(echo: None, tmp_path: Path) -> None:
+def test_it_shows_in_the_viewer_with_a_page_of_its_own(echo: None, tmp_path: Path) -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
     from memearena.view import make_app
@@ -132,15 +135,24 @@ def test_it_shows_in_the_viewer(echo: None, tmp_path: Path) -> None:
     cfg = parse_config(_raw())
     run_method("echo", cfg, tmp_path / "run", show_progress=False)
 
-    async def go() -> tuple[str, str, int]:
+    async def go() -> tuple[str, str, str, str]:
         async with TestClient(TestServer(make_app(tmp_path / "run", warm=False))) as client:
             overview = await (await client.get("/r/0/")).text()
+            own = await client.get("/r/0/echo")
+            assert own.status == 200
+            page = await own.text()
             calls = await (await client.get("/r/0/calls")).text()
-            first = re.search(r'href="(/r/0/call/[^"]+)"', calls)
-            assert first is not None, calls[:2000]
-            page = await client.get(first.group(1))
-            return overview, calls, page.status
+            first = re.search(r'class="echo-call" href="(/r/0/call/[^"]+)"', page)
+            assert first is not None, page[:2000]
+            call = await client.get(first.group(1))
+            assert call.status == 200
+            return overview, page, calls, await call.text()
 
-    overview, calls, status = asyncio.run(go())
-    assert re.search(r">echo</a>", overview)
-    assert calls.count("echo.restate") >= MEMES and status == 200
+    overview, page, calls, call = asyncio.run(go())
+    # The overview and the navigation link its page, which its package's template renders.
+    assert '<a href="/r/0/echo">echo</a>' in overview and '<a href="/r/0/echo">Echo</a>' in page
+    assert re.search(r'<td class="name">sim-parrot</td><td class="num">100% \[\d+%, 100%\]', page)
+    assert page.count('class="echo-call"') == MEMES and "The meme says:" in page
+    assert calls.count("echo.restate") >= MEMES
+    # A call of its role links back to its page.
+    assert '<a class="back" href="/r/0/echo#restated">its restatement</a>' in call

@@ -394,9 +394,9 @@ def test_damaged_artifacts_give_error_panels_not_500s(demo_run: Path, tmp_path: 
 
 
 def test_long_guideline_rounds_are_shown_replaced_not_compared() -> None:
-    from memearena.view.queries import DIFF_MAX_UNITS, _word_diff
+    from memearena.methods.arena.pages import DIFF_MAX_UNITS, word_diff
 
     old = " ".join(f"w{i % 97}" for i in range(DIFF_MAX_UNITS))
     new = " ".join(f"w{i % 89}" for i in range(DIFF_MAX_UNITS))
-    assert _word_diff(old, new) == [("-", old), ("+", new)]
-    assert _word_diff("a b c", "a x c") == [("=", "a "), ("-", "b"), ("+", "x"), ("=", " c")]
+    assert word_diff(old, new) == [("-", old), ("+", new)]
+    assert word_diff("a b c", "a x c") == [("=", "a "), ("-", "b"), ("+", "x"), ("=", " c")]

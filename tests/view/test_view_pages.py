@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from memearena.methods.arena import pages as arena
+from memearena.methods.arena.pages import resolve_votes
 from memearena.view import RunReader, ViewError, find_runs, make_app
-from memearena.view.queries import resolve_votes
 
 from .conftest import PAYLOADS, make_hostile
 
@@ -162,8 +163,8 @@ def test_reader_never_writes_the_run(demo_run: Path) -> None:
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     r = RunReader(demo_run)
     r.overview()
-    r.meme("demo:m01")
-    r.battles(model="sim-aurora")
+    arena.meme(r, "demo:m01")
+    arena.battles(r, model="sim-aurora")
     assert r._db is not None
     with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only|query_only"):
         r._db.execute("DELETE FROM calls")
@@ -265,7 +266,7 @@ def test_missing_or_non_run_directory_is_a_one_line_error(tmp_path: Path) -> Non
 def test_meme_page_shows_every_answer_round_and_battle(demo_run: Path) -> None:
     _, body, _ = _with_client(demo_run, lambda c: _get(c, "/r/0/meme?id=demo:m01"))
     reader = RunReader(demo_run)
-    m = reader.meme("demo:m01")
+    m = arena.meme(reader, "demo:m01")
     reader.close()
     assert m is not None
     assert {len(rows) for rows in m["answers"].values()} == {5}  # five targets per context
@@ -281,7 +282,7 @@ def test_images_are_served_by_hash_and_only_images(demo_run: Path, tmp_path: Pat
     import shutil
 
     reader = RunReader(demo_run)
-    sha = reader.meme_image("demo:m01")
+    sha = arena.meme_image(reader, "demo:m01")
     reader.close()
     assert sha
     run = tmp_path / "run"

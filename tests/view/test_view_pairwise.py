@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from memearena.methods.arena.pages import pairwise
 from memearena.view import RunReader
 
 
@@ -24,7 +25,7 @@ def _copy(demo_run: Path, dst: Path, edit: Any = None) -> Path:
 def _pairwise(run: Path) -> dict[str, Any]:
     reader = RunReader(run)
     try:
-        return reader.pairwise()
+        return pairwise(reader)
     finally:
         reader.close()
 

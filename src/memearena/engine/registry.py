@@ -3,11 +3,13 @@
 A method is its package plus one line here (or one :func:`register_method` call from a plug-in
 or a test): the package, the class in its ``method.py`` (implementing
 :class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``;
-a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``).
-Both are imported by name when first needed, so the engine, the config, the CLI, the notebook
-API and the viewer name no method: they read this registry. The order of registration is the
-order configs, the viewer and the notebook list methods in (the report orders its sections by
-their own ``order``)."""
+a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``), an
+``html/`` folder the templates of its viewer pages and report partial, ``pages.py`` its viewer
+pages and ``sim.py`` its part of the simulated world. All are imported by name when first
+needed, so the engine, the config, the simulator, the CLI, the notebook API, the viewer and the
+report name no method: they read this registry. The order of registration is the order
+configs, the viewer and the notebook list methods in (the report orders its sections by their
+own ``order``)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MethodSpec",
     "get_method",
+    "method_html",
     "method_names",
+    "method_pages",
     "method_spec",
     "register_method",
     "unregister_method",
@@ -44,6 +48,8 @@ class MethodSpec:
     """Where its class is, ``module:Class`` (imported when first asked for)."""
     section: str
     """Where its config section model is, ``module:Class``."""
+    package: str = ""
+    """Its package."""
 
 
 _METHODS: dict[str, MethodSpec] = {}
@@ -54,7 +60,7 @@ def register_method(name: str, package: str, method: str, section: str) -> None:
     ``config.py`` with the section model ``section``. Registering a name again replaces it."""
     if not name.isidentifier():
         raise ConfigError(f"method name {name!r} must be an identifier (it is a config key)")
-    spec = MethodSpec(name, f"{package}.method:{method}", f"{package}.config:{section}")
+    spec = MethodSpec(name, f"{package}.method:{method}", f"{package}.config:{section}", package)
     _METHODS[name] = spec
     register_section(name, spec.section)
     templates = _templates_of(package)
@@ -98,6 +104,24 @@ def unregister_method(name: str) -> None:
         from memearena.prompts import register_templates
 
         register_templates(name, None)
+
+
+def method_html(name: str) -> Path | None:
+    """The folder of method ``name``'s HTML templates (its package's ``html/``: its viewer
+    pages and its report partial), or None."""
+    spec = _METHODS.get(name)
+    folder = _in_package(spec.package, "html") if spec is not None else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def method_pages(name: str) -> Any | None:
+    """Method ``name``'s viewer pages (``PAGES`` of its package's ``pages.py``, a
+    ``memearena.view.app.MethodPages``), imported when first asked for; None when it has
+    none or is not registered."""
+    spec = _METHODS.get(name)
+    if spec is None or _in_package(spec.package, "pages.py") is None:
+        return None
+    return load(f"{spec.package}.pages:PAGES")
 
 
 def method_names() -> list[str]:

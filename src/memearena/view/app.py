@@ -20,23 +20,34 @@ closed (``server_options``)."""
 from __future__ import annotations
 
 import asyncio
-import itertools
+import functools
 import json
 import logging
 import math
 import re
 import socket
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
 from aiohttp import web
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import (
+    BaseLoader,
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    StrictUndefined,
+    select_autoescape,
+)
 
+from memearena.engine.registry import method_html, method_names, method_pages
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
 __all__ = [
@@ -47,8 +58,13 @@ __all__ = [
     "MAX_WAITING",
     "REQUEST_TIMEOUT_S",
     "SHOWN_CHARS",
+    "MethodPages",
+    "View",
+    "finite",
     "host_names",
     "make_app",
+    "query_int",
+    "row_id",
     "server_options",
 ]
 
@@ -142,8 +158,15 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _env() -> Environment:
+    loader: BaseLoader = PackageLoader("memearena.view", "templates")
+    folders = {
+        name: FileSystemLoader(str(f)) for name in method_names() if (f := method_html(name))
+    }
+    if folders:
+        # A method's page templates are its package's own files, named under its name.
+        loader = ChoiceLoader([loader, PrefixLoader(folders)])
     env = Environment(
-        loader=PackageLoader("memearena.view", "templates"),
+        loader=loader,
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -151,7 +174,7 @@ def _env() -> Environment:
     )
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
-    env.filters["pct"] = lambda v: "–" if not _finite(v) else f"{100 * float(v):.0f}%"
+    env.filters["pct"] = lambda v: "–" if not finite(v) else f"{100 * float(v):.0f}%"
     env.filters["est"] = _est
     env.filters["words"] = _words
     env.globals["pct_ci"] = _pct_ci
@@ -163,7 +186,8 @@ def _env() -> Environment:
     return env
 
 
-def _finite(v: Any) -> TypeGuard[float]:
+def finite(v: Any) -> TypeGuard[float]:
+    """A number that is neither a bool nor infinite nor NaN."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -172,7 +196,7 @@ def _num(v: Any, digits: int = 2) -> str:
         return "–" if v is None else str(v)
     if isinstance(v, int):
         return f"{v:,}"
-    if _finite(v):
+    if finite(v):
         return f"{v:,.{digits}f}"
     return str(v)
 
@@ -182,29 +206,29 @@ def _est(e: Any, digits: int = 2) -> str:
     ``value [lo, hi]`` (``value`` alone without an interval; ``no data`` without a value); a
     bare number as ``num``."""
     if not isinstance(e, dict):
-        return _num(e, digits) if _finite(e) else "no data"
+        return _num(e, digits) if finite(e) else "no data"
     v, lo, hi = e.get("value"), e.get("ci_low"), e.get("ci_high")
-    if not _finite(v):
+    if not finite(v):
         return "no data"
-    if not (_finite(lo) and _finite(hi)):
+    if not (finite(lo) and finite(hi)):
         return f"{v:.{digits}f}"
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def _pct_ci(v: Any, ci: Any) -> str:
     """A proportion with its interval as the report writes it: ``89% [35%, 100%]``."""
-    if not _finite(v):
+    if not finite(v):
         return "–"
-    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+    if isinstance(ci, list | tuple) and len(ci) == 2 and finite(ci[0]) and finite(ci[1]):
         return f"{v:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
     return f"{v:.0%}"
 
 
 def _num_ci(v: Any, ci: Any, digits: int = 2) -> str:
     """A mean with its interval as the report writes it: ``8.39 [7.76, 8.98]``."""
-    if not _finite(v):
+    if not finite(v):
         return "–"
-    if isinstance(ci, list | tuple) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
+    if isinstance(ci, list | tuple) and len(ci) == 2 and finite(ci[0]) and finite(ci[1]):
         return f"{v:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
     return f"{v:.{digits}f}"
 
@@ -221,11 +245,6 @@ def _words(v: Any, none: str = "none") -> str:
     if isinstance(v, dict):
         return "; ".join(f"{k}: {_words(x, none)}" for k, x in v.items())
     return _num(v) if isinstance(v, int | float) else str(v)
-
-
-def _value(e: Any) -> float | None:
-    v = e.get("value") if isinstance(e, dict) else None
-    return float(v) if _finite(v) else None
 
 
 def _endpoint(value: Any) -> dict[str, Any]:
@@ -254,25 +273,6 @@ def _endpoint(value: Any) -> dict[str, Any]:
     return {"names": " · ".join(names) or "none", "settings": settings}
 
 
-_ORDER_FIELDS = ("trust", "overall")
-"""The leaderboard columns a Judge-audit section may be ordered by, in the order shown."""
-
-
-def _order_field(section: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
-    """The column the Judge-audit leaderboard is ordered by: the one the section names
-    (``order_by``), else the shown column whose values fall with the rank (the rows keep the
-    analysis's order; the viewer never sorts them)."""
-    named = section.get("order_by", section.get("ranked_by"))
-    if isinstance(named, str) and named:
-        return named
-    for name in _ORDER_FIELDS:
-        got = [_value(r.get(name)) for r in rows]
-        vals = [v for v in got if v is not None]
-        if rows and len(vals) == len(got) and all(a >= b for a, b in itertools.pairwise(vals)):
-            return name
-    return None
-
-
 def _qs(base: dict[str, Any], **changes: Any) -> str:
     """A query string: ``base`` with ``changes`` applied, empty values dropped."""
     merged = {**base, **changes}
@@ -284,7 +284,7 @@ def _bar(value: Any, low: Any, high: Any, lo: float, hi: float, width: int = 160
     span = (hi - lo) or 1.0
 
     def x(v: Any) -> float | None:
-        if not _finite(v):
+        if not finite(v):
             return None
         return round(max(0.0, min(1.0, (float(v) - lo) / span)) * (width - 4) + 2, 1)
 
@@ -293,14 +293,14 @@ def _bar(value: Any, low: Any, high: Any, lo: float, hi: float, width: int = 160
 
 def _cell_fill(v: Any) -> str:
     """A fill for a rate in [0, 1] (white to red); grey when missing."""
-    if not _finite(v):
+    if not finite(v):
         return "#eeeeee"
     t = max(0.0, min(1.0, float(v)))
     g = int(255 - 155 * t)
     return f"rgb(255,{g},{g})"
 
 
-def _int(request: web.Request, name: str, default: int = 0) -> int:
+def query_int(request: web.Request, name: str, default: int = 0) -> int:
     """A non-negative integer of the query (``default`` when absent or not a number); a value
     past ``MAX_QUERY_INT`` is a 400."""
     raw = request.query.get(name)
@@ -317,7 +317,7 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
     return value
 
 
-def _row_id(request: web.Request, name: str) -> int | None:
+def row_id(request: web.Request, name: str) -> int | None:
     """A row id of the path (None when not one: its page is a 404)."""
     raw = request.match_info[name]
     if not raw.isascii() or not raw.isdecimal() or len(raw) > 19:
@@ -387,7 +387,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.Response(status=421, text="misdirected request")
     if request.method not in ("GET", "HEAD"):
         return web.Response(status=405, text="read-only viewer")
-    viewer: _Viewer = request.app[VIEWER]
+    viewer: View = request.app[VIEWER]
     try:
         resp = await handler(request)
     except web.HTTPException:
@@ -417,7 +417,10 @@ def _clip(text: Any) -> tuple[Any, int]:
     return text, 0
 
 
-class _Viewer:
+class View:
+    """The viewer over a folder of runs: each run's reader, the page environment, and the
+    page helpers a method's pages use (``reader``, ``label``, ``render``, ``listing``)."""
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.paths = find_runs(self.root)
@@ -462,6 +465,15 @@ class _Viewer:
             damage = f"{reader.board_error}" + (f"; {damage}" if damage else "")
         # The navigation offers the pages of the methods this run holds (no dead links).
         ctx.setdefault("methods", reader.overview()["methods"] if reader is not None else [])
+        nav: list[tuple[str, str]] = []
+        search: tuple[str, str] | None = None
+        for name in ctx["methods"]:
+            pages = method_pages(name)
+            if pages is not None:
+                nav += list(pages.nav)
+                search = search or pages.search
+        ctx.setdefault("nav", nav)
+        ctx.setdefault("search", search)
         html = self.env.get_template(template).render(
             runs=[self.label(i) for i in range(len(self.paths))],
             query=dict(request.query),
@@ -499,88 +511,61 @@ class _Viewer:
 
     def overview(self, request: web.Request) -> web.Response:
         n, r = self.reader(request)
-        return self.render(request, "overview.html.j2", n=n, label=self.label(n), o=r.overview())
-
-    def arena(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        arena = r.board.get("arena")
-        if not isinstance(arena, dict):
-            raise ViewError("this run has no Arena results")
-        boards: list[tuple[str, str, list[dict[str, Any]]]] = [
-            ("overall", "", arena.get("overall") or [])
-        ]
-        for group, field in (
-            ("criterion", "by_criterion"),
-            ("judge", "by_judge"),
-            ("context", "by_context"),
-            ("source", "by_source"),
-        ):
-            for name, rows in (arena.get(field) or {}).items():
-                boards.append((group, str(name), rows or []))
-        ratings = [
-            float(v)
-            for _, _, rows in boards
-            for row in rows
-            for v in (row.get("ci_low"), row.get("ci_high"))
-            if _finite(v)
-        ]
-        lo, hi = (min(ratings), max(ratings)) if ratings else (0.0, 1.0)
-        matrix = r.pairwise()
+        o = r.overview()
+        links = []
+        for name in o["methods"]:
+            pages = method_pages(name)
+            links.append((name, pages.nav[0][0] if pages is not None and pages.nav else None))
         return self.render(
-            request,
-            "arena.html.j2",
-            n=n,
-            label=self.label(n),
-            arena=arena,
-            boards=boards,
-            lo=lo,
-            hi=hi,
-            matrix=matrix,
+            request, "overview.html.j2", n=n, label=self.label(n), o=o, method_links=links
         )
 
-    def _listing(
-        self, request: web.Request, template: str, fetch: str, filters: tuple[str, ...]
+    def listing(
+        self,
+        request: web.Request,
+        template: str,
+        fetch: Callable[..., Page],
+        filters: tuple[str, ...],
+        **ctx: Any,
     ) -> web.Response:
         """A filtered page of one list: the query's ``filters``, ``offset`` and ``limit`` (50)
-        passed to the reader's ``fetch``."""
+        passed to ``fetch(reader, ...)``; ``f`` holds the values the filters offer."""
         n, r = self.reader(request)
         q = request.query
-        page = getattr(r, fetch)(
+        page = fetch(
+            r,
             **{name: q.get(name, "") for name in filters},
-            offset=_int(request, "offset"),
-            limit=_int(request, "limit", 50) or 50,
+            offset=query_int(request, "offset"),
+            limit=query_int(request, "limit", 50) or 50,
         )
-        return self.render(
-            request, template, n=n, label=self.label(n), page=page, f=r.filter_values()
-        )
+        ctx.setdefault("f", r.filter_values())
+        return self.render(request, template, n=n, label=self.label(n), page=page, **ctx)
 
-    def memes(self, request: web.Request) -> web.Response:
-        return self._listing(request, "memes.html.j2", "memes", ("q", "outcome", "model"))
+    def memes_shown(self, reader: RunReader) -> dict[str, Mapping[str, str | None]]:
+        """The memes of this run with a page of their own (the first method of the run that
+        shows each): ``{"href": path under the run, "image": its image hash}`` by uid."""
+        out: dict[str, Mapping[str, str | None]] = {}
+        for name in reader.overview()["methods"]:
+            pages = method_pages(name)
+            if pages is None or pages.meme_pages is None:
+                continue
+            for uid, shown in pages.meme_pages(reader).items():
+                out.setdefault(uid, shown)
+        return out
 
-    def meme(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        m = r.meme(request.query.get("id", ""))
-        if m is None:
-            raise ViewError("no such meme in this run")
-        return self.render(request, "meme.html.j2", n=n, label=self.label(n), m=m)
-
-    def battles(self, request: web.Request) -> web.Response:
-        filters = ("meme", "model", "judge", "criterion", "outcome")
-        return self._listing(request, "battles.html.j2", "battles", filters)
-
-    def battle(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        b = r.battle(request.query.get("coord", ""))
-        if b is None:
-            raise ViewError("no such battle in this run")
-        return self.render(request, "battle.html.j2", n=n, label=self.label(n), b=b)
+    def meme_pages(self, reader: RunReader) -> dict[str, str]:
+        """The memes of this run with a page of their own, by uid: that page's path from the
+        site's root."""
+        n = self.paths.index(reader.dir) if reader.dir in self.paths else 0
+        return {uid: f"/r/{n}{m.get('href')}" for uid, m in self.memes_shown(reader).items()}
 
     def calls(self, request: web.Request) -> web.Response:
-        return self._listing(request, "calls.html.j2", "calls", ("model", "role", "status"))
+        filters = ("model", "role", "status")
+        return self.listing(request, "calls.html.j2", RunReader.calls, filters)
 
     def _call(self, request: web.Request) -> tuple[int, dict[str, Any]]:
         n, r = self.reader(request)
-        call_id = _row_id(request, "id")
+        call_id = row_id(request, "id")
         c = None if call_id is None else r.call(call_id)
         if c is None:
             raise ViewError("no such call in this run")
@@ -688,139 +673,37 @@ class _Viewer:
             self._images.popitem(last=False)
         return data, prepared.mime
 
-    def adapt(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        adapt = r.board.get("adapt")
-        if not isinstance(adapt, dict):
-            raise ViewError("this run has no Adapt results")
-        cats = list((adapt.get("by_category") or {}).keys())
-        models = [str(m.get("model")) for m in adapt.get("models") or []]
-        heat: dict[tuple[str, str], dict[str, Any]] = {}
-        for cat, rows in (adapt.get("by_category") or {}).items():
-            for row in rows or []:
-                heat[(str(row.get("model")), str(cat))] = row
-        lines = r.chain_lines()
-        weaknesses = []
-        for w in adapt.get("weaknesses") or []:
-            if not isinstance(w, dict):
-                continue
-            try:
-                key = (
-                    str(w.get("model")),
-                    str(w.get("category")),
-                    int(w.get("repeat") or 0),
-                    str(w.get("chain_seed") or w.get("meme")),
-                    "conditional",
-                )
-            except (TypeError, ValueError):
-                key = ("", "", 0, "", "")
-            weaknesses.append({**w, "chain_line": lines.get(key)})
-        threshold = adapt.get("failure_threshold")
-        rule = adapt.get("failure_rule") or (
-            f"score < {float(threshold):g}" if _finite(threshold) else None
-        )
-        return self.render(
-            request,
-            "adapt.html.j2",
-            n=n,
-            label=self.label(n),
-            adapt=adapt,
-            cats=cats,
-            models=models,
-            heat=heat,
-            weaknesses=weaknesses,
-            rule=rule,
-        )
-
-    def adapt_records(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        q = request.query
-        match = {"target": q.get("model", ""), "category": q.get("category", "")}
-        off = _int(request, "offset")
-        scores = r.jsonl("adapt_scores", match, off, 50)
-        chains = r.jsonl("adapt_chains", match, off, 50)
-        return self.render(
-            request,
-            "adapt_records.html.j2",
-            n=n,
-            label=self.label(n),
-            meme_pages=r.meme_ids(),
-            scores=scores,
-            chains=chains,
-            f=r.filter_values(),
-        )
-
-    def chain(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        line = _row_id(request, "line") or 0
-        chain = r.jsonl_line("adapt_chains", line)
-        if chain is None:
-            raise ViewError("no such chain in this run")
-        steps = [st for st in chain.get("steps") or [] if isinstance(st, dict)]
-        who = (str(chain.get("category")), str(chain.get("target")), int(chain.get("repeat") or 0))
-        for st in steps:
-            meme = str(st.get("meme"))
-            text = st.get("text") if isinstance(st.get("text"), str) else None
-            st["_answer"] = r.adapt_answer(meme, text, *who) if text else None
-            original = r.adapt_answer(meme, None, *who)
-            st["_original_image"] = (original or {}).get("image") or r.meme_image(meme)
-            got = st.get("image")
-            shown: dict[str, Any] = got if isinstance(got, dict) else {}
-            st["_shown_image"] = (st["_answer"] or {}).get("image") or shown.get("sha256")
-            st["_shown_source"] = shown.get("source")
-        return self.render(
-            request, "chain.html.j2", n=n, label=self.label(n), chain=chain, line=line
-        )
-
-    def judge_audit(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        ja = r.board.get("judge_audit")
-        if not isinstance(ja, dict):
-            raise ViewError("this run has no Judge audit results")
-        rows = [r for r in ja.get("leaderboard") or [] if isinstance(r, dict)]
-        shown = [f for f in _ORDER_FIELDS if any(isinstance(r.get(f), dict) for r in rows)]
-        return self.render(
-            request,
-            "judge_audit.html.j2",
-            n=n,
-            label=self.label(n),
-            ja=ja,
-            rows=rows,
-            columns=shown,
-            order=_order_field(ja, rows),
-        )
-
-    def ja_pairs(self, request: web.Request) -> web.Response:
-        n, r = self.reader(request)
-        q = request.query
-        match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
-        page = r.jsonl("judge_audit_scores", match, _int(request, "offset"), 50)
-        ja = r.board.get("judge_audit") or {}
-        examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
-        shown = [
-            (str(s.get("image", "")), str(s.get("query", "")), str(s.get("response", "")))
-            for e in examples
-            for s in (e.get("unbiased") or {}, e.get("biased") or {})
-        ]
-        judges = sorted({j for e in examples for j in e.get("scores") or {}})
-        found = r.score_replies(shown, judges)
-        replies = [
-            {"unbiased": found[2 * i], "biased": found[2 * i + 1]} for i in range(len(examples))
-        ]
-        return self.render(
-            request,
-            "ja_pairs.html.j2",
-            n=n,
-            label=self.label(n),
-            page=page,
-            ja=ja,
-            examples=examples,
-            replies=replies,
-        )
-
     async def css(self, request: web.Request) -> web.Response:
         text = resources.files("memearena.view").joinpath("static/view.css").read_text("utf-8")
         return web.Response(text=text, content_type="text/css")
+
+
+_Viewer = View
+"""The former name of :class:`View`."""
+
+
+@dataclass(frozen=True)
+class MethodPages:
+    """A method's pages in the viewer, declared as ``PAGES`` in its package's ``pages.py``
+    (templates in its ``html/`` folder, named ``<method>/<file>``). Every function is given
+    the run's reader; a page function, the viewer and the request."""
+
+    routes: tuple[tuple[str, Callable[[View, web.Request], web.StreamResponse]], ...]
+    """``(path under /r/{run}, page function)``; paths start with ``/``."""
+    nav: tuple[tuple[str, str], ...] = ()
+    """``(path, label)`` links in the navigation of a run holding the method."""
+    search: tuple[str, str] | None = None
+    """``(path, placeholder)`` of a search box (its ``q`` parameter), or None."""
+    served: Callable[[RunReader, str, str], list[dict[str, Any]]] | None = None
+    """(reader, request hash, role) -> where a call of one of its roles served, each
+    ``{"href", "label", "note"}`` (``href`` under the run, from ``/``)."""
+    meme_pages: Callable[[RunReader], Mapping[str, Mapping[str, str | None]]] | None = None
+    """(reader) -> the memes it shows on a page of their own, by uid: ``{"href": path under
+    the run, "image": the meme's image hash}``."""
+    warm: Callable[[RunReader], object] | None = None
+    """(reader) -> computed at start: the indexes its first pages need."""
+    image_folders: tuple[str, ...] = ()
+    """Folders of the run directory where an older run of it kept images of its own."""
 
 
 def make_app(
@@ -844,7 +727,7 @@ def make_app(
             f"--host {bind_host}: not a loopback address; the viewer shows every request, reply"
             " and image of the runs to whoever reaches it: pass --allow-remote to serve it there"
         )
-    v = _Viewer(root)
+    v = View(root)
     gate = _Gate(heavy_pages, max_waiting, request_timeout)
     app = web.Application(middlewares=[_guard])
     app[ALLOWED_HOSTS] = host_names(bind_host, allowed_hosts)
@@ -861,23 +744,18 @@ def make_app(
     for path, page in (
         ("/", v.runs),
         ("/r/{run}/", v.overview),
-        ("/r/{run}/arena", v.arena),
-        ("/r/{run}/memes", v.memes),
-        ("/r/{run}/meme", v.meme),
-        ("/r/{run}/battles", v.battles),
-        ("/r/{run}/battle", v.battle),
         ("/r/{run}/calls", v.calls),
         ("/r/{run}/call/{id}", v.call),
         ("/r/{run}/call/{id}/reply", v.call_reply),
         ("/r/{run}/call/{id}/request", v.call_request),
         ("/r/{run}/image/{sha}", v.image),
-        ("/r/{run}/adapt", v.adapt),
-        ("/r/{run}/adapt/records", v.adapt_records),
-        ("/r/{run}/adapt/chain/{line}", v.chain),
-        ("/r/{run}/judge-audit", v.judge_audit),
-        ("/r/{run}/judge-audit/pairs", v.ja_pairs),
     ):
         r.add_get(path, heavy(page))
+    # Each registered method's own pages (its package's pages.py), under the run's prefix.
+    for name in method_names():
+        pages = method_pages(name)
+        for sub, method_page in pages.routes if pages is not None else ():
+            r.add_get("/r/{run}" + sub, heavy(functools.partial(method_page, v)))
 
     async def close(_: web.Application) -> None:
         task = app.get(WARMING)

@@ -1,20 +1,14 @@
-"""The echo method's console summary and report partial."""
+"""The echo method's console summary and report partial (``html/report.html.j2``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment
 from rich.console import Console
 
 from memearena.report.html import Section, register_section
-
-_PARTIAL = Environment(autoescape=True).from_string(
-    '<section id="echo"><h2>Echo</h2><table>'
-    "{% for r in section.rows %}<tr><td>{{ r.model }}</td><td>{{ r.shown }}</td></tr>"
-    "{% endfor %}</table></section>"
-)
 
 
 def print_summary(console: Console, section: Mapping[str, Any]) -> None:
@@ -30,4 +24,8 @@ def _report(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any] | 
     return {"rows": rows, "nav": [("echo", "Echo")]}
 
 
-register_section(Section("echo", "Echo", _PARTIAL, _report, order=5))  # type: ignore[arg-type]
+register_section(
+    Section(
+        "echo", "Echo", "report.html.j2", _report, order=5, folder=Path(__file__).parent / "html"
+    )
+)

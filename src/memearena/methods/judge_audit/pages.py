@@ -1,0 +1,141 @@
+"""The Judge audit's pages in the viewer: its leaderboard (in the section's own order, with
+the column it is ordered by), and per bias type the scored pairs with each judge's reply.
+Registered as ``PAGES`` (``memearena.view.app.MethodPages``); templates in ``html/``.
+
+Every string shown is untrusted (model output, dataset text, names from a config): it reaches
+the page through autoescaping only."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from aiohttp import web
+
+from memearena.store.requests import unpack
+from memearena.view.app import MethodPages, View, finite, query_int
+from memearena.view.queries import RunReader, ViewError
+
+__all__ = ["PAGES", "score_replies"]
+
+_REPLIES = "judge_audit.replies"
+
+
+def _value(e: Any) -> float | None:
+    v = e.get("value") if isinstance(e, dict) else None
+    return float(v) if finite(v) else None
+
+
+_ORDER_FIELDS = ("trust", "overall")
+"""The leaderboard columns a Judge-audit section may be ordered by, in the order shown."""
+
+
+def _order_field(section: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
+    """The column the Judge-audit leaderboard is ordered by: the one the section names
+    (``order_by``), else the shown column whose values fall with the rank (the rows keep the
+    analysis's order; the viewer never sorts them)."""
+    named = section.get("order_by", section.get("ranked_by"))
+    if isinstance(named, str) and named:
+        return named
+    for name in _ORDER_FIELDS:
+        got = [_value(r.get(name)) for r in rows]
+        vals = [v for v in got if v is not None]
+        if rows and len(vals) == len(got) and all(a >= b for a, b in itertools.pairwise(vals)):
+            return name
+    return None
+
+
+def score_replies(
+    r: RunReader, shown: list[tuple[str, str, str]], judges: list[str], scan: int = 200_000
+) -> list[dict[str, dict[str, Any]]]:
+    """For each ``(image, query, response)`` a Judge-audit judge was shown, per judge the
+    score call that showed it (its id and raw reply); stops once every judge is found for
+    every one (at most ``scan`` score calls are read)."""
+    key = (tuple(shown), tuple(judges))
+    memo: dict[Any, list[dict[str, dict[str, Any]]]] = r.state.setdefault(_REPLIES, {})
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    out: list[dict[str, dict[str, Any]]] = [{} for _ in shown]
+    # Matched in the payload's own JSON text (each string encoded as the key's payload is).
+    tags = [
+        (
+            json.dumps(image),
+            json.dumps(f"<query>\n{q}\n</query>", ensure_ascii=False)[1:-1],
+            json.dumps(f"<response>\n{r}\n</response>", ensure_ascii=False)[1:-1],
+        )
+        for image, q, r in shown
+    ]
+    want = set(judges)
+    rows = r.q(
+        "SELECT c.id, c.model, c.response, r.dict, r.body FROM calls c"
+        " JOIN requests r ON r.key = c.request_hash"
+        " WHERE c.role='judge_audit.score' ORDER BY c.id LIMIT ?",
+        (scan,),
+    )
+    for call_id, model, reply, d, body in rows:
+        if all(want <= o.keys() for o in out):
+            break
+        text = unpack(body, r.zdict(int(d)))
+        for o, (image, q_tag, r_tag) in zip(out, tags, strict=True):
+            if model not in o and image in text and q_tag in text and r_tag in text:
+                o[str(model)] = {"call": int(call_id), "reply": reply}
+    memo[key] = out
+    return out
+
+
+# ------------------------------------------------------------------ pages
+
+
+def _judge_audit_page(v: View, request: web.Request) -> web.Response:
+    n, r = v.reader(request)
+    ja = r.board.get("judge_audit")
+    if not isinstance(ja, dict):
+        raise ViewError("this run has no Judge audit results")
+    rows = [r for r in ja.get("leaderboard") or [] if isinstance(r, dict)]
+    shown = [f for f in _ORDER_FIELDS if any(isinstance(r.get(f), dict) for r in rows)]
+    return v.render(
+        request,
+        "judge_audit/judge_audit.html.j2",
+        n=n,
+        label=v.label(n),
+        ja=ja,
+        rows=rows,
+        columns=shown,
+        order=_order_field(ja, rows),
+    )
+
+
+def _ja_pairs_page(v: View, request: web.Request) -> web.Response:
+    n, r = v.reader(request)
+    q = request.query
+    match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
+    page = r.jsonl("judge_audit_scores", match, query_int(request, "offset"), 50)
+    ja = r.board.get("judge_audit") or {}
+    examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
+    shown = [
+        (str(s.get("image", "")), str(s.get("query", "")), str(s.get("response", "")))
+        for e in examples
+        for s in (e.get("unbiased") or {}, e.get("biased") or {})
+    ]
+    judges = sorted({j for e in examples for j in e.get("scores") or {}})
+    found = score_replies(r, shown, judges)
+    replies = [{"unbiased": found[2 * i], "biased": found[2 * i + 1]} for i in range(len(examples))]
+    return v.render(
+        request,
+        "judge_audit/ja_pairs.html.j2",
+        n=n,
+        label=v.label(n),
+        page=page,
+        ja=ja,
+        examples=examples,
+        replies=replies,
+    )
+
+
+PAGES = MethodPages(
+    routes=(("/judge-audit", _judge_audit_page), ("/judge-audit/pairs", _ja_pairs_page)),
+    nav=(("/judge-audit", "Judge audit"),),
+    image_folders=("judge_audit/images",),
+)
