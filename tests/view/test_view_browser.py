@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
@@ -271,9 +271,11 @@ def test_hostile_strings_execute_nothing(page: Page, hostile_view: str, beacon: 
 _REPR = re.compile(r"\b(None|False|True|nan)\b|\{'|\['|\('|<[a-z_]+ object at 0x")
 """A Python value printed into prose (pre blocks hold raw replies and JSON, and are left out)."""
 
-PER_KIND = 6
-"""Pages crawled per kind of page (path and query names): every kind, a bounded sample (the
-HTTP tests fetch every page of a kind; this one looks at what a browser shows)."""
+PER_KIND = 1
+"""Pages crawled per kind of page (path and query names): every kind, the first one linked (a
+deterministic sample; ``bench/view_crawl.py`` follows every page). Call pages are sampled per
+role apart (``_call_per_role``): what a call page shows (its images above all) depends on its
+role."""
 
 
 def _kind(url: str) -> str:
@@ -285,13 +287,31 @@ def _kind(url: str) -> str:
     return "/".join(parts) + "?" + ",".join(sorted(parse_qs(p.query)))
 
 
+def _call_per_role(base: str, start: str) -> dict[str, str]:
+    """The first call page of each role of the run (from the call list filtered by role,
+    read over HTTP: the lists themselves are not what this crawl looks at)."""
+    with urllib.request.urlopen(base + start + "calls", timeout=60) as r:
+        listing = r.read().decode()
+    select = re.search(r'<select name="role">(.*?)</select>', listing, re.S)
+    roles = re.findall(r'<option value="([^"]+)"', select.group(1) if select else "")
+    out: dict[str, str] = {}
+    for role in roles:
+        url = f"{base}{start}calls?{urlencode({'role': role})}"
+        with urllib.request.urlopen(url, timeout=60) as r:
+            first = re.search(r'href="(/r/\d+/call/\d+)"', r.read().decode())
+        if first is not None:
+            out[role] = first.group(1)
+    return out
+
+
 def _crawl(page: Page, base: str, start: str) -> dict[str, Any]:
-    """Follow every same-origin link from ``start`` (at most ``PER_KIND`` pages of a kind);
-    per page: its status, images not shown, Python values in its prose, chain steps without
-    their image or answer."""
+    """Follow every same-origin link from ``start`` (at most ``PER_KIND`` pages of a kind),
+    and the first call page of each role; per page: its status, images not shown, Python
+    values in its prose, chain steps without their image or answer."""
     seen: set[str] = set()
-    queue = [start]
-    per: dict[str, int] = {}
+    roles = _call_per_role(base, start)
+    queue = [start, *roles.values()]
+    per: dict[str, int] = {f"call of {role}": 1 for role in roles}
     found: dict[str, list[Any]] = {"status": [], "images": [], "reprs": [], "steps": []}
     while queue:
         url = queue.pop(0)
@@ -334,6 +354,7 @@ def _crawl(page: Page, base: str, start: str) -> dict[str, Any]:
                 queue.append(rel)
     found["pages"] = len(seen)
     found["kinds"] = sorted(per)
+    found["roles"] = sorted(roles)
     return found
 
 
@@ -364,14 +385,18 @@ def test_a_crawl_finds_every_image_on_record_and_no_python_value_in_prose(
         start = _run_number(base, which) if which != "demo" else "/r/0/"
     found = _crawl(page, base, start)
     print(which, found["pages"], "pages of", len(found["kinds"]), "kinds")
-    assert found["pages"] > 30, found["pages"]
     kinds = " ".join(found["kinds"])
+    roles = found["roles"]
     if which == "demo":
         assert "/battle?" in kinds and "/call/" in kinds and "/adapt/chain/" in kinds
+        assert {"arena.judge", "adapt.answer", "adapt.score", "judge_audit.score"} <= set(roles)
+        assert len(found["kinds"]) >= 50, found["kinds"]
     if which == "adapt-null-world":
         assert "/adapt/chain/" in kinds and "/call/" in kinds and "/arena" not in kinds
+        assert {"adapt.answer", "adapt.score", "adapt.miner"} <= set(roles)
     if which == "judge-audit":
         assert "/judge-audit/pairs" in kinds and "/call/" in kinds and "/adapt" not in kinds
+        assert "judge_audit.score" in roles
     assert found["status"] == []
     assert found["images"] == []
     assert found["reprs"] == []
