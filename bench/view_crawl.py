@@ -87,9 +87,7 @@ def step_problems(page: str) -> list[str]:
     return out
 
 
-async def crawl(
-    client: Any, start: str, per_kind: int, concurrency: int
-) -> dict[str, Any]:
+async def crawl(client: Any, start: str, per_kind: int, concurrency: int) -> dict[str, Any]:
     """Every page reachable from ``start`` under the same run (``per_kind`` > 0: at most that
     many pages of a kind, in the order first linked)."""
     prefix = "/".join(start.split("/")[:3]) + "/"  # /r/N/
@@ -105,8 +103,10 @@ async def crawl(
             async with sem:
                 resp = await client.get(src)
                 body = await resp.read()
-            images[src] = resp.status == 200 and bool(body) and (
-                resp.headers.get("Content-Type", "").split(";")[0] in _IMAGE_TYPES
+            images[src] = (
+                resp.status == 200
+                and bool(body)
+                and (resp.headers.get("Content-Type", "").split(";")[0] in _IMAGE_TYPES)
             )
         return images[src]
 
@@ -185,8 +185,10 @@ def main() -> int:
             print(f"built the demo and an audit run in {time.perf_counter() - t0:.1f} s")
         results = asyncio.run(crawl_runs(runs, args.per_kind, args.concurrency))
     bad = 0
-    print(f"{'run':<48} {'pages':>6} {'kinds':>5} {'images':>6} {'status':>6} "
-          f"{'broken':>6} {'reprs':>5} {'steps':>5} {'s':>6}")
+    print(
+        f"{'run':<48} {'pages':>6} {'kinds':>5} {'images':>6} {'status':>6} "
+        f"{'broken':>6} {'reprs':>5} {'steps':>5} {'s':>6}"
+    )
     for label, f, secs in results:
         counts = [len(f[k]) for k in ("status", "images", "reprs", "steps")]
         bad += sum(counts)
