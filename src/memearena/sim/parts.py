@@ -26,6 +26,7 @@ __all__ = [
     "SimRequest",
     "part_factories",
     "part_factory",
+    "part_prefixes",
     "register_part",
     "register_part_module",
 ]
@@ -90,3 +91,8 @@ def part_factory(prefix: str) -> PartFactory | None:
         importlib.import_module(_MODULES[prefix])
         make = _PARTS.get(prefix)
     return make
+
+
+def part_prefixes() -> list[str]:
+    """Every prefix a part answers: registered, or named by its module."""
+    return list(dict.fromkeys([*_PARTS, *_MODULES]))

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memearena.config import SimModelConfig
 from memearena.models.types import GenParams, ImagePart, Message
 from memearena.sim.facts import SimMeme, SimProfile, digest, tag_block
-from memearena.sim.parts import SimPart, SimRequest, part_factories, part_factory
+from memearena.sim.parts import (
+    SimPart,
+    SimRequest,
+    part_factories,
+    part_factory,
+    part_prefixes,
+)
 
 if TYPE_CHECKING:
     from memearena.config import ImageConfig
@@ -198,6 +204,8 @@ class SimWorld:
         caption it shows, by the hash of the bytes a client sends): a dry run's stand-ins for
         endpoint models then meet the world the run will meet. Returns the hashes registered."""
         known = 0
+        for prefix in part_prefixes():  # every method's part, its module imported if need be
+            self._part(prefix)
         for part in self.parts.values():
             register = getattr(part, "register_dataset_images", None)
             if callable(register):

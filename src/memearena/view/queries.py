@@ -43,6 +43,9 @@ OUTCOMES = ("refusal", "parse_failure", "error")
 
 MAX_PER_PAGE = 200
 
+_UNPACKING = threading.Lock()
+"""Held while a stored request body is decompressed (``RunReader.unpack``)."""
+
 
 class ViewError(MemearenaError):
     """A directory the viewer cannot show (missing, not a run)."""
@@ -415,6 +418,14 @@ class RunReader:
             return []
         return list(pages.served(self, request_hash, role))
 
+    @staticmethod
+    def unpack(body: bytes, zdict: bytes | None) -> str:
+        """A stored request body as text: one at a time in this process, since pages render in
+        worker threads and the store's decompressors (one per dictionary, shared) must never
+        run in two threads at once (concurrent use corrupts their output or crashes)."""
+        with _UNPACKING:
+            return unpack(body, zdict)
+
     def zdict(self, number: int) -> bytes | None:
         """The compression dictionary ``number`` of the run's requests (None: not on record)."""
         if self._zdicts is None or number not in self._zdicts:
@@ -443,7 +454,7 @@ class RunReader:
                 f"request {key}: packed with dictionary {int(d)}, which is not on record"
             )
         try:
-            return {"key": key, **decode_payload(unpack(body, zdict))}
+            return {"key": key, **decode_payload(self.unpack(body, zdict))}
         except Exception as e:  # untrusted bytes: zlib, zstd, UTF-8 and JSON all raise
             raise DamagedRecord(f"request {key}: unreadable ({type(e).__name__}: {e})") from None
 

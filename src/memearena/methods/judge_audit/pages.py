@@ -13,7 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from memearena.store.requests import unpack
 from memearena.view.app import MethodPages, View, finite, query_int
 from memearena.view.queries import RunReader, ViewError
 
@@ -77,7 +76,7 @@ def score_replies(
     for call_id, model, reply, d, body in rows:
         if all(want <= o.keys() for o in out):
             break
-        text = unpack(body, r.zdict(int(d)))
+        text = r.unpack(body, r.zdict(int(d)))
         for o, (image, q_tag, r_tag) in zip(out, tags, strict=True):
             if model not in o and image in text and q_tag in text and r_tag in text:
                 o[str(model)] = {"call": int(call_id), "reply": reply}
