@@ -5,7 +5,10 @@ A method is one package (``methods/<name>/``: config, stages, analysis, view) pl
 rest for every method alike: the run directory (lock, store, dataset binding, config snapshot),
 the pool (cache, spend cap, batch), the dry run, the accounting, the status and exit code, the
 leaderboard merge, the report and the console summary. A method is registered by name in
-``memearena.engine.registry`` (one line); no engine file changes."""
+``memearena.engine.registry`` (one line); no engine file changes. Beside ``method.py`` its
+package may hold ``templates/`` (its prompts), ``sim.py`` (its part of the simulated world),
+``view.py`` registering its report section (the partial in ``html/``) and ``pages.py`` with
+its viewer pages (``PAGES``, templates in ``html/``): each is found by the registry."""
 
 from __future__ import annotations
 
