@@ -165,6 +165,17 @@ def test_reader_never_writes_the_run(demo_run: Path) -> None:
     r.overview()
     arena.meme(r, "demo:m01")
     arena.battles(r, model="sim-aurora")
+    # A method's queries are the reader's too, as they were before they moved to its package.
+    assert r.meme("demo:m01") == arena.meme(r, "demo:m01")
+    assert (
+        r.battles(model="sim-aurora", limit=3).rows
+        == arena.battles(r, model="sim-aurora", limit=3).rows
+    )
+    assert {"models", "judges", "criteria", "adapt_models", "categories", "roles"} <= set(
+        r.filter_values()
+    )
+    with pytest.raises(AttributeError, match="no attribute or query 'no_such_query'"):
+        r.no_such_query()
     assert r._db is not None
     with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only|query_only"):
         r._db.execute("DELETE FROM calls")

@@ -29,7 +29,7 @@ import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -704,6 +704,11 @@ class MethodPages:
     """(reader) -> computed at start: the indexes its first pages need."""
     image_folders: tuple[str, ...] = ()
     """Folders of the run directory where an older run of it kept images of its own."""
+    filters: Callable[[RunReader], Mapping[str, list[str]]] | None = None
+    """(reader) -> values its list filters offer, by name (in ``RunReader.filter_values``)."""
+    queries: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    """Its queries by name, each ``(reader, ...)``: also reachable as the reader's methods
+    (``reader.battles(...)``), as they were before a method's queries moved to its package."""
 
 
 def make_app(

@@ -10,6 +10,7 @@ text and image hash, which a method's pages keep in ``RunReader.state``)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -459,17 +460,35 @@ class RunReader:
             raise DamagedRecord(f"request {key}: unreadable ({type(e).__name__}: {e})") from None
 
     def filter_values(self) -> dict[str, list[str]]:
-        """Values the call filters offer: models, roles, statuses."""
+        """Values the filters offer: every registered method's (its models, judges,
+        criteria, categories...) and the calls' (models, roles, statuses)."""
         return dict(self.cached("filters", self._filter_values))
 
     def _filter_values(self) -> dict[str, list[str]]:
         call_models = [str(m) for (m,) in self.q("SELECT DISTINCT model FROM calls ORDER BY 1")]
         roles = [str(r) for (r,) in self.q("SELECT DISTINCT role FROM calls ORDER BY 1")]
+        out: dict[str, list[str]] = {}
+        for name in method_names():  # each registered method's, empty when the run lacks it
+            pages = method_pages(name)
+            if pages is not None and pages.filters is not None:
+                out.update(pages.filters(self))
         return {
+            **out,
             "call_models": call_models,
             "roles": roles,
             "statuses": ["ok", "cached", "refusal", "error", "sent", "budget"],
         }
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for a name that is not an attribute: a registered method's query
+        # (``reader.battles(...)``), given this reader.
+        if not name.startswith("_"):
+            for method in method_names():
+                pages = method_pages(method)
+                query = pages.queries.get(name) if pages is not None else None
+                if query is not None:
+                    return functools.partial(query, self)
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or query {name!r}")
 
     def image_bytes(self, sha256: str) -> bytes | None:
         """The bytes of the image with this content hash as the run kept it (``store.images``;

@@ -106,22 +106,18 @@ def _chain_lines(r: RunReader) -> dict[tuple[str, str, int, str, str], int]:
 
 
 def filter_values(r: RunReader) -> dict[str, list[str]]:
-    """Values Adapt's filters offer: its targets and categories (and the calls')."""
-
-    def compute() -> dict[str, list[str]]:
-        adapt = r.board.get("adapt")
-        adapt = adapt if isinstance(adapt, dict) else {}
-        return {
-            **r.filter_values(),
-            "adapt_models": [
-                str(m.get("model")) for m in adapt.get("models") or [] if isinstance(m, dict)
-            ],
-            "categories": [
-                str(c.get("name")) for c in adapt.get("taxonomy") or [] if isinstance(c, dict)
-            ],
-        }
-
-    return dict(r.cached("adapt.filters", compute))
+    """Values Adapt's filters offer: its targets and categories (the reader's
+    ``filter_values`` holds them, with every method's and the calls')."""
+    adapt = r.board.get("adapt")
+    adapt = adapt if isinstance(adapt, dict) else {}
+    return {
+        "adapt_models": [
+            str(m.get("model")) for m in adapt.get("models") or [] if isinstance(m, dict)
+        ],
+        "categories": [
+            str(c.get("name")) for c in adapt.get("taxonomy") or [] if isinstance(c, dict)
+        ],
+    }
 
 
 def served(r: RunReader, request_hash: str, role: str) -> list[dict[str, Any]]:
@@ -221,7 +217,7 @@ def _adapt_records_page(v: View, request: web.Request) -> web.Response:
         meme_pages=v.meme_pages(r),
         scores=scores,
         chains=chains,
-        f=filter_values(r),
+        f=r.filter_values(),
     )
 
 
@@ -247,10 +243,6 @@ def _chain_page(v: View, request: web.Request) -> web.Response:
     return v.render(request, "adapt/chain.html.j2", n=n, label=v.label(n), chain=chain, line=line)
 
 
-def _warm(r: RunReader) -> None:
-    filter_values(r)
-
-
 PAGES = MethodPages(
     routes=(
         ("/adapt", _adapt_page),
@@ -259,5 +251,6 @@ PAGES = MethodPages(
     ),
     nav=(("/adapt", "Adapt"),),
     served=served,
-    warm=_warm,
+    filters=filter_values,
+    queries={f.__name__: f for f in (adapt_answer, chain_lines, chain_steps)},
 )

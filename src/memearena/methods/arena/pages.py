@@ -588,7 +588,7 @@ def _leaderboards(v: View, request: web.Request) -> web.Response:
 def _memes_page(v: View, request: web.Request) -> web.Response:
     _, r = v.reader(request)
     return v.listing(
-        request, "arena/memes.html.j2", memes, ("q", "outcome", "model"), f=filter_values(r)
+        request, "arena/memes.html.j2", memes, ("q", "outcome", "model"), f=r.filter_values()
     )
 
 
@@ -603,7 +603,7 @@ def _meme_page(v: View, request: web.Request) -> web.Response:
 def _battles_page(v: View, request: web.Request) -> web.Response:
     _, r = v.reader(request)
     filters = ("meme", "model", "judge", "criterion", "outcome")
-    return v.listing(request, "arena/battles.html.j2", battles, filters, f=filter_values(r))
+    return v.listing(request, "arena/battles.html.j2", battles, filters, f=r.filter_values())
 
 
 def _battle_page(v: View, request: web.Request) -> web.Response:
@@ -615,21 +615,17 @@ def _battle_page(v: View, request: web.Request) -> web.Response:
 
 
 def filter_values(r: RunReader) -> dict[str, list[str]]:
-    """Values the Arena's filters offer: its models, judges and criteria (and the calls')."""
-
-    def compute() -> dict[str, list[str]]:
-        board = r.board
-        arena: dict[str, Any] = board["arena"] if isinstance(board.get("arena"), dict) else {}
-        cfg = ((board.get("run") or {}).get("config") or {}).get("arena") or {}
-        criteria = list(arena.get("by_criterion") or cfg.get("criteria") or [])
-        return {
-            **r.filter_values(),
-            "models": [str(x.get("model")) for x in arena.get("overall") or []],
-            "judges": [str(j.get("judge")) for j in arena.get("judges") or []],
-            "criteria": [str(c) for c in criteria],
-        }
-
-    return dict(r.cached("arena.filters", compute))
+    """Values the Arena's filters offer: its models, judges and criteria (the reader's
+    ``filter_values`` holds them, with every method's and the calls')."""
+    board = r.board
+    arena: dict[str, Any] = board["arena"] if isinstance(board.get("arena"), dict) else {}
+    cfg = ((board.get("run") or {}).get("config") or {}).get("arena") or {}
+    criteria = list(arena.get("by_criterion") or cfg.get("criteria") or [])
+    return {
+        "models": [str(x.get("model")) for x in arena.get("overall") or []],
+        "judges": [str(j.get("judge")) for j in arena.get("judges") or []],
+        "criteria": [str(c) for c in criteria],
+    }
 
 
 _ROLE_KINDS = {
@@ -693,7 +689,6 @@ def meme_pages(r: RunReader) -> Mapping[str, Mapping[str, str | None]]:
 
 def _warm(r: RunReader) -> None:
     meme_index(r)
-    filter_values(r)
 
 
 PAGES = MethodPages(
@@ -709,4 +704,6 @@ PAGES = MethodPages(
     served=served,
     meme_pages=meme_pages,
     warm=_warm,
+    filters=filter_values,
+    queries={f.__name__: f for f in (memes, meme, battles, battle, pairwise, meme_ids, meme_image)},
 )

@@ -137,4 +137,5 @@ PAGES = MethodPages(
     routes=(("/judge-audit", _judge_audit_page), ("/judge-audit/pairs", _ja_pairs_page)),
     nav=(("/judge-audit", "Judge audit"),),
     image_folders=("judge_audit/images",),
+    queries={"score_replies": score_replies},
 )
