@@ -207,11 +207,24 @@ def view(
         list[str] | None,
         typer.Option("--allow-host", help="Another host name requests may name (repeatable)."),
     ] = None,
+    label: Annotated[
+        bool,
+        typer.Option(
+            "--label", help="Add the labelling pages (/label): labels go to labels.sqlite."
+        ),
+    ] = False,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""
     from memearena.view import serve
 
-    serve(run_dir, host=host, port=port, allow_remote=allow_remote, allowed_hosts=allow_host or ())
+    serve(
+        run_dir,
+        host=host,
+        port=port,
+        allow_remote=allow_remote,
+        allowed_hosts=allow_host or (),
+        label=label,
+    )
 
 
 @models_app.command("check")

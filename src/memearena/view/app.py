@@ -833,12 +833,14 @@ def make_app(
     heavy_pages: int = HEAVY_PAGES,
     max_waiting: int = MAX_WAITING,
     request_timeout: float = REQUEST_TIMEOUT_S,
+    label: bool = False,
 ) -> web.Application:
     """The viewer over one run directory or a folder of runs (ViewError when none is there,
     or when ``bind_host`` is not a loopback address and ``allow_remote`` is not given).
     ``warm``: at start, compute each run's summaries and meme index in a worker thread (reads
     only), so the first pages of a large run open as fast as the next ones. Requests are
-    answered only when addressed to a name of ``host_names(bind_host, allowed_hosts)``."""
+    answered only when addressed to a name of ``host_names(bind_host, allowed_hosts)``.
+    ``label``: add the labelling pages and their writes (``memearena.view.labels``)."""
     if bind_host.strip().lower() not in LOOPBACK_HOSTS and not allow_remote:
         raise ViewError(
             f"--host {bind_host}: not a loopback address; the viewer shows every request, reply"
@@ -890,6 +892,10 @@ def make_app(
     async def start_warming(_: web.Application) -> None:
         app[WARMING] = asyncio.get_running_loop().create_task(asyncio.to_thread(v.warm))
 
+    if label:  # imported here: the labelling module builds on this one
+        from memearena.view.labels import install
+
+        install(app)
     if warm:
         app.on_startup.append(start_warming)
     app.on_cleanup.append(close)
