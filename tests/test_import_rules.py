@@ -325,7 +325,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("prompts", "data"),
     ("sim",),
     ("engine",),
-    ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
+    ("methods", "methods.adapt", "methods.arena", "methods.judge_audit", "labels"),
     ("view", "api", "demo"),
     ("cli",),
     ("", "__main__"),
