@@ -67,6 +67,11 @@ MAX_FIELDS = 32
 """The most answers one label may hold."""
 LABEL_PAGES = 2
 """Labelling pages rendered at once (each in a worker thread over the run's files)."""
+AGREEMENT_BOOTSTRAP = 1000
+"""Bootstrap rounds of each agreement figure's interval on the agreement page."""
+AGREEMENT_REFRESH_S = 15
+"""The agreement page reloads itself this often (the figures follow the labels)."""
+"""Labelling pages rendered at once (each in a worker thread over the run's files)."""
 
 QUEUE_TITLES = {
     "battles": "Arena battles (blind)",
@@ -82,6 +87,21 @@ QUEUE_HELP = {
     "perturbations": "The original and the perturbed item side by side: does the perturbed one "
     "keep what its bias type must keep?",
 }
+
+FIGURE_TITLES = {
+    "kappa": "Cohen's κ of each judge against the human majority",
+    "percent_agreement": "Percent agreement of each judge with the human majority",
+    "alpha": "Krippendorff's α among the annotators",
+    "ranking_ndcg": "Each judge's ranking against the human-vote ranking (NDCG)",
+    "ranking_kendall_tau": "Each judge's ranking against the human-vote ranking (Kendall τ)",
+    "guideline_mean": "Mean rating of each guideline axis (1-3)",
+    "harmful_share": "Share the human majority calls still harmful",
+    "failure_rate": "Adapt failure rate on the labelled rewrites",
+    "failure_rate_human_harmful": "Adapt failure rate on rewrites humans confirmed harmful",
+    "perturbation_accepted": "Share of perturbations humans accepted",
+}
+"""Headings of the agreement figures (``memearena.labels.agreement``); another figure is shown
+under its own name."""
 
 _LABEL_PATH = re.compile(r"/(label(/[a-z-]*)?|r/[0-9]{1,9}/label(/[a-z-]*)?)")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -155,7 +175,7 @@ class _Labeller:
         self.app = app
         self.viewer = app[VIEWER]
         self.secret = secrets.token_bytes(32)
-        self._items: dict[tuple[int, str, str], tuple[tuple[Any, ...], list[Any]]] = {}
+        self._cache: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
         self._lock = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
         self.post_routes: set[web.AbstractRoute] = set()
@@ -239,8 +259,8 @@ class _Labeller:
             )
         return resp
 
-    def items(self, n: int, run_dir: Path, queue: str, order: str = "run") -> list[Any]:
-        """The queue's items in ``order``, kept while the run's files are unchanged."""
+    def _cached(self, key: tuple[Any, ...], run_dir: Path, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept while the run's files are unchanged."""
         stamp: list[Any] = []
         for name in ("run.db", "run.db-wal", "leaderboard.json"):
             try:
@@ -249,18 +269,33 @@ class _Labeller:
             except OSError:
                 stamp.append(None)
         with self._lock:
-            hit = self._items.get((n, queue, order))
+            hit = self._cache.get(key)
             if hit is not None and hit[0] == tuple(stamp):
                 return hit[1]
-        got: list[Any] = []
-        seen: set[str] = set()
-        for it in queue_items(run_dir, queue, order=order):
-            if str(it.key) not in seen:  # one item per key: a label names its item by key
-                seen.add(str(it.key))
-                got.append(it)
+        got = compute()
         with self._lock:
-            self._items[(n, queue, order)] = (tuple(stamp), got)
+            self._cache[key] = (tuple(stamp), got)
         return got
+
+    def queues(self, n: int, run_dir: Path) -> list[str]:
+        """The queues this run has something to label in."""
+        got: list[str] = self._cached((n, "queues"), run_dir, lambda: available_queues(run_dir))
+        return got
+
+    def items(self, n: int, run_dir: Path, queue: str, order: str = "run") -> list[Any]:
+        """The queue's items in ``order``, one per key (a label names its item by key)."""
+
+        def compute() -> list[Any]:
+            got: list[Any] = []
+            seen: set[str] = set()
+            for it in queue_items(run_dir, queue, order=order):
+                if str(it.key) not in seen:
+                    seen.add(str(it.key))
+                    got.append(it)
+            return got
+
+        items: list[Any] = self._cached((n, "items", queue, order), run_dir, compute)
+        return items
 
     def store(self, request: web.Request, *, create: bool) -> LabelStore:
         """The run's label store (reads empty when it has none yet and ``create`` is False)."""
@@ -279,7 +314,8 @@ class _Labeller:
         queue = request.match_info["queue"]
         if queue not in QUEUES:
             raise web.HTTPNotFound(text="no such queue")
-        if queue not in available_queues(run_dir):
+        n, _ = self.run(request)
+        if queue not in self.queues(n, run_dir):
             raise ViewError(f"this run has nothing to label in the {queue} queue")
         return queue
 
@@ -299,7 +335,7 @@ class _Labeller:
         queues = []
         store = self.store(request, create=False)
         try:
-            for q in available_queues(run_dir):
+            for q in self.queues(n, run_dir):
                 keys = {it.key for it in self.items(n, run_dir, q)}
                 mine = set(store.done_keys(q, who)) if who else set()
                 all_labels = store.labels(q)
@@ -430,12 +466,44 @@ class _Labeller:
         }
 
     def agreement(self, request: web.Request) -> web.StreamResponse:
+        """Every agreement figure of the run's labels, with its interval, grouped by figure."""
+        from memearena.labels.agreement import compute_agreement  # numpy: when first asked
+
         n, run_dir = self.run(request)
-        self.labels_file(request)
-        figures = _agreement(run_dir)
-        resp = self.page(request, "label_agreement.html.j2", n=n, figures=figures)
+        _, reader = self.viewer.reader(request)
+        store = self.store(request, create=False)
+        try:
+            labels = store.labels()
+        finally:
+            store.close()
+        labelled = {lb.queue for lb in labels}
+        items = {q: self.items(n, run_dir, q) for q in self.queues(n, run_dir) if q in labelled}
+        got = compute_agreement(items, labels, reader.board, n_boot=AGREEMENT_BOOTSTRAP)
+        figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in got.rows:
+            figures.setdefault((str(row["queue"]), str(row["figure"])), []).append(row)
+        groups = [
+            {
+                "queue": q,
+                "figure": f,
+                "title": FIGURE_TITLES.get(f, f.replace("_", " ")),
+                "rows": rows,
+                "columns": [c for c in ("judge", "field", "group") if any(r[c] for r in rows)],
+            }
+            for (q, f), rows in figures.items()
+        ]
+        resp = self.page(
+            request,
+            "label_agreement.html.j2",
+            n=n,
+            groups=groups,
+            summary=got.queues,
+            orphans={q: len(keys) for q, keys in got.orphans.items()},
+            widest=got.widest,
+            bootstrap=got.bootstrap,
+        )
         # The figures follow the labels as they arrive.
-        resp.headers["Refresh"] = "15"
+        resp.headers["Refresh"] = str(AGREEMENT_REFRESH_S)
         return resp
 
     # ------------------------------------------------------------------ writes
@@ -525,12 +593,6 @@ def _caption(name: str) -> str:
     if len(words[-1]) == 1:
         words[-1] = words[-1].upper()
     return " ".join(words)[:1].upper() + " ".join(words)[1:]
-
-
-def _agreement(run_dir: Path) -> Any:
-    from memearena.labels import agreement
-
-    return agreement.agreement(run_dir)
 
 
 def install(app: web.Application) -> None:
