@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,6 +214,41 @@ class LabelStore:
                 raise LabelError(f"{self.path}: label not written ({e})") from None
             row_id = int(cur.lastrowid or 0)
         return Label(row_id, queue, key, who, stored, when, ui)
+
+    def add_many(self, labels: Sequence[Mapping[str, Any]]) -> int:
+        """Append many labels (each a mapping of ``add``'s keyword arguments) in one
+        transaction: all of them or none (the first bad one raises LabelError naming its
+        position). Returns how many were written."""
+        rows = []
+        for i, lab in enumerate(labels, start=1):
+            try:
+                stored = validate_answer(str(lab.get("queue")), lab.get("answer") or {})
+                key = _printable(lab.get("item_key"), "item key", MAX_ITEM_KEY)  # type: ignore[arg-type]
+                who = check_annotator(lab.get("annotator"))  # type: ignore[arg-type]
+                ui = _printable(lab.get("ui_version") or UI_VERSION, "UI version", 64)
+                when = float(lab["created"]) if lab.get("created") is not None else time.time()
+            except (LabelError, TypeError, ValueError) as e:
+                raise LabelError(f"label {i}: {e}") from None
+            if not math.isfinite(when):
+                raise LabelError(f"label {i}: label time must be a finite number")
+            text = json.dumps(stored, sort_keys=True, ensure_ascii=False)
+            rows.append((str(lab.get("queue")), key, who, text, when, ui))
+        with self._lock:
+            if self._db is None:
+                raise LabelError(f"{self.path}: the label store is not open for writing")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    "INSERT INTO labels(queue, item_key, annotator, answer, created, ui_version)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise LabelError(f"{self.path}: labels not written ({e})") from None
+        return len(rows)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         with self._lock:
