@@ -7,6 +7,7 @@ every judge agrees with the people who gave them.
 a run directory), ``agreement`` (the figures, each with a bootstrap interval over items).
 """
 
+from memearena.labels.agreement import Agreement, agreement, compute_agreement
 from memearena.labels.queues import (
     ORDERS,
     QUEUES,
@@ -22,12 +23,15 @@ __all__ = [
     "ORDERS",
     "QUEUES",
     "UI_VERSION",
+    "Agreement",
     "Field",
     "Label",
     "LabelError",
     "LabelItem",
     "LabelStore",
+    "agreement",
     "available_queues",
+    "compute_agreement",
     "fields_of",
     "queue_items",
 ]

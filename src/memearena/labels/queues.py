@@ -50,6 +50,7 @@ __all__ = [
     "battle_winner",
     "fields_of",
     "queue_items",
+    "rewrite_key",
 ]
 
 QUEUES: tuple[str, ...] = ("battles", "guidelines", "rewrites", "perturbations")
@@ -146,6 +147,14 @@ def fields_of(queue: str) -> tuple[Field, ...]:
 
 def _h(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def rewrite_key(kind: str, meme: str, text: str) -> str:
+    """The ``rewrites`` item key of a refined item (by its meme and text: the same rewrite
+    reached by two chains is one item) or of a meme's original (``kind`` "original")."""
+    if kind == "original":
+        return _h("original", meme)[:40]
+    return _h("rewrite", meme, text)[:40]
 
 
 def _flip(key: str) -> bool:
@@ -331,7 +340,7 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
             if not isinstance(s, dict) or not s.get("text") or not s.get("meme"):
                 continue
             meme, text = str(s["meme"]), str(s["text"])
-            key = _h("rewrite", meme, text)[:40]
+            key = rewrite_key("refined", meme, text)
             image = (
                 (s.get("image") or {}).get("sha256") if isinstance(s.get("image"), dict) else None
             )
@@ -357,7 +366,7 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
                     "failed": isinstance(score, int | float) and score < threshold,
                 }
             )
-            okey = _h("original", meme)[:40]
+            okey = rewrite_key("original", meme, "")
             if okey not in origs or s.get("step") == 1:
                 origs[okey] = {
                     "meme": meme,

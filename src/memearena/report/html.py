@@ -29,6 +29,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
 
+from memearena.report.labels import labels_view
 from memearena.report.svg import estimate, interval_chart, matrix_chart, nice_ticks
 
 __all__ = ["SECTIONS", "Section", "register_section", "render_report", "write_report"]
@@ -608,7 +609,10 @@ class Section:
     """Place on the page (lower first)."""
 
 
-SECTIONS: list[Section] = [Section("arena", "Arena", "_arena.html.j2", _arena_view, order=0)]
+SECTIONS: list[Section] = [
+    Section("arena", "Arena", "_arena.html.j2", _arena_view, order=0),
+    Section("labels", "Human labels", "_labels.html.j2", labels_view, order=50),
+]
 """Method sections, shown in ``order``; a method's view registers its own (``register_section``):
 the shell never imports a method."""
 
