@@ -305,7 +305,8 @@ def _guidelines(
             if not ratings:
                 continue
             value, cluster = sum(ratings) / len(ratings), str(it.hidden.get("meme"))
-            names = ["all", f"round {it.hidden.get('round')}"]
+            rounds = it.hidden.get("rounds") or [it.hidden.get("round")]
+            names = ["all", *(f"round {r}" for r in rounds)]
             if it.hidden.get("final"):
                 names.append("fused")
             for g in names:

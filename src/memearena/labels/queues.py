@@ -296,23 +296,32 @@ def _guideline_items(run: RunFiles) -> list[LabelItem]:
     fields = fields_of("guidelines")
     items = []
     for uid in sorted(by_meme):
-        rounds = sorted(by_meme[uid], key=lambda r: r[0])
+        rounds = sorted(by_meme[uid], key=lambda r: (r[0], r[1]))
         last = rounds[-1][0]
         text, image, _ = memes.get(uid, ("", None, {}))
+        # One item per version of the guideline: a round that left the text as it was (or sent
+        # the very request of an earlier round) is the same version, rated once.
+        versions: dict[str, tuple[str, list[int], Any]] = {}
         for rnd, req, v in rounds:
+            shown = str(v["guideline"])
+            if shown not in versions:
+                versions[shown] = (req, [], v.get("judge"))
+            versions[shown][1].append(rnd)
+        for shown, (req, rnds, judge) in versions.items():
             items.append(
                 LabelItem(
                     queue="guidelines",
                     key=req,
                     title=f"Guideline for meme {uid}",
-                    texts={"meme_text": text, "guideline": str(v["guideline"])},
+                    texts={"meme_text": text, "guideline": shown},
                     images={"meme": image} if image else {},
                     fields=fields,
                     hidden={
                         "meme": uid,
-                        "round": rnd,
-                        "final": rnd == last,
-                        "judge": v.get("judge"),
+                        "round": rnds[0],
+                        "rounds": rnds,
+                        "final": last in rnds,
+                        "judge": judge,
                     },
                 )
             )

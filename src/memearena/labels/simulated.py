@@ -123,7 +123,7 @@ def simulate_labels(
                 for a in annotators:
                     answers[a.name]["overall"] = _letter(a.answer(t, 3, rngs[a.name]), item)
             elif queue == "guidelines":
-                rnd = int(item.hidden.get("round") or 0)
+                rnd = int(item.hidden.get("round") or 0)  # the version's first round
                 t = 0 if rnd < 2 else 1 if rnd < 5 else 2
                 for axis in GUIDELINE_AXES:
                     truths[f"guidelines.{axis}"].append(t)
