@@ -7,21 +7,19 @@ Skips when Chromium or Playwright is missing (``.ci/run`` installs both)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from memearena.labels import LabelStore, queue_items
+from memearena.view import make_app
 
 CHROMIUM = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
@@ -68,35 +66,32 @@ def run(demo_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(run: Path) -> Iterator[tuple[str, str]]:
-    """``memearena view RUN --label`` in its own process; yields its base URL and the hash of
-    ``run.db`` taken before it started."""
+    """The viewer with its labelling pages (``make_app(..., label=True)``, what ``memearena
+    view RUN --label`` serves) on a loopback port, in a thread of its own; yields its base URL
+    and the hash of ``run.db`` taken before it started."""
     digest = _sha(run / "run.db")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memearena", "view", str(run), "--label", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(make_app(run, label=True), access_log=None)
+    ready = threading.Event()
+
+    def serve() -> None:
+        # Set up and run in this thread: Playwright's sync API holds the main thread's loop.
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(60), "the viewer did not start"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(base + "/", timeout=5).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
-                    raise RuntimeError(f"memearena view did not start: {out[-1000:]}") from None
-                time.sleep(0.2)
-        yield base, digest
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", digest
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
 
 
 @pytest.fixture(scope="module")

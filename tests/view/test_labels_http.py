@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from typer.testing import CliRunner
 
 from memearena.labels import LabelStore, queue_items
 from memearena.view import make_app
@@ -130,6 +131,18 @@ def test_a_cross_site_or_tokenless_post_is_refused_and_writes_nothing(run: Path)
     assert [(lb.annotator, lb.item_key, lb.answer) for lb in new] == [
         ("cross-site", item, {"overall": "A"})
     ]
+
+
+def test_view_label_serves_the_labelling_pages(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import memearena.view
+    from memearena.cli import app
+
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr(memearena.view, "serve", lambda root, **kw: served.append(kw))
+    for args, label in ((["--label"], True), ([], False)):
+        out = CliRunner().invoke(app, ["view", str(run), "--port", "8799", *args])
+        assert out.exit_code == 0, out.output
+        assert served.pop()["label"] is label
 
 
 def test_without_label_the_viewer_has_no_labelling_page_and_refuses_writes(run: Path) -> None:

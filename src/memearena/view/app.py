@@ -895,7 +895,7 @@ def make_app(
     if label:  # imported here: the labelling module builds on this one
         from memearena.view.labels import install
 
-        install(app)
+        install(app, warm=warm)
     if warm:
         app.on_startup.append(start_warming)
     app.on_cleanup.append(close)

@@ -30,6 +30,7 @@ import re
 import secrets
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -168,6 +169,36 @@ class _Shown:
     fields: list[dict[str, Any]]
 
 
+_CACHE: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHED = 32
+"""Queue lists and item lists kept (each a run's queue: a few MiB at most)."""
+
+
+def _cached(key: tuple[Any, ...], run_dir: Path, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept while the run's files are unchanged (the items of a queue are a
+    function of them: every viewer of this process shares them)."""
+    stamp: list[Any] = []
+    for name in ("run.db", "run.db-wal", "leaderboard.json", "battles.jsonl", "adapt_chains.jsonl"):
+        try:
+            st = (run_dir / name).stat()
+            stamp.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamp.append(None)
+    key = (str(run_dir.resolve()), *key[1:])
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0] == tuple(stamp):
+            _CACHE.move_to_end(key)
+            return hit[1]
+    got = compute()
+    with _CACHE_LOCK:
+        _CACHE[key] = (tuple(stamp), got)
+        while len(_CACHE) > _CACHED:
+            _CACHE.popitem(last=False)
+    return got
+
+
 class _Labeller:
     """The labelling pages of one viewer (its runs, its render helper, its run readers)."""
 
@@ -175,10 +206,18 @@ class _Labeller:
         self.app = app
         self.viewer = app[VIEWER]
         self.secret = secrets.token_bytes(32)
-        self._cache: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
-        self._lock = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
         self.post_routes: set[web.AbstractRoute] = set()
+        self.warming: asyncio.Task[None] | None = None
+
+    def warm(self) -> None:
+        """Read every run's queues and items (a failure is left for the page that needs it)."""
+        for n, path in enumerate(self.viewer.paths):
+            try:
+                for queue in self.queues(n, Path(path)):
+                    self.items(n, Path(path), queue)
+            except Exception:
+                continue
 
     # ------------------------------------------------------------------ plumbing
     async def offload(self, fn: Callable[[], web.StreamResponse]) -> web.StreamResponse:
@@ -259,27 +298,9 @@ class _Labeller:
             )
         return resp
 
-    def _cached(self, key: tuple[Any, ...], run_dir: Path, compute: Callable[[], Any]) -> Any:
-        """``compute()``, kept while the run's files are unchanged."""
-        stamp: list[Any] = []
-        for name in ("run.db", "run.db-wal", "leaderboard.json"):
-            try:
-                st = (run_dir / name).stat()
-                stamp.append((st.st_size, st.st_mtime_ns))
-            except OSError:
-                stamp.append(None)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] == tuple(stamp):
-                return hit[1]
-        got = compute()
-        with self._lock:
-            self._cache[key] = (tuple(stamp), got)
-        return got
-
     def queues(self, n: int, run_dir: Path) -> list[str]:
         """The queues this run has something to label in."""
-        got: list[str] = self._cached((n, "queues"), run_dir, lambda: available_queues(run_dir))
+        got: list[str] = _cached((run_dir, "queues"), run_dir, lambda: available_queues(run_dir))
         return got
 
     def items(self, n: int, run_dir: Path, queue: str, order: str = "run") -> list[Any]:
@@ -294,7 +315,7 @@ class _Labeller:
                     got.append(it)
             return got
 
-        items: list[Any] = self._cached((n, "items", queue, order), run_dir, compute)
+        items: list[Any] = _cached((run_dir, "items", queue, order), run_dir, compute)
         return items
 
     def store(self, request: web.Request, *, create: bool) -> LabelStore:
@@ -407,17 +428,18 @@ class _Labeller:
         order: str,
         *,
         error: str | None = None,
+        failed: str | None = None,
         status: int = 200,
     ) -> web.Response:
+        """The queue's page; with ``error``, the item ``failed`` shown again with it."""
         items = self.items(n, run_dir, queue, order)
         done = self.done(request, queue, who)
         keys = [str(it.key) for it in items]
         left = [it for it in items if str(it.key) not in done]
         after = request.query.get("after", "")
         current = None
-        if error is not None:
-            key = request.get("label_item", "")
-            current = next((it for it in items if str(it.key) == key), None)
+        if failed is not None:
+            current = next((it for it in items if str(it.key) == failed), None)
         if current is None and after in keys:
             start = keys.index(after) + 1
             ordered = items[start:] + items[:start]
@@ -535,7 +557,6 @@ class _Labeller:
         key = form.get("item")
         if not isinstance(key, str) or not key or len(key) > 4096:
             return self.viewer.error_page(request, 400, "Label refused", "no item named")
-        request["label_item"] = key
         order = _order(form)
         items = self.items(n, run_dir, queue, order)
         gone = not any(str(it.key) == key for it in items)
@@ -557,6 +578,7 @@ class _Labeller:
                 who,
                 order,
                 status=400,
+                failed=key,
                 error="no answer given: pick a choice in at least one question",
             )
         store = self.store(request, create=True)
@@ -564,7 +586,15 @@ class _Labeller:
             store.add(queue=queue, item_key=key, annotator=who, answer=answer)
         except LabelError as e:
             return self._queue_page(
-                request, n, run_dir, queue, who, order, status=400, error=str(e).splitlines()[0]
+                request,
+                n,
+                run_dir,
+                queue,
+                who,
+                order,
+                status=400,
+                failed=key,
+                error=str(e).splitlines()[0],
             )
         finally:
             store.close()
@@ -595,7 +625,7 @@ def _caption(name: str) -> str:
     return " ".join(words)[:1].upper() + " ".join(words)[1:]
 
 
-def install(app: web.Application) -> None:
+def install(app: web.Application, *, warm: bool = True) -> None:
     """Add the labelling pages to a viewer made by ``make_app``: ``/label``,
     ``/r/{run}/label`` (the queues), ``/r/{run}/label/{queue}`` (one item; POST writes a
     label), ``/r/{run}/label/agreement`` and ``POST /r/{run}/label/annotator``."""
@@ -665,3 +695,14 @@ def install(app: web.Application) -> None:
         return resp
 
     app.middlewares.insert(0, label_guard)
+
+    async def start_warming(_: web.Application) -> None:
+        lab.warming = asyncio.get_running_loop().create_task(asyncio.to_thread(lab.warm))
+
+    async def stop_warming(_: web.Application) -> None:
+        if lab.warming is not None and not lab.warming.done():
+            await asyncio.wait([lab.warming], timeout=30)
+
+    if warm:
+        app.on_startup.append(start_warming)
+        app.on_cleanup.append(stop_warming)
