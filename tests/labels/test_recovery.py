@@ -53,3 +53,26 @@ def test_a_label_of_an_item_the_run_no_longer_has_is_kept_and_reported(
     assert figures.queues["battles"]["orphan_labels"] == 1
     assert figures.queues["battles"]["labelled"] == 1
     assert len(LabelStore(run, create=False).labels()) == 2
+
+
+def test_the_notebook_gets_the_figures_as_a_frame(small_arena: Path, tmp_path: Path) -> None:
+    import pytest
+
+    pd = pytest.importorskip("pandas")
+    import memearena
+
+    items = queue_items(small_arena, "battles")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("battles.jsonl", "leaderboard.json", "run.db"):
+        (run / name).write_bytes((small_arena / name).read_bytes())
+    with LabelStore(run) as store:
+        for it in items[:20]:
+            store.add(
+                queue="battles", item_key=it.key, annotator="ana", answer={"correctness": "A"}
+            )
+    frame = memearena.label_agreement(run, bootstrap=50).to_pandas()
+    assert isinstance(frame, pd.DataFrame)
+    kappa = frame[(frame.figure == "kappa") & (frame.field == "correctness")]
+    assert len(kappa) == 4 and {"value", "ci_low", "ci_high"} <= set(frame.columns)
+    assert (kappa.ci_low <= kappa.value).all() and (kappa.value <= kappa.ci_high).all()
