@@ -115,3 +115,31 @@ def test_the_adapt_sheet_imports_into_the_rewrites_queue(tmp_path: Path) -> None
     assert confirmed["value"] == 1.0 and confirmed["n"] == 1  # only m1's rewrite is harmful
     shares = {r["group"]: r["value"] for r in figures.figure("harmful_share")}
     assert shares == {"original": 1.0, "refined": 0.5}
+
+
+def test_queues_figures_and_labels_leave_run_db_byte_identical(
+    small_arena: Path, tmp_path: Path
+) -> None:
+    import hashlib
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("battles.jsonl", "leaderboard.json", "run.db"):
+        shutil.copyfile(small_arena / name, run / name)
+    before = hashlib.sha256((run / "run.db").read_bytes()).hexdigest()
+    for queue in available_queues(run):
+        items = queue_items(run, queue, order="information")
+        with LabelStore(run) as store:
+            field = items[0].fields[0]
+            store.add(
+                queue=queue,
+                item_key=items[0].key,
+                annotator="ana",
+                answer={field.name: field.choices[0]},
+            )
+    agreement(run, n_boot=20)
+    assert hashlib.sha256((run / "run.db").read_bytes()).hexdigest() == before
+    # A read-only reader of a WAL database may leave an empty log and its index; nothing more.
+    wal = run / "run.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
