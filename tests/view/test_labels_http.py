@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from markupsafe import escape
 from typer.testing import CliRunner
 
 from memearena.labels import LabelStore, queue_items
 from memearena.view import make_app
+
+from .conftest import BEACON, HOSTILE_MODEL, PAYLOADS, make_hostile
 
 _CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 _ITEM = re.compile(r'name="item" value="([^"]+)"')
@@ -263,3 +266,35 @@ def test_two_annotators_write_at_once_and_both_sets_are_kept(run: Path) -> None:
     for name in ("left", "right"):
         assert sorted(lb.item_key for lb in rows if lb.annotator == name) == sorted(keys)
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_hostile_answers_and_model_names_reach_the_labelling_pages_escaped(
+    demo_run: Path, tmp_path: Path
+) -> None:
+    hostile = make_hostile(demo_run, tmp_path / "hostile", "http://127.0.0.1:9")
+    items = queue_items(hostile, "battles")
+    at = next(
+        i for i, it in enumerate(items) if "<script>" in it.texts["answer_a"] + it.texts["answer_b"]
+    )
+    raw = [p.replace(BEACON, "http://127.0.0.1:9") for p in PAYLOADS]
+    model = HOSTILE_MODEL.replace(BEACON, "http://127.0.0.1:9")
+
+    async def fn(client: TestClient) -> tuple[str, str]:
+        token = await _sign_in(client, "hostile")
+        after = {"after": items[at - 1].key} if at else {}
+        shown = await client.get("/r/0/label/battles", params=after)
+        page = await shown.text()
+        resp = await client.post(
+            "/r/0/label/battles",
+            data={"csrf": token, "item": items[at].key, "f.overall": "A"},
+            headers={"Origin": _origin(client)},
+        )
+        return page, await resp.text()
+
+    page, revealed = _serve(hostile, fn)
+    assert f'data-key="{items[at].key}"' in page
+    for text in (page, revealed):
+        for payload in [*raw, model]:
+            assert payload not in text
+    assert str(escape(raw[0])) in page
+    assert str(escape(model)) in revealed  # the hidden name, shown once answered
