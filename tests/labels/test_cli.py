@@ -87,3 +87,28 @@ def test_agreement_json_and_the_report_section(run: Path) -> None:
     board = json.loads((run / "leaderboard.json").read_text())
     assert board["labels"]["queues"]["battles"]["labels"] == 60
     assert "Human labels — agreement with the judges" in (run / "report.html").read_text()
+
+
+def test_agreement_during_a_run_prints_the_figures_and_leaves_the_report(run: Path) -> None:
+    from memearena.store import RunLock
+
+    items = queue_items(run, "battles")
+    with LabelStore(run) as store:
+        store.add(queue="battles", item_key=items[0].key, annotator="ana", answer={"overall": "A"})
+    before = (run / "leaderboard.json").read_bytes()
+    with RunLock(run):
+        res = runner.invoke(app, ["labels", "agreement", str(run), "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    assert "1 of" in res.output and "report not updated" in res.output
+    assert (run / "leaderboard.json").read_bytes() == before
+
+
+def test_simulated_labels_drawn_again_are_not_written_twice(run: Path) -> None:
+    from memearena.labels.simulated import simulate_labels
+    from memearena.sim.annotators import demo_annotators
+
+    first = simulate_labels(run, demo_annotators(2), queues=["battles"])
+    count = LabelStore(run, create=False).count()
+    again = simulate_labels(run, demo_annotators(2), queues=["battles"])
+    assert LabelStore(run, create=False).count() == count == first.labels == again.labels
+    assert again.kappa == first.kappa

@@ -110,7 +110,13 @@ def agreement_command(
     result = agreement(run_dir, n_boot=bootstrap, seed=seed)
     doc = result.to_dict()
     if not no_report and result.queues:
-        write_labels_section(run_dir, doc)
+        from memearena.errors import RunLockedError
+
+        try:
+            write_labels_section(run_dir, doc)
+        except RunLockedError as e:
+            # The figures still stand; only the report waits for the run to finish.
+            _err.print(console_safe(f"report not updated: {e}"), highlight=False, soft_wrap=True)
     if as_json:
         from memearena.jsonsafe import dumps_strict
 
