@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 import threading
@@ -72,7 +73,6 @@ AGREEMENT_BOOTSTRAP = 1000
 """Bootstrap rounds of each agreement figure's interval on the agreement page."""
 AGREEMENT_REFRESH_S = 15
 """The agreement page reloads itself this often (the figures follow the labels)."""
-"""Labelling pages rendered at once (each in a worker thread over the run's files)."""
 
 QUEUE_TITLES = {
     "battles": "Arena battles (blind)",
@@ -103,6 +103,8 @@ FIGURE_TITLES = {
 }
 """Headings of the agreement figures (``memearena.labels.agreement``); another figure is shown
 under its own name."""
+
+log = logging.getLogger("memearena.view")
 
 _LABEL_PATH = re.compile(r"/(label(/[a-z-]*)?|r/[0-9]{1,9}/label(/[a-z-]*)?)")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -175,7 +177,7 @@ _CACHED = 32
 """Queue lists and item lists kept (each a run's queue: a few MiB at most)."""
 
 
-def _cached(key: tuple[Any, ...], run_dir: Path, compute: Callable[[], Any]) -> Any:
+def _cached(run_dir: Path, what: tuple[str, ...], compute: Callable[[], Any]) -> Any:
     """``compute()``, kept while the run's files are unchanged (the items of a queue are a
     function of them: every viewer of this process shares them)."""
     stamp: list[Any] = []
@@ -185,7 +187,7 @@ def _cached(key: tuple[Any, ...], run_dir: Path, compute: Callable[[], Any]) -> 
             stamp.append((st.st_ino, st.st_size, st.st_mtime_ns))
         except OSError:
             stamp.append(None)
-    key = (str(run_dir.resolve()), *key[1:])
+    key = (str(run_dir.resolve()), *what)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] == tuple(stamp):
@@ -212,10 +214,10 @@ class _Labeller:
 
     def warm(self) -> None:
         """Read every run's queues and items (a failure is left for the page that needs it)."""
-        for n, path in enumerate(self.viewer.paths):
+        for path in self.viewer.paths:
             try:
-                for queue in self.queues(n, Path(path)):
-                    self.items(n, Path(path), queue)
+                for queue in self.queues(Path(path)):
+                    self.items(Path(path), queue)
             except Exception:
                 continue
 
@@ -298,12 +300,14 @@ class _Labeller:
             )
         return resp
 
-    def queues(self, n: int, run_dir: Path) -> list[str]:
+    @staticmethod
+    def queues(run_dir: Path) -> list[str]:
         """The queues this run has something to label in."""
-        got: list[str] = _cached((run_dir, "queues"), run_dir, lambda: available_queues(run_dir))
+        got: list[str] = _cached(run_dir, ("queues",), lambda: available_queues(run_dir))
         return got
 
-    def items(self, n: int, run_dir: Path, queue: str, order: str = "run") -> list[Any]:
+    @staticmethod
+    def items(run_dir: Path, queue: str, order: str = "run") -> list[Any]:
         """The queue's items in ``order``, one per key (a label names its item by key)."""
 
         def compute() -> list[Any]:
@@ -315,7 +319,7 @@ class _Labeller:
                     got.append(it)
             return got
 
-        items: list[Any] = _cached((run_dir, "items", queue, order), run_dir, compute)
+        items: list[Any] = _cached(run_dir, ("items", queue, order), compute)
         return items
 
     def store(self, request: web.Request, *, create: bool) -> LabelStore:
@@ -335,8 +339,7 @@ class _Labeller:
         queue = request.match_info["queue"]
         if queue not in QUEUES:
             raise web.HTTPNotFound(text="no such queue")
-        n, _ = self.run(request)
-        if queue not in self.queues(n, run_dir):
+        if queue not in self.queues(run_dir):
             raise ViewError(f"this run has nothing to label in the {queue} queue")
         return queue
 
@@ -356,8 +359,8 @@ class _Labeller:
         queues = []
         store = self.store(request, create=False)
         try:
-            for q in self.queues(n, run_dir):
-                keys = {it.key for it in self.items(n, run_dir, q)}
+            for q in self.queues(run_dir):
+                keys = {it.key for it in self.items(run_dir, q)}
                 mine = set(store.done_keys(q, who)) if who else set()
                 all_labels = store.labels(q)
                 gone = {lb.item_key for lb in all_labels if lb.item_key not in keys}
@@ -432,7 +435,7 @@ class _Labeller:
         status: int = 200,
     ) -> web.Response:
         """The queue's page; with ``error``, the item ``failed`` shown again with it."""
-        items = self.items(n, run_dir, queue, order)
+        items = self.items(run_dir, queue, order)
         done = self.done(request, queue, who)
         keys = [str(it.key) for it in items]
         left = [it for it in items if str(it.key) not in done]
@@ -499,7 +502,7 @@ class _Labeller:
         finally:
             store.close()
         labelled = {lb.queue for lb in labels}
-        items = {q: self.items(n, run_dir, q) for q in self.queues(n, run_dir) if q in labelled}
+        items = {q: self.items(run_dir, q) for q in self.queues(run_dir) if q in labelled}
         got = compute_agreement(items, labels, reader.board, n_boot=AGREEMENT_BOOTSTRAP)
         figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in got.rows:
@@ -558,8 +561,6 @@ class _Labeller:
         if not isinstance(key, str) or not key or len(key) > 4096:
             return self.viewer.error_page(request, 400, "Label refused", "no item named")
         order = _order(form)
-        items = self.items(n, run_dir, queue, order)
-        gone = not any(str(it.key) == key for it in items)
         # The store checks each field and choice against the queue's (a label of an item gone
         # from the run is still checked, and kept).
         answer = {
@@ -581,7 +582,10 @@ class _Labeller:
                 failed=key,
                 error="no answer given: pick a choice in at least one question",
             )
-        store = self.store(request, create=True)
+        try:
+            store = self.store(request, create=True)
+        except LabelError as e:
+            return self.viewer.error_page(request, 500, "Label not recorded", str(e))
         try:
             store.add(queue=queue, item_key=key, annotator=who, answer=answer)
         except LabelError as e:
@@ -599,8 +603,6 @@ class _Labeller:
         finally:
             store.close()
         query = {"answered": key, "after": key}
-        if gone:
-            query["gone"] = "1"
         if order != "run":
             query["order"] = order
         raise web.HTTPSeeOther(f"/r/{n}/label/{queue}?{urlencode(query)}")
@@ -683,8 +685,14 @@ def install(app: web.Application, *, warm: bool = True) -> None:
             else:
                 try:
                     resp = await request.match_info.handler(request)
+                except web.HTTPException:
+                    raise
                 except ViewError as e:
                     resp = lab.viewer.error_page(request, 404, "Not found", str(e))
+                except Exception as e:  # a damaged run file: its error panel, on one line
+                    reason = f"{type(e).__name__}: {str(e)[:300]}"
+                    log.warning("%s: %s", request.path[:200], reason)
+                    resp = lab.viewer.error_page(request, 500, "Label not recorded", reason)
         else:
             resp = await handler(request)
         resp.headers["Content-Security-Policy"] = LABEL_CSP
