@@ -162,7 +162,7 @@ def test_keyboard_labelling_resumes_and_two_annotators_are_kept(
     assert not [name for name in hidden if name in shown]  # blind: no model or judge named
     # a picks A in the first question; j skips the second; t then k, b: B in the third.
     assert _keys(alice, "ajtkb") == first.key
-    revealed = alice.locator("#answered").inner_text()
+    revealed = alice.locator("#revealed").text_content() or ""
     assert first.hidden["A"] in revealed and first.hidden["B"] in revealed
     # The second annotator, at the same time, on the same item, then the next.
     assert _keys(bob, "tttttt") == first.key

@@ -186,6 +186,7 @@ def test_an_item_is_blind_until_this_annotator_answers_it(run: Path) -> None:
     for name in names:
         assert name not in shown and name not in peek, name
     assert 'id="answered"' not in peek
+    assert 'href="/r/0/battles"' not in shown  # no way to the verdicts but answering
     assert 'id="answered"' in after
     for name in names:
         assert name in after, name  # revealed once answered

@@ -282,9 +282,11 @@ class _Labeller:
     ) -> web.Response:
         """A labelling page in the viewer's frame, with the annotator and the session token."""
         sid, new = self.session(request)
-        n = ctx.get("n")
-        run_label = self.viewer.label(n) if isinstance(n, int) else None
-        ctx.setdefault("label", run_label)
+        # The run's number as ``rn``, not ``n``: the frame then leaves out the viewer's
+        # navigation, whose pages name models and verdicts (a labeller stays blind).
+        n = ctx.pop("n", None)
+        ctx["rn"] = n
+        ctx["run_label"] = self.viewer.label(n) if isinstance(n, int) else ""
         resp: web.Response = self.viewer.render(
             request,
             template,
