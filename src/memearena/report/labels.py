@@ -50,13 +50,22 @@ def labels_view(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any
                 "orphans": str(q.get("orphan_labels", 0)),
             }
         )
+    sim = section.get("simulated") if isinstance(section.get("simulated"), dict) else None
+    planted_kappa = sim.get("kappa") if sim and isinstance(sim.get("kappa"), dict) else {}
+    planted_alpha = sim.get("alpha") if sim and isinstance(sim.get("alpha"), dict) else {}
     groups: dict[str, list[dict[str, str]]] = {}
     for r in section.get("figures") or []:
         if not isinstance(r, dict):
             continue
         figure = str(r.get("figure", ""))
+        planted = None
+        if figure == "kappa" and r.get("field") == "all":
+            planted = planted_kappa.get(str(r.get("judge")))
+        elif figure == "alpha":
+            planted = planted_alpha.get(f"{r.get('queue')}.{r.get('field')}")
         groups.setdefault(figure, []).append(
             {
+                "planted": _num(planted) if planted is not None else "",
                 "who": " ".join(str(r.get(k) or "") for k in ("queue", "judge", "field")).strip(),
                 "group": str(r.get("group") or ""),
                 "value": _num(r.get("value")),
@@ -65,11 +74,15 @@ def labels_view(section: dict[str, Any], board: dict[str, Any]) -> dict[str, Any
             }
         )
     tables = [
-        {"title": _TITLES.get(k, k), "anchor": f"labels-{k.replace('_', '-')}", "rows": v}
+        {
+            "title": _TITLES.get(k, k),
+            "anchor": f"labels-{k.replace('_', '-')}",
+            "rows": v,
+            "planted": any(row["planted"] for row in v),
+        }
         for k, v in groups.items()
     ]
     widest = section.get("widest") if isinstance(section.get("widest"), dict) else None
-    sim = section.get("simulated") if isinstance(section.get("simulated"), dict) else None
     return {
         "note": str(section.get("note") or ""),
         "counts": counts,
