@@ -299,3 +299,27 @@ def test_hostile_answers_and_model_names_reach_the_labelling_pages_escaped(
             assert payload not in text
     assert str(escape(raw[0])) in page
     assert str(escape(model)) in revealed  # the hidden name, shown once answered
+
+
+def test_reading_the_labelling_pages_of_a_folder_of_runs_writes_nothing(demo_run: Path) -> None:
+    # The shared demo (a folder: the demo and its null-world Adapt run) is only read here.
+    first = queue_items(demo_run, "perturbations", order="information")[0].key
+    db = demo_run / "run.db"
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    had_labels = (demo_run / "labels.sqlite").exists()
+
+    async def fn(client: TestClient) -> tuple[str, str, str]:
+        runs = await (await client.get("/label")).text()
+        await _sign_in(client, "reader")
+        queue = await client.get("/r/0/label/perturbations", params={"order": "information"})
+        agreement = await client.get("/r/0/label/agreement")
+        assert queue.status == agreement.status == 200
+        return runs, await queue.text(), await agreement.text()
+
+    runs, queue, agreement = _serve(demo_run, fn)
+    assert re.findall(r'href="/r/(\d+)/label"', runs) == ["0", "1"]
+    assert f'data-key="{first}"' in queue
+    assert 'name="order" value="information"' in queue
+    assert 'id="label-summary"' in agreement
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    assert (demo_run / "labels.sqlite").exists() == had_labels
