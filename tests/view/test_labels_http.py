@@ -148,6 +148,30 @@ def test_view_label_serves_the_labelling_pages(run: Path, monkeypatch: pytest.Mo
         assert served.pop()["label"] is label
 
 
+def test_a_write_through_another_host_name_is_refused_and_writes_nothing(run: Path) -> None:
+    item = queue_items(run, "battles")[0].key
+
+    async def fn(client: TestClient) -> list[tuple[int, str]]:
+        token = await _sign_in(client, "host-names")
+        port = client.make_url("/").port
+        out = []
+        for host in ("evil.example", "lab.example"):  # not answered at all; answered, not loopback
+            resp = await client.post(
+                "/r/0/label/battles",
+                data={"csrf": token, "item": item, "f.overall": "B"},
+                headers={"Host": f"{host}:{port}", "Origin": f"http://{host}:{port}"},
+                allow_redirects=False,
+            )
+            out.append((resp.status, await resp.text()))
+        return out
+
+    before = len(_rows(run))
+    (foreign, named) = _serve(run, fn, allowed_hosts=("lab.example",))
+    assert foreign == (421, "misdirected request")
+    assert named[0] == 403 and "loopback" in named[1]
+    assert len(_rows(run)) == before
+
+
 def test_without_label_the_viewer_has_no_labelling_page_and_refuses_writes(run: Path) -> None:
     async def fn(client: TestClient) -> tuple[int, int, int]:
         page = await client.get("/r/0/label")
