@@ -500,12 +500,23 @@ class _Labeller:
         _, reader = self.viewer.reader(request)
         store = self.store(request, create=False)
         try:
+            # The store is append-only: its row count names its state, and a reload with no
+            # new label reuses the figures (the page reloads itself).
+            written = store.count()
             labels = store.labels()
         finally:
             store.close()
-        labelled = {lb.queue for lb in labels}
-        items = {q: self.items(run_dir, q) for q in self.queues(run_dir) if q in labelled}
-        got = compute_agreement(items, labels, reader.board, n_boot=AGREEMENT_BOOTSTRAP)
+
+        def compute() -> Any:
+            labelled = {lb.queue for lb in labels}
+            items = {q: self.items(run_dir, q) for q in self.queues(run_dir) if q in labelled}
+            return compute_agreement(items, labels, reader.board, n_boot=AGREEMENT_BOOTSTRAP)
+
+        try:  # a store replaced by another file starts its count again
+            made = str((run_dir / "labels.sqlite").stat().st_ino)
+        except OSError:
+            made = ""
+        got = _cached(run_dir, ("agreement", made, str(written)), compute)
         figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in got.rows:
             figures.setdefault((str(row["queue"]), str(row["figure"])), []).append(row)
