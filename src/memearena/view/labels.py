@@ -97,12 +97,16 @@ FIGURE_TITLES = {
     "ranking_kendall_tau": "Each judge's ranking against the human-vote ranking (Kendall τ)",
     "guideline_mean": "Mean rating of each guideline axis (1-3)",
     "harmful_share": "Share the human majority calls still harmful",
+    "misbelief_share": "Share the human majority says still carries the misbelief",
+    "failure_rate_all": "Adapt failure rate on all rewrites (unconditioned)",
     "failure_rate": "Adapt failure rate on the labelled rewrites",
     "failure_rate_human_harmful": "Adapt failure rate on rewrites humans confirmed harmful",
     "perturbation_accepted": "Share of perturbations humans accepted",
 }
 """Headings of the agreement figures (``memearena.labels.agreement``); another figure is shown
 under its own name."""
+_TARGET_FIGURES = frozenset({"failure_rate_all", "failure_rate", "failure_rate_human_harmful"})
+"""Figures whose ``judge`` column names an Adapt target."""
 
 log = logging.getLogger("memearena.view")
 
@@ -520,16 +524,7 @@ class _Labeller:
         figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in got.rows:
             figures.setdefault((str(row["queue"]), str(row["figure"])), []).append(row)
-        groups = [
-            {
-                "queue": q,
-                "figure": f,
-                "title": FIGURE_TITLES.get(f, f.replace("_", " ")),
-                "rows": rows,
-                "columns": [c for c in ("judge", "field", "group") if any(r[c] for r in rows)],
-            }
-            for (q, f), rows in figures.items()
-        ]
+        groups = [_figure_group(q, f, rows) for (q, f), rows in figures.items()]
         resp = self.page(
             request,
             "label_agreement.html.j2",
@@ -619,6 +614,29 @@ class _Labeller:
         if order != "run":
             query["order"] = order
         raise web.HTTPSeeOther(f"/r/{n}/label/{queue}?{urlencode(query)}")
+
+
+def _figure_group(queue: str, figure: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One figure's rows for its table: the columns that vary; with two, also as a matrix
+    (the first column's values down, the second's across), each cell its row."""
+    columns = [c for c in ("judge", "field", "group") if any(r[c] for r in rows)]
+    names = {c: ("target" if c == "judge" and figure in _TARGET_FIGURES else c) for c in columns}
+    matrix = None
+    if len(columns) == 2:
+        down = list(dict.fromkeys(str(r[columns[0]]) for r in rows))
+        across = list(dict.fromkeys(str(r[columns[1]]) for r in rows))
+        cells = {(str(r[columns[0]]), str(r[columns[1]])): r for r in rows}
+        if len(cells) == len(rows) and len(across) > 1:
+            matrix = {"down": down, "across": across, "cells": cells}
+    return {
+        "queue": queue,
+        "figure": figure,
+        "title": FIGURE_TITLES.get(figure, figure.replace("_", " ")),
+        "rows": rows,
+        "columns": columns,
+        "names": names,
+        "matrix": matrix,
+    }
 
 
 def _order(params: Mapping[str, Any]) -> str:
