@@ -27,13 +27,15 @@ def make_app(
     warm: bool = True,
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
+    label: bool = False,
     **limits: Any,
 ) -> web.Application:
     """The viewer's aiohttp application over ``root`` (ViewError when no run is there, or
     when ``bind_host`` is not loopback and ``allow_remote`` is not given); ``warm``: compute
     each run's summaries at start, in a worker thread; ``allowed_hosts``: host names answered
-    besides the loopback names and the bound address; ``limits``: ``heavy_pages``,
-    ``max_waiting``, ``request_timeout`` (``memearena.view.app``)."""
+    besides the loopback names and the bound address; ``label``: with the labelling pages
+    (``memearena.view.labels``); ``limits``: ``heavy_pages``, ``max_waiting``,
+    ``request_timeout`` (``memearena.view.app``)."""
     from memearena.view.app import make_app as _make
 
     return _make(
@@ -42,6 +44,7 @@ def make_app(
         warm=warm,
         allow_remote=allow_remote,
         allowed_hosts=allowed_hosts,
+        label=label,
         **limits,
     )
 
