@@ -325,6 +325,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("prompts", "data"),
     ("sim",),
     ("engine",),
+    ("labels",),
     ("view",),
     ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
     ("api", "demo"),

@@ -38,6 +38,7 @@ _LAZY = {
     "run": "memearena.api",
     "plan": "memearena.api",
     "open_run": "memearena.api",
+    "label_agreement": "memearena.api",
     "MethodResult": "memearena.api",
     "RunResults": "memearena.api",
     "RunFolder": "memearena.api",

@@ -39,6 +39,7 @@ __all__ = [
     "MissingExtraError",
     "RunFolder",
     "RunResults",
+    "label_agreement",
     "open_run",
     "plan",
     "result_class",
@@ -127,6 +128,15 @@ def _methods_of(run_dir: Path) -> list[str]:
 
 def _is_run_dir(path: Path) -> bool:
     return (path / "leaderboard.json").is_file() or (path / "run.db").is_file()
+
+
+def label_agreement(run_dir: str | Path, *, bootstrap: int = 1000, seed: int = 0) -> Any:
+    """The human-label agreement figures of a run directory (``memearena.labels.Agreement``:
+    ``.rows`` / ``.to_pandas()`` with ``figure``, ``judge``, ``field``, ``group``, ``value``,
+    ``ci_low``, ``ci_high``, ``n``); reads ``DIR/labels.sqlite``, writes nothing."""
+    from memearena.labels import agreement
+
+    return agreement(Path(run_dir), n_boot=bootstrap, seed=seed)
 
 
 def open_run(run_dir: str | Path) -> MethodResult | RunResults | RunFolder:

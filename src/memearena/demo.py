@@ -45,6 +45,7 @@ __all__ = [
     "run_adapt_demo",
     "run_demo",
     "run_demo_audit",
+    "run_label_demo",
 ]
 
 
@@ -95,10 +96,12 @@ def run_demo(
     seed: int = 0,
     null_world: bool = False,
     compare_settings: bool = False,
+    annotators: int = 0,
 ) -> RunResult:
     """Run (or resume) the demo in ``run_dir`` and print its summary; `seed` picks another
     simulated world, `null_world` its null control, `compare_settings` judges the same answers
-    under every guideline setting. Returns the Arena's result."""
+    under every guideline setting, `annotators` simulated annotators label every queue and the
+    agreement figures are printed beside what they plant. Returns the Arena's result."""
     console = console or Console()
     console.print(
         "[bold]memearena demo[/bold] — the Judge audit, the Arena and Adapt on the bundled "
@@ -114,7 +117,57 @@ def run_demo(
     )
     print_run_summary(console, result)
     run_adapt_demo(run_dir, console=console, show_progress=show_progress, seed=seed)
+    if annotators:
+        run_label_demo(Path(run_dir), annotators, console=console, seed=seed)
     return result
+
+
+def run_label_demo(run_dir: Path, n: int, *, console: Console, seed: int = 0) -> dict[str, Any]:
+    """``n`` simulated annotators label every queue of the demo run; the agreement figures go
+    into leaderboard.json (``labels``) and the report, and each judge's κ and the annotators'
+    α are printed beside the value planted. Returns the ``labels`` section."""
+    from memearena.labels.agreement import agreement
+    from memearena.labels.files import write_labels_section
+    from memearena.labels.simulated import simulate_labels
+    from memearena.sim.annotators import demo_annotators
+
+    console.print(
+        f"[bold]Human labels[/bold] — {n} [yellow]simulated[/yellow] annotator(s) of known "
+        "noise label every queue (not people)"
+    )
+    planted = simulate_labels(run_dir, demo_annotators(n), seed=seed)
+    figures = agreement(run_dir, seed=seed)
+    doc = figures.to_dict()
+    doc["simulated"] = {
+        "note": "simulated annotators: what their noise plants, beside what the figures show",
+        "annotators": planted.annotators,
+        "kappa": planted.kappa,
+        "alpha": planted.alpha,
+    }
+    write_labels_section(run_dir, doc)
+
+    def shown(row: dict[str, Any] | None) -> str:
+        if not row or row["value"] is None:
+            return "—"
+        return f"{row['value']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
+
+    for judge, kappa in planted.kappa.items():
+        row = next(iter(figures.figure("kappa", judge=judge, field="all")), None)
+        console.print(
+            console_safe(
+                f"κ of {judge} vs the annotators' majority: {shown(row)}; planted {kappa:.2f}"
+            ),
+            highlight=False,
+        )
+    for name, alpha in planted.alpha.items():
+        queue, field = name.split(".", 1)
+        row = next(iter(figures.figure("alpha", queue=queue, field=field)), None)
+        console.print(
+            console_safe(f"α among annotators, {name}: {shown(row)}; planted {alpha:.2f}"),
+            highlight=False,
+        )
+    console.print(f"{planted.labels} simulated labels in {console_safe(run_dir)}/labels.sqlite")
+    return doc
 
 
 def run_demo_audit(

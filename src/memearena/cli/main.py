@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from memearena.cli.data import check_command
+from memearena.cli.labels import labels_app
 from memearena.cli.rank import rank_command
 from memearena.cli.run import (
     DryRunOpt,
@@ -35,6 +36,7 @@ data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
 models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
+app.add_typer(labels_app, name="labels")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,6 +86,16 @@ def demo(
             help="Judge the same answers under every guideline setting; compare vs the truth.",
         ),
     ] = False,
+    annotators: Annotated[
+        int,
+        typer.Option(
+            "--annotators",
+            min=0,
+            max=9,
+            help="Simulated annotators of known noise label every queue (labels.sqlite); "
+            "the agreement figures are shown beside the values they plant.",
+        ),
+    ] = 0,
 ) -> None:
     """Run the Judge audit, the Arena and Adapt offline on the bundled demo memes with
     simulated models."""
@@ -96,6 +108,7 @@ def demo(
         seed=seed,
         null_world=null_world,
         compare_settings=compare_settings,
+        annotators=annotators,
     )
 
 
@@ -207,11 +220,24 @@ def view(
         list[str] | None,
         typer.Option("--allow-host", help="Another host name requests may name (repeatable)."),
     ] = None,
+    label: Annotated[
+        bool,
+        typer.Option(
+            "--label", help="Add the labelling pages (/label): labels go to labels.sqlite."
+        ),
+    ] = False,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""
     from memearena.view import serve
 
-    serve(run_dir, host=host, port=port, allow_remote=allow_remote, allowed_hosts=allow_host or ())
+    serve(
+        run_dir,
+        host=host,
+        port=port,
+        allow_remote=allow_remote,
+        allowed_hosts=allow_host or (),
+        label=label,
+    )
 
 
 @models_app.command("check")

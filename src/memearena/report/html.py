@@ -40,6 +40,7 @@ from jinja2 import (
     Undefined,
 )
 
+from memearena.report.labels import labels_view
 from memearena.report.svg import nice_ticks
 
 __all__ = [
@@ -337,7 +338,9 @@ class Section:
         return f"{self.key}/{self.template}" if self.folder is not None else self.template
 
 
-SECTIONS: list[Section] = []
+SECTIONS: list[Section] = [
+    Section("labels", "Human labels", "_labels.html.j2", labels_view, order=50),
+]
 """Method sections, shown in ``order``; a method's view registers its own (``register_section``):
 the shell never imports a method."""
 

@@ -27,13 +27,15 @@ def make_app(
     warm: bool = True,
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
+    label: bool = False,
     **limits: Any,
 ) -> web.Application:
     """The viewer's aiohttp application over ``root`` (ViewError when no run is there, or
     when ``bind_host`` is not loopback and ``allow_remote`` is not given); ``warm``: compute
     each run's summaries at start, in a worker thread; ``allowed_hosts``: host names answered
-    besides the loopback names and the bound address; ``limits``: ``heavy_pages``,
-    ``max_waiting``, ``request_timeout`` (``memearena.view.app``)."""
+    besides the loopback names and the bound address; ``label``: with the labelling pages
+    (``memearena.view.labels``); ``limits``: ``heavy_pages``, ``max_waiting``,
+    ``request_timeout`` (``memearena.view.app``)."""
     from memearena.view.app import make_app as _make
 
     return _make(
@@ -42,6 +44,7 @@ def make_app(
         warm=warm,
         allow_remote=allow_remote,
         allowed_hosts=allowed_hosts,
+        label=label,
         **limits,
     )
 
@@ -53,19 +56,23 @@ def serve(
     *,
     allow_remote: bool = False,
     allowed_hosts: Iterable[str] = (),
+    label: bool = False,
 ) -> None:
     """Serve the viewer until interrupted (one event loop; Ctrl-C stops it). A host other
     than loopback is refused unless ``allow_remote``; then the banner lists the host names
-    requests may be addressed to (any other is answered 421)."""
+    requests may be addressed to (any other is answered 421). ``label``: with the labelling
+    pages (``/label``), whose writes go to each run's ``labels.sqlite``."""
     from aiohttp import web
 
     from memearena.view.app import host_names, server_options
 
     if not 1 <= port <= 65535:
         raise ViewError(f"--port: must be between 1 and 65535, got {port}")
-    app = make_app(root, host, allow_remote=allow_remote, allowed_hosts=allowed_hosts)
+    app = make_app(root, host, allow_remote=allow_remote, allowed_hosts=allowed_hosts, label=label)
     shown = f"[{host}]" if ":" in host else host
     banner = f"memearena view: http://{shown}:{port}/  (Ctrl-C to stop)"
+    if label:
+        banner += f"\nlabelling: http://{shown}:{port}/label"
     if allow_remote:
         names = ", ".join(sorted(host_names(host, allowed_hosts)))
         banner += f"\nanswering requests addressed to: {names} (add more with --allow-host)"

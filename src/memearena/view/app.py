@@ -48,6 +48,7 @@ from jinja2 import (
 )
 
 from memearena.engine.registry import method_html, method_names, method_pages
+from memearena.view.keys import ALLOWED_HOSTS, CSP, VIEWER, WARMING
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
 __all__ = [
@@ -70,13 +71,6 @@ __all__ = [
 
 log = logging.getLogger("memearena.view")
 
-CSP = (
-    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'none'; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
-    "connect-src 'none'"
-)
-"""No remote load, no script, no inline style: the pages are plain HTML and one stylesheet."""
-
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 """Addresses the viewer binds without ``allow_remote``."""
 HEADER_TIMEOUT_S = 5.0
@@ -98,9 +92,6 @@ _INTEGER = re.compile(r"([+-]?)([0-9]+)")
 _VERIFIED_IMAGES = 256
 """Dataset images kept prepared and verified (each a prepared meme: well under a MiB)."""
 
-ALLOWED_HOSTS: web.AppKey[frozenset[str]] = web.AppKey("allowed_hosts", frozenset)
-VIEWER: web.AppKey[Any] = web.AppKey("viewer", object)
-WARMING: web.AppKey[Any] = web.AppKey("warming", object)
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _MAGIC = (
@@ -721,12 +712,14 @@ def make_app(
     heavy_pages: int = HEAVY_PAGES,
     max_waiting: int = MAX_WAITING,
     request_timeout: float = REQUEST_TIMEOUT_S,
+    label: bool = False,
 ) -> web.Application:
     """The viewer over one run directory or a folder of runs (ViewError when none is there,
     or when ``bind_host`` is not a loopback address and ``allow_remote`` is not given).
     ``warm``: at start, compute each run's summaries and meme index in a worker thread (reads
     only), so the first pages of a large run open as fast as the next ones. Requests are
-    answered only when addressed to a name of ``host_names(bind_host, allowed_hosts)``."""
+    answered only when addressed to a name of ``host_names(bind_host, allowed_hosts)``.
+    ``label``: add the labelling pages and their writes (``memearena.view.labels``)."""
     if bind_host.strip().lower() not in LOOPBACK_HOSTS and not allow_remote:
         raise ViewError(
             f"--host {bind_host}: not a loopback address; the viewer shows every request, reply"
@@ -773,6 +766,10 @@ def make_app(
     async def start_warming(_: web.Application) -> None:
         app[WARMING] = asyncio.get_running_loop().create_task(asyncio.to_thread(v.warm))
 
+    if label:  # imported here: the labelling module builds on this one
+        from memearena.view.labels import install
+
+        install(app, warm=warm)
     if warm:
         app.on_startup.append(start_warming)
     app.on_cleanup.append(close)
