@@ -326,7 +326,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim",),
     ("engine",),
     ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
-    ("view", "api", "demo"),
+    ("view", "api", "demo", "export"),
     ("cli",),
     ("", "__main__"),
 )

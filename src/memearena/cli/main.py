@@ -164,20 +164,36 @@ def report(
 def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
     table: Annotated[
-        str, typer.Option("--table", help="calls | requests | artifacts | errors")
+        str,
+        typer.Option(
+            "--table",
+            help="calls | requests | battles | answers | scores | chains | audit_scores | labels"
+            " (docs/exports.md); artifacts | errors: run.db's raw tables",
+        ),
     ] = "calls",
-    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv | parquet")] = "jsonl",
     to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
 ) -> None:
-    """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
+    """Export a table of a run to JSONL, CSV or Parquet, one documented schema per table,
+    joinable by request hash and meme id (CSV cells never start a formula)."""
+    if table in ("artifacts", "errors"):
+        _export_raw(run_dir, table, fmt, to)
+        return
+    from memearena.export import export_table
+
+    n, target = export_table(run_dir, table, fmt, to)
+    if target is None:
+        err_console.print(f"wrote {n:,} rows to stdout", highlight=False)
+    else:
+        console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
+
+
+def _export_raw(run_dir: Path, table: str, fmt: str, to: Path | None) -> None:
+    """run.db's artifacts or errors table as the store writes it (JSONL or CSV)."""
     from memearena.store import RunStore
 
-    if table not in ("calls", "requests", "artifacts", "errors"):
-        raise MemearenaError(
-            f"--table: must be calls, requests, artifacts or errors, got {table!r}"
-        )
     if fmt not in ("jsonl", "csv"):
-        raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
+        raise MemearenaError(f"--format: {table} is exported as jsonl or csv, got {fmt!r}")
     db = run_dir / "run.db"
     if not db.exists():
         raise MemearenaError(f"{db}: no run database here")
