@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from memearena.cli.compare import compare_command
 from memearena.cli.data import check_command
 from memearena.cli.rank import rank_command
 from memearena.cli.run import (
@@ -245,6 +246,7 @@ def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).
 app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
     one_line_errors(rank_command)
 )
+app.command("compare")(one_line_errors(compare_command))
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )
