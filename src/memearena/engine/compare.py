@@ -70,9 +70,29 @@ def methods_in(run_dir: Path) -> list[str]:
 
 
 def _result(method: str, run_dir: Path) -> MethodResult:
-    from memearena.engine.registry import get_method
+    """The method's result class over ``run_dir``: found in its package's ``result`` module
+    (a reader needs no stage loaded), else the method's ``result``, else the generic one."""
+    import importlib
 
-    cls: type[MethodResult] = getattr(get_method(method), "result", MethodResult)
+    from memearena.engine.registry import get_method, method_spec
+
+    package = method_spec(method).method.partition(":")[0].rpartition(".")[0]
+    try:
+        module = importlib.import_module(f"{package}.result")
+    except ImportError:
+        module = None
+    found = (
+        [
+            c
+            for c in vars(module).values()
+            if isinstance(c, type) and issubclass(c, MethodResult) and c.method == method
+        ]
+        if module is not None
+        else []
+    )
+    cls: type[MethodResult] = (
+        found[0] if found else getattr(get_method(method), "result", MethodResult)
+    )
     return cls(run_dir, method=method)
 
 

@@ -37,6 +37,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from memearena.view.compare import add_compare_page
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
 __all__ = [
@@ -878,6 +879,7 @@ def make_app(
         ("/r/{run}/judge-audit/pairs", v.ja_pairs),
     ):
         r.add_get(path, heavy(page))
+    add_compare_page(r, v, heavy)
 
     async def close(_: web.Application) -> None:
         task = app.get(WARMING)
