@@ -360,6 +360,13 @@ def run_or_plan(
         plan = plan_method(method, cfg, **opts)
         providers = {name: m.provider for name, m in cfg.models.items()}
         print_plan(console, cfg.run, plan.per_model, providers)
+        if plan.calls_low is not None and plan.calls_high is not None:
+            console.print(
+                f"Planned calls: {plan.calls:,} is a point estimate ({method}'s path follows "
+                f"the answers); the run makes {plan.calls_low:,} to {plan.calls_high:,} "
+                f"({plan.range_note}).",
+                highlight=False,
+            )
         check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
         warn_missing_keys(cfg, err_console)
         return

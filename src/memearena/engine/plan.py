@@ -1,5 +1,7 @@
 """The dry run: the method's own code path against stand-ins, so the plan counts the calls the
-run would make, exactly (for a run without re-asks or refusals), for every method alike.
+run would make, exactly (for a run without re-asks or refusals), for every method alike. A
+method whose path follows the answers (Adapt) also gives the range the count can take
+(``Method.planned_range``): the plan's count is then its point estimate.
 
 Every model is stood in for by a simulated one of the same name; input tokens are counted on
 the real prompts, output tokens are at least the role's typical reply (``Method.typical_output``,
@@ -9,7 +11,7 @@ called."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memearena.config import RunConfig, SimModelConfig
@@ -27,6 +29,13 @@ class PlannedCalls:
     """The calls a run would make, per model, with estimated tokens and cost."""
 
     per_model: dict[str, dict[str, float]]
+    calls_low: int | None = None
+    """The fewest calls the run can make, where the method's path follows the answers and it
+    gives a range (``Method.planned_range``); None where the count is exact."""
+    calls_high: int | None = None
+    """The most calls the run can make (the same)."""
+    range_note: str = ""
+    """What the range assumes, in one sentence (the method's)."""
 
     @property
     def calls(self) -> int:
@@ -37,6 +46,12 @@ class PlannedCalls:
     def cost_usd(self) -> float:
         """Total estimated cost in USD."""
         return sum(v["cost_usd"] for v in self.per_model.values())
+
+    def with_range(self, low: int, high: int, note: str = "") -> PlannedCalls:
+        """The same plan with the range of calls the run can make (``calls`` is its point
+        estimate, inside the range)."""
+        low, high = min(low, self.calls), max(high, self.calls)
+        return replace(self, calls_low=low, calls_high=high, range_note=note)
 
 
 _CLEAN = {"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
