@@ -17,7 +17,7 @@ from typing import Any
 from memearena.config import RunConfig, SimModelConfig
 from memearena.models.backends import SimResponder, openai_messages
 from memearena.models.types import GenParams, Message
-from memearena.sim.catalogue import demo_models
+from memearena.sim.catalogue import served_models
 from memearena.sim.wire import parse_messages
 from memearena.store import CallRecord
 
@@ -61,20 +61,23 @@ def stand_in_config(cfg: RunConfig) -> RunConfig:
     """The config a dry run executes: every model stood in for by a simulated one of the same
     name, no cache, so the plan follows the real prompts and never calls an endpoint.
 
-    A simulated model keeps its profile; an endpoint model the simulated world serves by that
-    name (``sim-serve``'s catalogue) is stood in for by that simulated model, so a plan against
-    the simulated server is the run it will make; any other model by a default simulated model
-    of its family. Each without refusals, format errors or latency (the plan counts no
-    re-asks). Where a method's path depends on the answers (Adapt's mining votes and refinement
-    chains), a plan for a model the simulator does not know is an estimate."""
-    known = demo_models()
+    A simulated model keeps its profile, without refusals, format errors or latency (the plan
+    counts no re-asks); an endpoint model the simulated world serves by that name
+    (``sim-serve``'s catalogue) is stood in for by that simulated model with its whole profile,
+    refusals and format errors included (the simulated server gives them, and the world answers
+    a request the same way wherever it is asked), so a plan against the simulated server is the
+    run it will make, re-asks included; any other model by a default simulated model of its
+    family, without refusals or format errors. Where a method's path depends on the answers
+    (Adapt's mining votes and refinement chains), a plan for a model the simulator does not
+    know is an estimate."""
+    known = served_models()  # every method's registered demo models too
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
         if isinstance(m, SimModelConfig):
             stand_ins[name] = m.model_copy(update=_CLEAN)
         elif name in known or getattr(m, "model", None) in known:
             served = known.get(name) or known[m.model]  # type: ignore[union-attr]
-            stand_ins[name] = served.model_copy(update={**_CLEAN, "price": m.price})
+            stand_ins[name] = served.model_copy(update={"latency_ms": 0.0, "price": m.price})
         else:
             stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
     return cfg.model_copy(update={"models": stand_ins, "cache": False})
