@@ -49,3 +49,25 @@ def test_a_plan_that_is_exact_gives_no_range() -> None:
     cfg = load_config(EXAMPLES / "demo-arena.yaml", _limit(1))
     plan = plan_method("arena", cfg)
     assert plan.calls > 0 and plan.calls_low is None and plan.calls_high is None
+
+
+def test_a_served_endpoint_is_planned_with_its_whole_profile() -> None:
+    from memearena.engine.plan import stand_in_config
+    from memearena.sim.catalogue import served_models
+
+    cfg = load_config(EXAMPLES / "demo-arena.yaml")
+    endpoint = {
+        "provider": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "sim-borealis",
+        "family": "borealis",
+    }
+    raw = cfg.model_dump(mode="json")
+    raw["models"]["borealis-endpoint"] = endpoint
+    raw["models"]["unknown-endpoint"] = {**endpoint, "model": "gpt-x"}
+    stand = stand_in_config(type(cfg).model_validate(raw)).models
+    served = served_models()["sim-borealis"]
+    assert served.refusal_rate > 0  # the catalogue's sim-borealis refuses at times
+    assert stand["borealis-endpoint"].refusal_rate == served.refusal_rate  # as sim-serve does
+    assert stand["sim-borealis"].refusal_rate == 0  # a simulated model: no re-asks planned
+    assert stand["unknown-endpoint"].refusal_rate == 0
