@@ -132,3 +132,11 @@ def test_the_exports_page_documents_every_table() -> None:
     assert committed == exports_doc(), "stale: python -m memearena.export > docs/exports.md"
     for table in (*TABLES, "labels"):
         assert f"`{table}`" in committed
+
+
+def test_the_calls_schema_is_the_store_s_call_record() -> None:
+    from dataclasses import fields
+
+    from memearena.store import CallRecord
+
+    assert [c.name for c in TABLES["calls"].columns] == [f.name for f in fields(CallRecord)]
