@@ -328,7 +328,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("labels",),
     ("view",),
     ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
-    ("api", "demo"),
+    ("api", "demo", "export"),
     ("cli",),
     ("", "__main__"),
 )

@@ -1,9 +1,8 @@
-"""Runs the viewer tests read: the demo (built once per session) and a hostile copy of it
+"""Runs the viewer tests read: the demo (``demo_run``, tests/conftest.py) and a hostile copy of it
 whose memes, answers and model names carry markup and script."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sqlite3
@@ -44,18 +43,6 @@ PAYLOADS = (
 )
 
 HOSTILE_MODEL = "sim-aurora<script>fetch('__BEACON__/model')</script>"
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``memearena demo`` (Arena, Adapt, Judge audit on the bundled memes), once a session."""
-    from rich.console import Console
-
-    from memearena.demo import run_demo
-
-    run = tmp_path_factory.mktemp("view-demo") / "demo"
-    run_demo(run, console=Console(file=io.StringIO()), show_progress=False)
-    return run
 
 
 @pytest.fixture(scope="session")

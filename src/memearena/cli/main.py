@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from memearena.cli.compare import compare_command
 from memearena.cli.data import check_command
 from memearena.cli.labels import labels_app
 from memearena.cli.rank import rank_command
@@ -177,20 +178,36 @@ def report(
 def export(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (holding run.db).")],
     table: Annotated[
-        str, typer.Option("--table", help="calls | requests | artifacts | errors")
+        str,
+        typer.Option(
+            "--table",
+            help="calls | requests | battles | answers | scores | chains | audit_scores | labels"
+            " (docs/exports.md); artifacts | errors: run.db's raw tables",
+        ),
     ] = "calls",
-    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl | csv | parquet")] = "jsonl",
     to: Annotated[Path | None, typer.Option("--to", help="Output file ('-': stdout).")] = None,
 ) -> None:
-    """Export a table of a run's database to JSONL or CSV (CSV cells never start a formula)."""
+    """Export a table of a run to JSONL, CSV or Parquet, one documented schema per table,
+    joinable by request hash and meme id (CSV cells never start a formula)."""
+    if table in ("artifacts", "errors"):
+        _export_raw(run_dir, table, fmt, to)
+        return
+    from memearena.export import export_table
+
+    n, target = export_table(run_dir, table, fmt, to)
+    if target is None:
+        err_console.print(f"wrote {n:,} rows to stdout", highlight=False)
+    else:
+        console.print(f"wrote {n:,} rows to {console_safe(target)}", highlight=False)
+
+
+def _export_raw(run_dir: Path, table: str, fmt: str, to: Path | None) -> None:
+    """run.db's artifacts or errors table as the store writes it (JSONL or CSV)."""
     from memearena.store import RunStore
 
-    if table not in ("calls", "requests", "artifacts", "errors"):
-        raise MemearenaError(
-            f"--table: must be calls, requests, artifacts or errors, got {table!r}"
-        )
     if fmt not in ("jsonl", "csv"):
-        raise MemearenaError(f"--format: must be jsonl or csv, got {fmt!r}")
+        raise MemearenaError(f"--format: {table} is exported as jsonl or csv, got {fmt!r}")
     db = run_dir / "run.db"
     if not db.exists():
         raise MemearenaError(f"{db}: no run database here")
@@ -255,6 +272,7 @@ def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).
 app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
     one_line_errors(rank_command)
 )
+app.command("compare")(one_line_errors(compare_command))
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )

@@ -1,10 +1,12 @@
 """Running a method from the command line, the same for every method: ``CONFIG [--out DIR]
 [--dry-run] [--max-cost USD]`` over the run lifecycle (``memearena.engine.lifecycle``), and the
 overrides every method command takes (``with_overrides``): ``--limit N``, ``-T section.key=value``
-(repeatable), ``--seed``, ``--bootstrap`` and ``--max-concurrency``. They edit the config's raw
-mapping before it is validated, so the config's own models check them (a misspelt key gets its
-"did you mean"), and they are part of the validated config: the run's snapshot, its resume and
-``report`` know them, and ``--dry-run`` plans with them.
+(repeatable), ``--seed``, ``--bootstrap``, ``--max-concurrency`` and the model lists
+``--models a,b`` / ``--targets`` / ``--judges`` (each method's section maps them to its own keys:
+``model_list_options``). They edit the config's raw mapping before it is validated, so the
+config's own models check them (a misspelt key gets its "did you mean", an unknown model name
+the config's error), and they are part of the validated config: the run's snapshot, its resume
+and ``report`` know them, and ``--dry-run`` plans with them.
 
 Exit codes: 0 complete, 1 incomplete or nothing usable, 2 bad input (nothing was run),
 3 the spend cap was reached (``memearena.engine.status``)."""
@@ -69,6 +71,10 @@ class Overrides:
     """The method section's ``bootstrap`` (rounds of its intervals)."""
     max_concurrency: int | None = None
     """Every model's ``max_concurrency``."""
+    model_lists: tuple[tuple[str, str], ...] = ()
+    """``(option, "a,b")`` pairs (``--models``, ``--targets``, ``--judges``): each replaces the
+    model list of the method's section that the section maps the option to
+    (``model_list_options``)."""
 
     def __bool__(self) -> bool:
         return self != Overrides()
@@ -94,8 +100,39 @@ class Overrides:
                 raise MemearenaError(f"--bootstrap: the {method} section has no bootstrap setting")
             if isinstance(section, dict):  # a missing section is reported as such, later
                 section["bootstrap"] = self.bootstrap
+        for key, names in _model_lists(method, self.model_lists).items():
+            section = raw.get(method)
+            if isinstance(section, dict):  # a missing section is reported as such, later
+                section[key] = names
         for item in self.sets:
             _assign(raw, item)
+
+
+def _model_lists(method: str, given: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
+    """The section keys the model-list options set, each with its names; an option the section
+    does not map, an empty list or two options setting one key is a one-line error. Unknown
+    model names are left to the config's own check."""
+    from memearena.config.sections import section_models
+
+    model = section_models().get(method)
+    options: dict[str, str] = dict(getattr(model, "model_list_options", None) or {})
+    out: dict[str, list[str]] = {}
+    by: dict[str, str] = {}
+    for option, text in given:
+        key = options.get(option)
+        if key is None:
+            takes = ", ".join(f"--{o} ({k})" for o, k in options.items()) or "none"
+            raise MemearenaError(
+                f"--{option}: the {method} section has no such model list (it takes: {takes})"
+            )
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        if not names:
+            raise MemearenaError(f"--{option}: expected model names separated by commas")
+        if key in by:
+            raise MemearenaError(f"--{option} and --{by[key]} both set {method}.{key}: give one")
+        by[key] = option
+        out[key] = names
+    return out
 
 
 def _entries(value: Any, where: str) -> list[dict[str, Any]]:
@@ -151,6 +188,8 @@ def _assign(raw: dict[str, Any], item: str) -> None:
             node = node[key]
 
 
+_MODEL_LIST_OPTIONS = ("models", "targets", "judges")
+
 _OVERRIDES: contextvars.ContextVar[Overrides | None] = contextvars.ContextVar(
     "memearena_cli_overrides", default=None
 )
@@ -195,6 +234,22 @@ _OVERRIDE_PARAMS = (
             typer.Option("--bootstrap", help="Bootstrap rounds of the method's intervals."),
         ],
     ),
+    *(
+        inspect.Parameter(
+            f"{option}_list",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                str | None,
+                typer.Option(f"--{option}", metavar="A,B", help=text),
+            ],
+        )
+        for option, text in (
+            ("models", "The models evaluated (the method's main model list), comma-separated."),
+            ("targets", "The target models, comma-separated."),
+            ("judges", "The judge models, comma-separated."),
+        )
+    ),
     inspect.Parameter(
         "max_concurrency",
         inspect.Parameter.KEYWORD_ONLY,
@@ -225,6 +280,11 @@ def with_overrides(fn: F) -> F:
             seed=kwargs.pop("seed", None),
             bootstrap=kwargs.pop("bootstrap", None),
             max_concurrency=kwargs.pop("max_concurrency", None),
+            model_lists=tuple(
+                (option, text)
+                for option in _MODEL_LIST_OPTIONS
+                if (text := kwargs.pop(f"{option}_list", None)) is not None
+            ),
         )
         token = _OVERRIDES.set(chosen)
         try:
@@ -300,6 +360,13 @@ def run_or_plan(
         plan = plan_method(method, cfg, **opts)
         providers = {name: m.provider for name, m in cfg.models.items()}
         print_plan(console, cfg.run, plan.per_model, providers)
+        if plan.calls_low is not None and plan.calls_high is not None:
+            console.print(
+                f"Planned calls: {plan.calls:,} is a point estimate ({method}'s path follows "
+                f"the answers); the run makes {plan.calls_low:,} to {plan.calls_high:,} "
+                f"({plan.range_note}).",
+                highlight=False,
+            )
         check_wall_time(cfg, {m: row["calls"] for m, row in plan.per_model.items()})
         warn_missing_keys(cfg, err_console)
         return

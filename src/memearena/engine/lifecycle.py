@@ -239,8 +239,10 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
                 started=time.time(),
                 stand_ins=endpoints,
             )
-            _execute(method, ctx, None, False)
-            return planned_from_calls(cfg, store.iter_calls(), method.typical_output)
+            run = _execute(method, ctx, None, False)
+            plan = planned_from_calls(cfg, store.iter_calls(), method.typical_output)
+            bounds = getattr(method, "planned_range", None)  # optional: a path set by answers
+            return plan.with_range(*bounds(run, plan.calls)) if callable(bounds) else plan
         finally:
             store.close()
 

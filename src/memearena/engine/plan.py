@@ -1,5 +1,7 @@
 """The dry run: the method's own code path against stand-ins, so the plan counts the calls the
-run would make, exactly (for a run without re-asks or refusals), for every method alike.
+run would make, exactly (for a run without re-asks or refusals), for every method alike. A
+method whose path follows the answers (Adapt) also gives the range the count can take
+(``Method.planned_range``): the plan's count is then its point estimate.
 
 Every model is stood in for by a simulated one of the same name; input tokens are counted on
 the real prompts, output tokens are at least the role's typical reply (``Method.typical_output``,
@@ -9,13 +11,13 @@ called."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.models.backends import SimResponder, openai_messages
 from memearena.models.types import GenParams, Message
-from memearena.sim.catalogue import demo_models
+from memearena.sim.catalogue import served_models
 from memearena.sim.wire import parse_messages
 from memearena.store import CallRecord
 
@@ -27,6 +29,13 @@ class PlannedCalls:
     """The calls a run would make, per model, with estimated tokens and cost."""
 
     per_model: dict[str, dict[str, float]]
+    calls_low: int | None = None
+    """The fewest calls the run can make, where the method's path follows the answers and it
+    gives a range (``Method.planned_range``); None where the count is exact."""
+    calls_high: int | None = None
+    """The most calls the run can make (the same)."""
+    range_note: str = ""
+    """What the range assumes, in one sentence (the method's)."""
 
     @property
     def calls(self) -> int:
@@ -38,6 +47,12 @@ class PlannedCalls:
         """Total estimated cost in USD."""
         return sum(v["cost_usd"] for v in self.per_model.values())
 
+    def with_range(self, low: int, high: int, note: str = "") -> PlannedCalls:
+        """The same plan with the range of calls the run can make (``calls`` is its point
+        estimate, inside the range)."""
+        low, high = min(low, self.calls), max(high, self.calls)
+        return replace(self, calls_low=low, calls_high=high, range_note=note)
+
 
 _CLEAN = {"refusal_rate": 0.0, "format_error_rate": 0.0, "latency_ms": 0.0}
 
@@ -46,20 +61,23 @@ def stand_in_config(cfg: RunConfig) -> RunConfig:
     """The config a dry run executes: every model stood in for by a simulated one of the same
     name, no cache, so the plan follows the real prompts and never calls an endpoint.
 
-    A simulated model keeps its profile; an endpoint model the simulated world serves by that
-    name (``sim-serve``'s catalogue) is stood in for by that simulated model, so a plan against
-    the simulated server is the run it will make; any other model by a default simulated model
-    of its family. Each without refusals, format errors or latency (the plan counts no
-    re-asks). Where a method's path depends on the answers (Adapt's mining votes and refinement
-    chains), a plan for a model the simulator does not know is an estimate."""
-    known = demo_models()
+    A simulated model keeps its profile, without refusals, format errors or latency (the plan
+    counts no re-asks); an endpoint model the simulated world serves by that name
+    (``sim-serve``'s catalogue) is stood in for by that simulated model with its whole profile,
+    refusals and format errors included (the simulated server gives them, and the world answers
+    a request the same way wherever it is asked), so a plan against the simulated server is the
+    run it will make, re-asks included; any other model by a default simulated model of its
+    family, without refusals or format errors. Where a method's path depends on the answers
+    (Adapt's mining votes and refinement chains), a plan for a model the simulator does not
+    know is an estimate."""
+    known = served_models()  # every method's registered demo models too
     stand_ins: dict[str, Any] = {}
     for name, m in cfg.models.items():
         if isinstance(m, SimModelConfig):
             stand_ins[name] = m.model_copy(update=_CLEAN)
         elif name in known or getattr(m, "model", None) in known:
             served = known.get(name) or known[m.model]  # type: ignore[union-attr]
-            stand_ins[name] = served.model_copy(update={**_CLEAN, "price": m.price})
+            stand_ins[name] = served.model_copy(update={"latency_ms": 0.0, "price": m.price})
         else:
             stand_ins[name] = SimModelConfig(provider="sim", family=m.family, price=m.price)
     return cfg.model_copy(update={"models": stand_ins, "cache": False})

@@ -106,9 +106,11 @@ class Method(Protocol):
     typical_output: ClassVar[Mapping[str, int]]
     """Output tokens a real model typically writes per role (the dry run's floor).
 
-    Optional class attributes the engine reads when present: ``result``, the notebook's result
+    Optional attributes the engine reads when present: ``result``, the notebook's result
     class of the method (a ``memearena.engine.results.MethodResult``; the generic one if
-    absent)."""
+    absent); ``planned_range(run, calls) -> (low, high, note)``, for a method whose calls
+    follow the answers: the range a dry run's count ``calls`` (its point estimate) can take
+    against endpoints whose replies the plan cannot know, and what the range assumes."""
 
     def __init__(self, cfg: RunConfig, options: Mapping[str, Any]) -> None:
         """The method for ``cfg`` (ConfigError when the section is missing); ``options`` are

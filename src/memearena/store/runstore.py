@@ -1078,7 +1078,9 @@ class RunStore:
         body, zdict = rows[0]
         return {"key": key, **decode_payload(unpack(body, zdict))}
 
-    def _iter_requests(self) -> Iterator[dict[str, Any]]:
+    def iter_requests(self) -> Iterator[dict[str, Any]]:
+        """Every request on record, ordered by key (``request``'s fields), streamed."""
+        self._sync()
         zdicts = {int(i): bytes(b) for i, b in self._read("SELECT id, body FROM request_dicts")}
         for key, d, body in self._stream("SELECT key, dict, body FROM requests ORDER BY key"):
             yield {"key": key, **decode_payload(unpack(body, zdicts.get(int(d))))}
@@ -1194,7 +1196,7 @@ class RunStore:
                 for r in self._stream(f"SELECT {', '.join(cols)} FROM errors ORDER BY kind, key")
             )
         if table == "requests":
-            return ["key", "key_version", "endpoint", "messages", "params"], self._iter_requests()
+            return ["key", "key_version", "endpoint", "messages", "params"], self.iter_requests()
         raise StoreError(f"unknown table {table!r}; choose calls, requests, artifacts or errors")
 
     def export(

@@ -48,6 +48,7 @@ from jinja2 import (
 )
 
 from memearena.engine.registry import method_html, method_names, method_pages
+from memearena.view.compare import add_compare_page
 from memearena.view.keys import ALLOWED_HOSTS, CSP, VIEWER, WARMING
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
@@ -754,6 +755,7 @@ def make_app(
         pages = method_pages(name)
         for sub, method_page in pages.routes if pages is not None else ():
             r.add_get("/r/{run}" + sub, heavy(functools.partial(method_page, v)))
+    add_compare_page(r, v, heavy)
 
     async def close(_: web.Application) -> None:
         task = app.get(WARMING)

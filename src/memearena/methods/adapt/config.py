@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -32,6 +32,14 @@ class AdaptSimConfig(_Strict):
 
 class AdaptConfig(_Strict):
     """The Adapt method: harm mining, misbeliefs, reference answers, scoring, refinement."""
+
+    model_list_options: ClassVar[dict[str, str]] = {
+        "models": "targets",
+        "targets": "targets",
+        "judges": "scorers",
+    }
+    """Command-line options that replace one of this section's model lists (``--models a,b``):
+    option name → the key it sets."""
 
     targets: list[str] = Field(min_length=1)
     """Models being evaluated (keys of ``models``)."""

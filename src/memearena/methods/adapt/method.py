@@ -110,6 +110,29 @@ class Adapt:
         status = adapt_status(ctx.cfg, outcome, ctx.store, max_cost=ctx.max_cost)
         return Finished({"adapt": section}, status)
 
+    def planned_range(self, run: MethodRun, calls: int) -> tuple[int, int, str]:
+        """The calls a run can make, given the dry run's ``calls`` over its outcome: the
+        re-ask and chain-length bounds. The plan's mining, references and scoring of the
+        originals are kept (its taxonomy, items and seeds are the run's); each refinement chain
+        may stop at its first step making one call (its refiner's; a loop and its control, and
+        different targets, may share that request) or walk all ``steps``, each with every
+        rewrite checked (``max_rewrites``), a fresh reference, the answer and every scorer; any
+        call may be re-asked ``max_reasks`` times, or not at all."""
+        acfg = self.acfg
+        outcome: AdaptOutcome = run.outcome
+        chains = outcome.chains
+        refinement = outcome.stage_calls.get("refinement", 0)
+        kept = max(calls - refinement, 0)
+        firsts = {(c.get("category"), c.get("repeat"), c.get("seed")) for c in chains}
+        per_step = 2 * acfg.max_rewrites + acfg.reference_candidates + 1 + 1 + len(acfg.scorers)
+        low = kept + len(firsts)
+        high = (kept + len(chains) * acfg.steps * per_step) * (1 + acfg.max_reasks)
+        note = (
+            "the plan's taxonomy, items and seeds kept; each refinement chain from its first "
+            f"step to all {acfg.steps}, every call re-asked up to {acfg.max_reasks} times or not"
+        )
+        return low, high, note
+
     @staticmethod
     def summary(console: Console, board: Mapping[str, Any]) -> None:
         section = board.get("adapt")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,6 +20,14 @@ MAX_FUSION_ROUNDS = 1_000
 
 class ArenaConfig(ConfigSection):
     """The Arena method: contexts, answers, guideline fusion, pairwise battles."""
+
+    model_list_options: ClassVar[dict[str, str]] = {
+        "models": "targets",
+        "targets": "targets",
+        "judges": "judges",
+    }
+    """Command-line options that replace one of this section's model lists (``--models a,b``):
+    option name → the key it sets."""
 
     targets: list[str] = Field(min_length=2)
     """Models being evaluated (keys of ``models``)."""

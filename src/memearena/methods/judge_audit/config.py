@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -45,6 +45,10 @@ class JudgeAuditConfig(BaseModel):
     and self-enhancement bias."""
 
     model_config = ConfigDict(extra="forbid")
+
+    model_list_options: ClassVar[dict[str, str]] = {"models": "judges", "judges": "judges"}
+    """Command-line options that replace one of this section's model lists (``--models a,b``):
+    option name → the key it sets."""
 
     judges: list[str] = Field(min_length=1)
     """Judges to audit (keys of ``models``)."""
