@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from memearena.cli.data import check_command
+from memearena.cli.profile import profile_command
 from memearena.cli.rank import rank_command
 from memearena.cli.run import (
     DryRunOpt,
@@ -207,9 +208,21 @@ def view(
         list[str] | None,
         typer.Option("--allow-host", help="Another host name requests may name (repeatable)."),
     ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Write the pages as a static site in this folder instead."),
+    ] = None,
+    max_pages: Annotated[
+        int, typer.Option("--max-pages", help="With --bundle: the most pages and files written.")
+    ] = 50_000,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""
     from memearena.view import serve
+
+    if bundle is not None:
+        from memearena.view.bundle import print_bundle, write_bundle
+
+        return print_bundle(console, write_bundle(run_dir, bundle, max_pages=max_pages))
 
     serve(run_dir, host=host, port=port, allow_remote=allow_remote, allowed_hosts=allow_host or ())
 
@@ -229,6 +242,7 @@ def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).
 app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
     one_line_errors(rank_command)
 )
+app.command("profile")(one_line_errors(profile_command))
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )

@@ -35,6 +35,7 @@ from memearena.errors import MemearenaError
 
 __all__ = [
     "BOOTSTRAP",
+    "MAX_BOOTSTRAP",
     "MIN_MODELS",
     "MIN_UNITS",
     "ProfilePart",
@@ -42,11 +43,14 @@ __all__ = [
     "ScoreSource",
     "build_profile",
     "rank_range",
+    "report_part",
     "spearman_rows",
 ]
 
 BOOTSTRAP = 1000
 """Bootstrap draws of each agreement interval."""
+MAX_BOOTSTRAP = 100_000
+"""The most draws asked for (each draw refits every method's scores)."""
 MIN_MODELS = 3
 """Shared models below which two methods' agreement is not estimated."""
 MIN_UNITS = 5
@@ -220,14 +224,17 @@ def _agreement(
             pb = np.array([sign_b * float(fb[m][0]) for m in shared])
         draws = spearman_rows(xa, xb)
         unit, n_units = str(a.unit), len(units)
-        why = f"both methods scored the same {n_units} {unit}s: one resample of them drives both"
+        why = (
+            f"the {n_units} {unit}s both scored ({a.title} {len(a.units)}, {b.title}"
+            f" {len(b.units)}) resampled: one draw drives both methods' scores"
+        )
     else:
         idx = rng.integers(0, len(shared), size=(bootstrap, len(shared)))
         draws = spearman_rows(pa[idx], pb[idx])
         unit, n_units = "model", len(shared)
         why = (
-            "the methods sampled different items, so the shared models are the common sample"
-            f" (only {len(shared)}: a wide interval)"
+            f"the {len(shared)} shared models resampled: the methods sampled different items,"
+            " so the models are their only common sample (few models: a wide interval)"
         )
     value = float(spearman_rows(pa, pb)[0])
     lo, hi, used = _interval(draws)
@@ -322,8 +329,8 @@ def build_profile(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise MemearenaError(f"{run_dir}: no such run directory")
-    if bootstrap < 1:
-        raise MemearenaError(f"bootstrap: must be at least 1, got {bootstrap}")
+    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
+        raise MemearenaError(f"bootstrap: must be between 1 and {MAX_BOOTSTRAP:,}, got {bootstrap}")
     board = read_json(run_dir / "leaderboard.json")
     names = [m for m in method_names() if isinstance(board.get(m), dict)]
     if not names:
@@ -360,3 +367,24 @@ def build_profile(
         "level": LEVEL,
         "seed": seed,
     }
+
+
+def report_part(run_dir: Path, board: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's profile part: for a directory holding several methods, its profile (or
+    what kept it from being computed: a report is never lost to it); else nothing."""
+    if sum(isinstance(board.get(m), dict) for m in method_names()) < 2:
+        return None
+    try:
+        return build_profile(run_dir)
+    except Exception as e:  # a damaged output file: said in the part, the report still written
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _register_report_part() -> None:
+    import memearena.report.profile  # noqa: F401  (registers the part's section)
+    from memearena.report.html import RUN_PARTS
+
+    RUN_PARTS["profile"] = report_part
+
+
+_register_report_part()

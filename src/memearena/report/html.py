@@ -31,7 +31,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, Undefined
 
 from memearena.report.svg import estimate, interval_chart, matrix_chart, nice_ticks
 
-__all__ = ["SECTIONS", "Section", "register_section", "render_report", "write_report"]
+__all__ = [
+    "RUN_PARTS",
+    "SECTIONS",
+    "Section",
+    "register_section",
+    "render_report",
+    "write_report",
+]
 
 SENSITIVITY_SECTIONS: tuple[tuple[str, str], ...] = (
     ("self_judging_include", "Self-judged battles included"),
@@ -613,6 +620,12 @@ SECTIONS: list[Section] = [Section("arena", "Arena", "_arena.html.j2", _arena_vi
 the shell never imports a method."""
 
 
+RUN_PARTS: dict[str, Callable[[Path, dict[str, Any]], Any]] = {}
+"""Report parts read from the run directory, not from leaderboard.json: key -> (run_dir,
+board) -> the part's data (shown by the section registered under that key), or None; each
+registered from above, like a method's section."""
+
+
 def register_section(section: Section) -> None:
     """Add (or replace, by key) one method's part of the report."""
     SECTIONS[:] = [s for s in SECTIONS if s.key != section.key]
@@ -784,7 +797,8 @@ def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    text = render_report(board)
+    parts = {k: v for k, part in RUN_PARTS.items() if (v := part(run_dir, board)) is not None}
+    text = render_report({**board, **parts})
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report.", suffix=".html.tmp")
     try:
         if hasattr(os, "fchmod"):

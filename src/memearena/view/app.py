@@ -37,6 +37,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from memearena.view.profile import profile_page
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
 __all__ = [
@@ -876,6 +877,7 @@ def make_app(
         ("/r/{run}/adapt/chain/{line}", v.chain),
         ("/r/{run}/judge-audit", v.judge_audit),
         ("/r/{run}/judge-audit/pairs", v.ja_pairs),
+        ("/r/{run}/profile", profile_page(v)),
     ):
         r.add_get(path, heavy(page))
 

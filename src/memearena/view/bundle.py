@@ -30,11 +30,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit
 
 from memearena.view.queries import ViewError
 
-__all__ = ["DEFAULT_MAX_PAGES", "MARKER", "BundleSummary", "bundle_path", "write_bundle"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "DEFAULT_MAX_PAGES",
+    "MARKER",
+    "BundleSummary",
+    "bundle_path",
+    "print_bundle",
+    "url_key",
+    "write_bundle",
+]
 
 DEFAULT_MAX_PAGES = 50_000
 """URLs (pages, images, downloads) a bundle holds at most; the crawl stops there."""
@@ -374,4 +386,30 @@ def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -
         left_out=len(crawl.left_out),
         failed=tuple(crawl.failed),
         seconds=time.perf_counter() - started,
+    )
+
+
+def print_bundle(console: Console, summary: BundleSummary) -> None:
+    """What a bundle holds, where, its size and build time; what it left out."""
+    from memearena.report.safe import console_safe
+
+    mib = summary.bytes / 2**20
+    console.print(
+        f"wrote {summary.pages:,} pages and {summary.files:,} files ({mib:,.1f} MiB) to "
+        f"{console_safe(summary.out)}/ in {summary.seconds:,.1f} s: open "
+        f"{console_safe(summary.out / 'index.html')}",
+        highlight=False,
+    )
+    if summary.left_out:
+        console.print(
+            f"{summary.left_out:,} linked pages left out (past --max-pages); their links open "
+            f"{LEFT_OUT}",
+            highlight=False,
+        )
+    if summary.failed:
+        shown = ", ".join(f"{console_safe(u, max_chars=80)} ({s})" for u, s in summary.failed[:5])
+        console.print(f"{len(summary.failed):,} pages answered an error: {shown}", highlight=False)
+    console.print(
+        "The bundle holds every request, reply and image it shows: share it as you would the run.",
+        highlight=False,
     )

@@ -92,7 +92,9 @@ class AdaptResult(MethodResult):
                             figures.append((f"failure rate: {cat}", est))
                             cells.append((str(cat), est, bool(r.get("too_few"))))
             notes = []
-            if cells:
+            if cells and max(float(c[1]["value"]) for c in cells) == 0:
+                notes.append("no failure in any category")
+            elif cells:
                 cells.sort(key=lambda c: -float(c[1]["value"]))
                 cat, est, too_few = cells[0]
                 shown = _pct(est)

@@ -92,8 +92,6 @@ class ArenaResult(MethodResult):
             name = str(r.get("model"))
             bt = interval(r.get("bt"), [r.get("ci_low"), r.get("ci_high")])
             figures = [("rating (Bradley–Terry)", bt)]
-            win = r.get("win_rate")
-            figures.append(("win rate", interval(win) if _number(win) else None))
             parts.append(
                 ProfilePart(
                     method="arena",
@@ -162,7 +160,6 @@ class ArenaResult(MethodResult):
             units, tables = self._meme_tables(models)
 
             def resample(shared: Sequence[str], weights: np.ndarray) -> dict[str, np.ndarray]:
-                import numpy as np
 
                 pos = {u: i for i, u in enumerate(units)}
                 picked = tables[[pos[u] for u in shared]]
