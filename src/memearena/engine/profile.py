@@ -41,6 +41,7 @@ __all__ = [
     "ProfilePart",
     "Resampler",
     "ScoreSource",
+    "agreement",
     "build_profile",
     "rank_range",
     "report_part",
@@ -175,7 +176,7 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _agreement(
+def agreement(
     a: ScoreSource, b: ScoreSource, *, bootstrap: int, seed: int
 ) -> dict[str, Any] | None:
     """How far two sources about the same role agree on their shared models."""
@@ -351,18 +352,18 @@ def build_profile(
     models: dict[str, list[dict[str, Any]]] = {}
     for p in parts:
         models.setdefault(p.model, []).append(p.as_dict())
-    agreement = [
+    pairs = [
         row
         for a, b in itertools.combinations(sources, 2)
         if a.role == b.role and a.method != b.method
-        for row in [_agreement(a, b, bootstrap=bootstrap, seed=seed)]
+        for row in [agreement(a, b, bootstrap=bootstrap, seed=seed)]
         if row is not None
     ]
     return {
         "run_dir": str(run_dir),
         "methods": [{"method": n, "title": titles[n]} for n in names],
         "models": [{"model": m, "parts": ps} for m, ps in models.items()],
-        "agreement": agreement,
+        "agreement": pairs,
         "bootstrap": bootstrap,
         "level": LEVEL,
         "seed": seed,
