@@ -110,7 +110,7 @@ class ArenaResult(MethodResult):
                 continue
             ref = "vs truth" if isinstance(j.get("vs_truth"), dict) else "vs panel"
             found = j.get("vs_truth") or j.get("vs_joint_vote") or {}
-            figures = []
+            figures: list[tuple[str, dict[str, Any]]] = []
             for key, label in (("ndcg", f"NDCG {ref}"), ("kendall_tau", f"Kendall τ {ref}")):
                 est = interval(found.get(key)) or interval(
                     j.get(key), [j.get(f"{key}_ci_low"), j.get(f"{key}_ci_high")]
@@ -186,7 +186,7 @@ class ArenaResult(MethodResult):
                 continue
             ref = j.get("vs_truth") if isinstance(j.get("vs_truth"), dict) else None
             v = (ref or {}).get("ndcg", {}).get("value") if ref else j.get("ndcg")
-            if _number(v):
+            if isinstance(v, int | float) and _number(v):
                 ndcg[str(j.get("judge"))] = float(v)
         if ndcg:
             judges = [j for j in self.arena.get("judges") or [] if isinstance(j, dict)]
