@@ -91,7 +91,7 @@ class ArenaResult(MethodResult):
         for r in rows:
             name = str(r.get("model"))
             bt = interval(r.get("bt"), [r.get("ci_low"), r.get("ci_high")])
-            figures = [("rating (Bradley–Terry)", bt)]
+            rating = (("rating (Bradley–Terry)", bt),) if bt is not None else ()
             parts.append(
                 ProfilePart(
                     method="arena",
@@ -101,7 +101,7 @@ class ArenaResult(MethodResult):
                     rank=r.get("rank") if isinstance(r.get("rank"), int) else None,
                     rank_range=ranges.get(name),
                     ranked=len(rows),
-                    figures=tuple((k, v) for k, v in figures if v is not None),
+                    figures=rating,
                     notes=(f"{r.get('battles')} battles",) if r.get("battles") else (),
                 )
             )
@@ -110,7 +110,7 @@ class ArenaResult(MethodResult):
                 continue
             ref = "vs truth" if isinstance(j.get("vs_truth"), dict) else "vs panel"
             found = j.get("vs_truth") or j.get("vs_joint_vote") or {}
-            figures: list[tuple[str, dict[str, Any]]] = []
+            figures = []
             for key, label in (("ndcg", f"NDCG {ref}"), ("kendall_tau", f"Kendall τ {ref}")):
                 est = interval(found.get(key)) or interval(
                     j.get(key), [j.get(f"{key}_ci_low"), j.get(f"{key}_ci_high")]
