@@ -111,6 +111,8 @@ class BundleSummary:
     """URLs the viewer answered with an error status (an HTML error page is still written)."""
     seconds: float
     """Wall time of the whole build."""
+    crawl_seconds: float = 0.0
+    """Of which rendering and fetching the pages (the rest: rewriting links, writing files)."""
 
 
 @dataclass
@@ -363,6 +365,7 @@ def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -
         os.chmod(tmp, 0o755)
         crawl = _Crawl(max_pages=max_pages)
         _run(lambda: _fetch_all(root, tmp, crawl))
+        crawled = time.perf_counter() - started
         for key in crawl.pages:
             path = tmp / crawl.files[key]
             path.write_text(
@@ -386,6 +389,7 @@ def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -
         left_out=len(crawl.left_out),
         failed=tuple(crawl.failed),
         seconds=time.perf_counter() - started,
+        crawl_seconds=crawled,
     )
 
 
