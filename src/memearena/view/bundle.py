@@ -27,10 +27,11 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit
 
 from memearena.view.queries import ViewError
@@ -332,21 +333,16 @@ def _prepare_out(out: Path) -> None:
         raise ViewError(f"--bundle {out}: not empty and not a memearena bundle; pick another")
 
 
-def _run(coro_fn: object) -> None:
+def _run(crawl: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run the crawl on an event loop of its own (in a worker thread when this thread already
     runs one: a notebook, a browser test)."""
-    fn = coro_fn  # a zero-argument coroutine function
-
-    def go() -> None:
-        asyncio.run(fn())  # type: ignore[operator]
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        go()
+        asyncio.run(crawl())
         return
     with ThreadPoolExecutor(1) as ex:
-        ex.submit(go).result()
+        ex.submit(lambda: asyncio.run(crawl())).result()
 
 
 def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -> BundleSummary:
