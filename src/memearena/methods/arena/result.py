@@ -202,27 +202,38 @@ class ArenaResult(MethodResult):
         (a tie half to each): (memes, memes × models × models)."""
         import numpy as np
 
-        setting = self.arena.get("setting")
-        pos = {m: i for i, m in enumerate(models)}
+        from memearena.errors import DataError
+        from memearena.stats.battles import read_battle_table
+
         k = len(models)
-        per: dict[str, np.ndarray] = {}
-        for b in self.iter_battles():
-            if setting is not None and b.get("setting", setting) != setting:
-                continue
-            a, c = pos.get(str(b.get("model_a"))), pos.get(str(b.get("model_b")))
-            if a is None or c is None or a == c:
-                continue
-            t = per.setdefault(str(b.get("item")), np.zeros((k, k)))
-            winner = str(b.get("winner"))
-            if winner == "model_a":
-                t[a, c] += 1
-            elif winner == "model_b":
-                t[c, a] += 1
-            elif winner.startswith("tie"):
-                t[a, c] += 0.5
-                t[c, a] += 0.5
-        units = tuple(sorted(per))
-        tables = np.stack([per[u] for u in units]) if units else np.zeros((0, k, k))
+        path = self.run_dir / "battles.jsonl"
+        if not path.is_file():
+            return (), np.zeros((0, k, k))
+        try:
+            table = read_battle_table(path, fields=("item", "setting"))
+        except DataError as e:
+            raise MemearenaError(str(e)) from None
+        to_model = np.array([{m: i for i, m in enumerate(models)}.get(n, -1) for n in table.models])
+        a, b = to_model[table.model_a], to_model[table.model_b]
+        keep = (a >= 0) & (b >= 0) & (a != b)
+        setting = self.arena.get("setting")
+        col = table.fields["setting"]
+        if setting is not None and col.present:
+            labels = np.array([lab in (None, str(setting)) for lab in col.labels])
+            keep &= labels[col.codes]
+        items = table.fields["item"]
+        seen = {items.labels[c] for c in np.unique(items.codes[keep])}
+        units = tuple(sorted(str(u) for u in seen if u is not None))
+        at = {u: i for i, u in enumerate(units)}
+        unit = np.array([-1 if lab is None else at.get(lab, -1) for lab in items.labels])
+        unit = unit[items.codes]
+        keep &= unit >= 0  # a battle without its meme cannot be resampled with it
+        unit, a, b, outcome = unit[keep], a[keep], b[keep], table.outcome[keep]
+        tables = np.zeros((len(units), k, k))
+        # outcome: 0 model_a won, 1 model_b won, 2 and 3 ties (half to each)
+        score_a = np.array([1.0, 0.0, 0.5, 0.5])[outcome]
+        np.add.at(tables, (unit, a, b), score_a)
+        np.add.at(tables, (unit, b, a), 1.0 - score_a)
         return units, tables
 
     def iter_battles(self) -> Iterator[dict[str, Any]]:
