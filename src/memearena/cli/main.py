@@ -213,7 +213,7 @@ def view(
         typer.Option("--bundle", help="Write the pages as a static site in this folder instead."),
     ] = None,
     max_pages: Annotated[
-        int, typer.Option("--max-pages", help="With --bundle: the most pages and files written.")
+        int, typer.Option("--max-pages", help="With --bundle: the most pages written.")
     ] = 50_000,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""

@@ -6,8 +6,9 @@ link and image (so a page another module adds is bundled as soon as a page links
 URL becomes one file under OUT, named from its path (a query string becomes a readable part and
 a hash of it: the same URL always gets the same name); links are then rewritten to relative
 paths, so the site opens from disk (``file://``) or any static host. Filters and search need the
-server: their forms are kept, disabled. Past ``max_pages`` URLs the crawl stops, and a link to a
-page left out opens ``not-bundled.html``, which says so.
+server: their forms are kept, disabled. Past ``max_pages`` linked URLs the crawl follows no
+more links (a bundled page's images still come with it), and a link to a page left out opens
+``not-bundled.html``, which says so.
 
 Threats: file names come from URLs whose parts come from models and datasets (model names in
 query strings), so every name is rebuilt from a safe alphabet (anything else is replaced and
@@ -50,7 +51,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_PAGES = 50_000
-"""URLs (pages, images, downloads) a bundle holds at most; the crawl stops there."""
+"""Linked URLs (pages, downloads) a bundle holds at most, breadth first from the front page;
+the images a bundled page shows are always bundled with it."""
 MARKER = ".memearena-bundle"
 """The file that marks a directory as a bundle (a later bundle may replace it)."""
 LEFT_OUT = "not-bundled.html"
@@ -124,6 +126,8 @@ class _Crawl:
     pages: list[str] = field(default_factory=list)
     """URL keys written as HTML (rewritten in the second pass)."""
     queued: set[str] = field(default_factory=set)
+    linked: int = 0
+    """URLs queued as links (the bound counts these; what a page shows is not counted)."""
     left_out: set[str] = field(default_factory=set)
     failed: list[tuple[str, int]] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
@@ -180,14 +184,18 @@ def _claim(crawl: _Crawl, key: str, rel: str) -> str:
     return rel
 
 
-def _links(text: str, page_url: str, base: str) -> list[str]:
-    """The same-site URL keys a page links to or shows (``href``, ``src``)."""
+def _links(text: str, page_url: str, base: str) -> list[tuple[str, bool]]:
+    """The same-site URL keys a page links to, each with whether the page shows it (an image,
+    a stylesheet: True) rather than links to it."""
     out = []
     for m in _LINK.finditer(text):
         raw = html.unescape(m.group(2) if m.group(2) is not None else m.group(3))
         key = _same_site(raw, page_url, base)
         if key is not None:
-            out.append(key)
+            start = text.rfind("<", 0, m.start()) + 1
+            tag = text[start : m.start()].split(maxsplit=1)[0].lower() if start else ""
+            shown = m.group(1).strip().lower().startswith("src") or tag == "link"
+            out.append((key, shown))
     return out
 
 
@@ -219,13 +227,15 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
     await site.start()
     queue: asyncio.Queue[str] = asyncio.Queue()
 
-    def offer(key: str) -> None:
+    def offer(key: str, shown: bool = False) -> None:
+        # What a bundled page shows (its images) is always bundled: the bound cuts links only.
         if key in crawl.queued:
             return
-        if len(crawl.queued) >= crawl.max_pages:
+        if not shown and crawl.linked >= crawl.max_pages:
             crawl.left_out.add(key)
             return
         crawl.queued.add(key)
+        crawl.linked += not shown
         queue.put_nowait(key)
 
     async def one(session: aiohttp.ClientSession, key: str) -> None:
@@ -251,8 +261,8 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
         crawl.files[key] = rel
         if ctype == "text/html":
             crawl.pages.append(key)
-            for link in _links(body.decode("utf-8", "replace"), base + key, base):
-                offer(link)
+            for link, shown in _links(body.decode("utf-8", "replace"), base + key, base):
+                offer(link, shown)
 
     async def worker(session: aiohttp.ClientSession) -> None:
         while True:
@@ -317,7 +327,7 @@ def _left_out_page(crawl: _Crawl) -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(META_CSP)}">'
         f"<title>Not in this bundle</title>{link}</head><body><main><h1>Not in this bundle</h1>"
-        f"<p>This bundle holds the first {crawl.max_pages:,} pages and files of the viewer; the "
+        f"<p>This bundle holds the first {crawl.max_pages:,} pages of the viewer; the "
         "page this link leads to is not among them. Open the run itself with "
         "<code>memearena view DIR</code>, or bundle it again with a larger "
         '<code>--max-pages</code>.</p><p><a href="index.html">Back to the runs</a></p>'
@@ -347,7 +357,8 @@ def _run(crawl: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -> BundleSummary:
     """Write the viewer of ``root`` (a run directory or a folder of runs) as a static site in
-    ``out``: every page and image reachable from the front page, at most ``max_pages`` URLs.
+    ``out``: every page reachable from the front page, at most ``max_pages`` of them (breadth
+    first; downloads count as pages), with every image and stylesheet they show.
     ``out`` must be absent, empty or an earlier bundle (replaced whole, only once the new one
     is complete). ViewError when ``root`` holds no run or ``out`` cannot be used."""
     if max_pages < 1:
