@@ -59,6 +59,8 @@ LEFT_OUT = "not-bundled.html"
 """Where a link to a page the crawl left out leads."""
 CONCURRENCY = 4
 """Requests in flight while crawling (the app renders at most its ``heavy_pages`` at once)."""
+_MEMO = 1 << 18
+"""Rewritten links remembered (a few tens of MiB at most)."""
 RETRIES = 5
 """Times a page answered 503 (the app busy) is asked again."""
 
@@ -126,6 +128,8 @@ class _Crawl:
     pages: list[str] = field(default_factory=list)
     """URL keys written as HTML (rewritten in the second pass)."""
     queued: set[str] = field(default_factory=set)
+    rewritten: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    """(folder, root-relative link) -> the link as rewritten there (at most ``_MEMO``)."""
     linked: int = 0
     """URLs queued as links (the bound counts these; what a page shows is not counted)."""
     left_out: set[str] = field(default_factory=set)
@@ -291,6 +295,18 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
     crawl.left_out -= set(crawl.files)
 
 
+def _relative(raw: str, page_url: str, base: str, here: str, crawl: _Crawl) -> str | None:
+    """A same-site link as a quoted attribute value relative to the folder ``here`` (None: not
+    same-site, kept as it is)."""
+    target = _same_site(raw, page_url, base)
+    if target is None:
+        return None
+    frag = raw.partition("#")[2]
+    rel = crawl.files.get(target, LEFT_OUT)
+    new = posixpath.relpath(rel, here or ".") + (f"#{frag}" if frag else "")
+    return f'"{html.escape(new, quote=True)}"'
+
+
 def _rewrite(text: str, key: str, crawl: _Crawl) -> str:
     """A page with its same-site links made relative to its own file, its forms disabled and
     the viewer's policy in its head."""
@@ -299,14 +315,16 @@ def _rewrite(text: str, key: str, crawl: _Crawl) -> str:
     base = "http://bundle.invalid"
 
     def link(m: re.Match[str]) -> str:
-        raw = html.unescape(m.group(2) if m.group(2) is not None else m.group(3))
-        target = _same_site(raw, page_url, base)
-        if target is None:
-            return m.group(0)
-        frag = raw.partition("#")[2]
-        rel = crawl.files.get(target, LEFT_OUT)
-        new = posixpath.relpath(rel, here or ".") + (f"#{frag}" if frag else "")
-        return f'{m.group(1)}"{html.escape(new, quote=True)}"'
+        raw = m.group(2) if m.group(2) is not None else m.group(3)
+        # A link from the site's root reads the same from every page of one folder.
+        memo = (here, raw) if raw.startswith("/") else None
+        if memo is not None and memo in crawl.rewritten:
+            new = crawl.rewritten[memo]
+        else:
+            new = _relative(html.unescape(raw), page_url, base, here, crawl)
+            if memo is not None and len(crawl.rewritten) < _MEMO:
+                crawl.rewritten[memo] = new
+        return m.group(0) if new is None else f"{m.group(1)}{new}"
 
     def form(m: re.Match[str]) -> str:
         return f"<form{_ACTION.sub('', m.group(1))}>{_DISABLED}"
