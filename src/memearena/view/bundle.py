@@ -225,10 +225,6 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    site = web.SockSite(runner, sock)
-    await site.start()
     queue: asyncio.Queue[str] = asyncio.Queue()
 
     def offer(key: str, shown: bool = False) -> None:
@@ -277,6 +273,9 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
                 queue.task_done()
 
     try:
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        await web.SockSite(runner, sock).start()
         offer("/")
         timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
         async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -292,6 +291,7 @@ async def _fetch_all(root: Path, tmp: Path, crawl: _Crawl) -> None:
             await asyncio.gather(*workers, return_exceptions=True)
     finally:
         await runner.cleanup()
+        sock.close()
     crawl.left_out -= set(crawl.files)
 
 
