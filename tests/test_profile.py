@@ -116,6 +116,7 @@ def test_methods_sharing_no_memes_resample_models_and_few_models_are_not_compare
     b = _meme_source("two", {m: [float(-i)] * 6 for i, m in enumerate("abcde")}, MEMES[6:])
     row = agreement(a, b, bootstrap=400, seed=0)
     assert row["unit"] == "model" and row["units"] == 5
+    assert "they share only 0 memes" in row["why"]
     assert row["spearman"]["value"] == pytest.approx(-1.0)
     lo, hi = row["spearman"]["ci_low"], row["spearman"]["ci_high"]
     assert lo == pytest.approx(-1.0) and hi == pytest.approx(-1.0)

@@ -171,9 +171,9 @@ def _interval(draws: np.ndarray) -> tuple[float | None, float | None, int]:
     return float(lo), float(hi), len(ok)
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+def _rank(r: float) -> int | float:
+    """A rank as shown: tied models share the mean of their places (2.5)."""
+    return int(r) if float(r).is_integer() else float(r)
 
 
 def agreement(
@@ -216,9 +216,7 @@ def agreement(
         ga, gb = a.resample(units, weights), b.resample(units, weights)
         xa = np.stack([sign_a * ga[m] for m in shared], axis=1)
         xb = np.stack([sign_b * gb[m] for m in shared], axis=1)
-        if len(units) < min(len(a.units), len(b.units)) or len(units) < max(
-            len(a.units), len(b.units)
-        ):
+        if len(units) < max(len(a.units), len(b.units)):  # the point on the shared memes too
             ones = np.ones((1, len(units)))
             fa, fb = a.resample(units, ones), b.resample(units, ones)
             pa = np.array([sign_a * float(fa[m][0]) for m in shared])
@@ -233,14 +231,19 @@ def agreement(
         idx = rng.integers(0, len(shared), size=(bootstrap, len(shared)))
         draws = spearman_rows(pa[idx], pb[idx])
         unit, n_units = "model", len(shared)
+        reason = (
+            f"they share only {len(units)} {a.unit}s"
+            if a.unit is not None and a.unit == b.unit and a.resample and b.resample
+            else "the methods sampled different items"
+        )
         why = (
-            f"the {len(shared)} shared models resampled: the methods sampled different items,"
-            " so the models are their only common sample (few models: a wide interval)"
+            f"the {len(shared)} shared models resampled: {reason}, so the models are their"
+            " only common sample (few models: a wide interval)"
         )
     value = float(spearman_rows(pa, pb)[0])
     lo, hi, used = _interval(draws)
-    ra = {m: int(r) for m, r in zip(shared, len(shared) + 1 - _ranks(pa), strict=True)}
-    rb = {m: int(r) for m, r in zip(shared, len(shared) + 1 - _ranks(pb), strict=True)}
+    ra = {m: _rank(r) for m, r in zip(shared, len(shared) + 1 - _ranks(pa), strict=True)}
+    rb = {m: _rank(r) for m, r in zip(shared, len(shared) + 1 - _ranks(pb), strict=True)}
     discordant = [
         (x, y) if pa[i] > pa[j] else (y, x)
         for (i, x), (j, y) in itertools.combinations(enumerate(shared), 2)
