@@ -22,7 +22,7 @@ from memearena.engine.profile import (
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=3, max_size=12).filter(
         lambda xs: len({a for a, _ in xs}) > 1 and len({b for _, b in xs}) > 1
