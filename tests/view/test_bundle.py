@@ -181,8 +181,10 @@ def test_the_view_command_writes_a_bundle(small_run: Path, tmp_path: Path) -> No
     )
     assert result.exit_code == 0, result.output
     assert "wrote" in result.output and "MiB" in result.output and (out / "index.html").is_file()
-    refused = CliRunner().invoke(app, ["view", str(tmp_path / "none"), "--bundle", str(out)])
-    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    elsewhere = tmp_path / "deeper" / "site"
+    refused = CliRunner().invoke(app, ["view", str(tmp_path / "none"), "--bundle", str(elsewhere)])
+    assert refused.exit_code == 2 and "no such directory" in refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "deeper").exists()
 
 
 # ---- in Chromium, from file:// ------------------------------------------------------------

@@ -222,7 +222,8 @@ def view(
     if bundle is not None:
         from memearena.view.bundle import print_bundle, write_bundle
 
-        return print_bundle(console, write_bundle(run_dir, bundle, max_pages=max_pages))
+        print_bundle(console, write_bundle(run_dir, bundle, max_pages=max_pages))
+        return
 
     serve(run_dir, host=host, port=port, allow_remote=allow_remote, allowed_hosts=allow_host or ())
 

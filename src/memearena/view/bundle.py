@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit
 
-from memearena.view.queries import ViewError
+from memearena.view.queries import ViewError, find_runs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -383,6 +383,7 @@ def write_bundle(root: Path, out: Path, *, max_pages: int = DEFAULT_MAX_PAGES) -
         raise ViewError(f"--max-pages: must be at least 1, got {max_pages}")
     started = time.perf_counter()
     root, out = Path(root), Path(out)
+    find_runs(root)  # no run there: one line, before anything is written
     _prepare_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
