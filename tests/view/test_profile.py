@@ -141,3 +141,29 @@ def test_the_viewer_page_and_the_report_show_the_profiles(
     report = (demo_run / "report.html").read_text(encoding="utf-8")
     assert 'id="profile-agreement"' in report
     assert all(entry["model"] in report for entry in profile["models"])
+
+
+def test_hostile_model_names_reach_the_profile_inert(demo_run: Path, tmp_path: Path) -> None:
+    from memearena.cli.main import app
+
+    from .conftest import HOSTILE_MODEL, make_hostile
+
+    run = make_hostile(demo_run, tmp_path / "hostile", "http://127.0.0.1:9")
+    model = HOSTILE_MODEL.replace("__BEACON__", "http://127.0.0.1:9")
+
+    async def go() -> str:
+        async with TestClient(TestServer(make_app(run))) as client:
+            resp = await client.get("/r/0/profile")
+            assert resp.status == 200
+            return await resp.text()
+
+    body = asyncio.run(go())
+    assert "<script" not in body.lower()
+    assert "sim-aurora&lt;script&gt;" in body  # shown, as text
+    tables = CliRunner().invoke(app, ["profile", str(run), "--bootstrap", "50"])
+    assert tables.exit_code == 0, tables.output
+    assert "sim-aurora<script>" in tables.output.replace("\n", "")  # literal, not markup
+    data = json.loads(
+        CliRunner().invoke(app, ["profile", str(run), "--json", "--bootstrap", "50"]).output
+    )
+    assert model in {m["model"] for m in data["models"]}
