@@ -197,6 +197,14 @@ class RunResults:
         ``value``, ``ci_low``, ``ci_high``)."""
         return _stack(self.results, "intervals")
 
+    def profile(self, *, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+        """One profile per model across these methods, and how far the methods agree
+        (``memearena profile DIR --json``: ``models``, each with one part per method and role;
+        ``agreement``, Spearman's ρ between two methods' scores with its bootstrap interval)."""
+        from memearena.engine.profile import build_profile
+
+        return build_profile(self.run_dir, bootstrap=bootstrap, seed=seed)
+
     def __repr__(self) -> str:
         return f"RunResults({str(self.run_dir)!r}, methods={self.methods})"
 

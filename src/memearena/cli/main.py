@@ -12,6 +12,7 @@ import typer
 from memearena.cli.compare import compare_command
 from memearena.cli.data import check_command
 from memearena.cli.labels import labels_app
+from memearena.cli.profile import profile_command
 from memearena.cli.rank import rank_command
 from memearena.cli.run import (
     DryRunOpt,
@@ -243,9 +244,22 @@ def view(
             "--label", help="Add the labelling pages (/label): labels go to labels.sqlite."
         ),
     ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Write the pages as a static site in this folder instead."),
+    ] = None,
+    max_pages: Annotated[
+        int, typer.Option("--max-pages", help="With --bundle: the most pages written.")
+    ] = 50_000,
 ) -> None:
     """Browse runs locally, read-only: every number opens the memes, requests and replies."""
     from memearena.view import serve
+
+    if bundle is not None:
+        from memearena.view.bundle import print_bundle, write_bundle
+
+        print_bundle(console, write_bundle(run_dir, bundle, max_pages=max_pages))
+        return
 
     serve(
         run_dir,
@@ -273,6 +287,7 @@ app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format)
     one_line_errors(rank_command)
 )
 app.command("compare")(one_line_errors(compare_command))
+app.command("profile")(one_line_errors(profile_command))
 data_app.command("check", help="Validate every item of a config's datasets.")(
     one_line_errors(check_command)
 )

@@ -44,6 +44,7 @@ from memearena.report.labels import labels_view
 from memearena.report.svg import nice_ticks
 
 __all__ = [
+    "RUN_PARTS",
     "SECTIONS",
     "Section",
     "bar_chart",
@@ -345,6 +346,12 @@ SECTIONS: list[Section] = [
 the shell never imports a method."""
 
 
+RUN_PARTS: dict[str, Callable[[Path, dict[str, Any]], Any]] = {}
+"""Report parts read from the run directory, not from leaderboard.json: key -> (run_dir,
+board) -> the part's data (shown by the section registered under that key), or None; each
+registered from above, like a method's section."""
+
+
 def register_section(section: Section) -> None:
     """Add (or replace, by key) one method's part of the report (its partial loaded from its
     own package's folder)."""
@@ -523,7 +530,8 @@ def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    text = render_report(board)
+    parts = {k: v for k, part in RUN_PARTS.items() if (v := part(run_dir, board)) is not None}
+    text = render_report({**board, **parts})
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report.", suffix=".html.tmp")
     try:
         if hasattr(os, "fchmod"):

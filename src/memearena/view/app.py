@@ -50,6 +50,7 @@ from jinja2 import (
 from memearena.engine.registry import method_html, method_names, method_pages
 from memearena.view.compare import add_compare_page
 from memearena.view.keys import ALLOWED_HOSTS, CSP, VIEWER, WARMING
+from memearena.view.profile import profile_page
 from memearena.view.queries import OUTCOMES, DamagedRecord, Page, RunReader, ViewError, find_runs
 
 __all__ = [
@@ -748,6 +749,7 @@ def make_app(
         ("/r/{run}/call/{id}/reply", v.call_reply),
         ("/r/{run}/call/{id}/request", v.call_request),
         ("/r/{run}/image/{sha}", v.image),
+        ("/r/{run}/profile", profile_page(v)),
     ):
         r.add_get(path, heavy(page))
     # Each registered method's own pages (its package's pages.py), under the run's prefix.

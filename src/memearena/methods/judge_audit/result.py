@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from memearena.engine.profile import ProfilePart, ScoreSource
 from memearena.engine.results import INTERVAL, MethodResult, interval, pandas, read_jsonl
 from memearena.errors import MemearenaError
 
@@ -81,6 +82,52 @@ class JudgeAuditResult(MethodResult):
                 est = interval(value)
                 if est is not None:
                     yield {"judge": r.get("judge"), "figure": figure} | est
+
+    # -- the profile across methods (memearena.engine.profile) -------------------------------
+    def profile_parts(self) -> list[ProfilePart]:
+        """Each judge's rank, the ranks its interval allows, its figures with intervals and
+        the biases it is flagged for (family-wise, as the audit flags them)."""
+        rows = [r for r in self.section.get("leaderboard") or [] if isinstance(r, dict)]
+        parts = []
+        for r in rows:
+            figures = [(k.replace("_", " "), interval(r.get(k))) for k in FIGURES]
+            rank_ci = r.get("rank_ci")
+            ranks = (
+                (int(rank_ci[0]), int(rank_ci[1]))
+                if isinstance(rank_ci, list)
+                and len(rank_ci) == 2
+                and all(isinstance(x, int) for x in rank_ci)
+                else None
+            )
+            parts.append(
+                ProfilePart(
+                    method="judge_audit",
+                    title="Judge audit",
+                    model=str(r.get("judge")),
+                    role="judge",
+                    rank=r.get("rank") if isinstance(r.get("rank"), int) else None,
+                    rank_range=ranks,
+                    ranked=len(rows),
+                    figures=tuple((k, v) for k, v in figures if v is not None),
+                    flags=tuple(str(f) for f in r.get("flags") or []),
+                    notes=(f"{r.get('judgments')} judgments",) if r.get("judgments") else (),
+                )
+            )
+        return parts
+
+    def score_sources(self) -> list[ScoreSource]:
+        """The judges' figure the audit orders them by (``order_by``), as published: its
+        items are not the Arena's memes, so no meme resample is offered."""
+        by = self.section.get("order_by")
+        figure = by if by in FIGURES else "overall"
+        values = {}
+        for r in self.section.get("leaderboard") or []:
+            est = interval(r.get(figure)) if isinstance(r, dict) else None
+            if est is not None:
+                values[str(r.get("judge"))] = float(est["value"])
+        if not values:
+            return []
+        return [ScoreSource("judge_audit", "Judge audit", "judge", figure, values)]
 
     def bias_types(self) -> pd.DataFrame:
         """One row per (judge, bias type): metric, value, interval, pairs and excluded pairs."""
