@@ -33,7 +33,7 @@ from memearena.engine.steps import capped_map, seeded_rng
 from memearena.errors import ModelError
 from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.methods.adapt.config import AdaptConfig
-from memearena.methods.adapt.erase import refine_image, render_caption
+from memearena.methods.adapt.erase import EraseFlagged, refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.models.types import GenParams, ImagePart
@@ -332,14 +332,15 @@ def _text_tag(text: str) -> str:
 
 async def loop_image(
     ctx: AdaptContext, meme: Meme, text: str
-) -> tuple[ImagePart | None, dict[str, Any]] | None:
+) -> tuple[ImagePart | None, dict[str, Any]] | EraseFlagged | None:
     """The image ``text`` is shown with in the loop, the meme's original text and each of its
     rewrites alike (scores are compared like for like): the meme's refine image (text-erased by
     default), with ``text`` drawn into it under ``render_text``; and its record. None: the
-    erasure failed (on record in the store; a re-run retries it)."""
+    erasure failed (on record in the store; a re-run retries it); ``EraseFlagged``: the erasure
+    masked too much (a finished outcome: the meme is not scored in the loop)."""
     shown = await refine_image(ctx, meme)
-    if shown is None:
-        return None
+    if shown is None or isinstance(shown, EraseFlagged):
+        return shown
     image = shown.part
     rec: dict[str, Any] = {**shown.record(), "rendered": False, "base_sha256": rec_sha(image)}
     if ctx.acfg.render_text and image is not None:
@@ -620,7 +621,9 @@ async def _walk(
         # The rewrite is shown on the text-erased image (never the original, whose caption
         # still carries the original text); the refiner and the checker saw the original.
         shown = await loop_image(ctx, current.meme, text)
-        if shown is None:  # the erasure failed (on record): a re-run retries the chain
+        # The erasure failed (on record): a re-run retries the chain. A chain's memes were
+        # scored on their loop image, so none of them is ever flagged here.
+        if shown is None or isinstance(shown, EraseFlagged):
             return None
         image, step["image"] = shown
         tag = _text_tag(text)

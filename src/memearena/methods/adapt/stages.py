@@ -23,7 +23,7 @@ from memearena.engine.progress import StageProgress
 from memearena.engine.steps import capped_map
 from memearena.errors import BudgetExceeded, ConfigError
 from memearena.methods.adapt.common import AdaptContext, Category
-from memearena.methods.adapt.erase import check_refine_images
+from memearena.methods.adapt.erase import EraseFlagged, check_refine_images
 from memearena.methods.adapt.mining import mine
 from memearena.methods.adapt.misbelief import misbelief
 from memearena.methods.adapt.reference import reference
@@ -80,6 +80,11 @@ class AdaptOutcome:
     chains: list[dict[str, Any]] = field(default_factory=list)
     pending: int = 0
     """Steps a model failure left undone (a re-run retries them)."""
+    flagged: list[dict[str, Any]] = field(default_factory=list)
+    """Memes whose erasure masked more than ``erase_max_mask`` (one record each): finished,
+    never scored or refined, never pending."""
+    flagged_items: int = 0
+    """(target, meme, category, repeat) originals not scored because their meme was flagged."""
     stage_calls: dict[str, int] = field(default_factory=dict)
     """Model calls (cache hits included) made by each stage in this run."""
     stopped: str | None = None
@@ -151,7 +156,7 @@ class AdaptPipeline:
         # text-erased by default) and, for the "original image" figure, on its own image.
         refs: dict[tuple[str, str], dict[str, Any] | None] = {}
         loop_refs: dict[tuple[str, str], dict[str, Any] | None] = {}
-        shown: dict[str, tuple[ImagePart | None, dict[str, Any]] | None] = {}
+        shown: dict[str, tuple[ImagePart | None, dict[str, Any]] | EraseFlagged | None] = {}
 
         async def ref_one(
             it: tuple[Meme, Category, str],
@@ -161,6 +166,9 @@ class AdaptPipeline:
                 shown[m.uid] = await loop_image(ctx, m, m.text)
             got = shown[m.uid]
             loop_ref = None
+            if isinstance(got, EraseFlagged):  # never scored: no reference is needed
+                ctx.progress.advance("references")
+                return None, None
             if got is not None:
                 loop_ref = await reference(ctx, f"{m.uid}|loop", m.text, got[0], c, mb)
             own = None
@@ -184,11 +192,14 @@ class AdaptPipeline:
 
         async def score_one(
             job: tuple[int, str, Meme, Category, str],
-        ) -> dict[str, Any] | None:
+        ) -> dict[str, Any] | EraseFlagged | None:
             r, t, m, c, _ = job
             got = shown.get(m.uid)
             if got is None:  # the erasure failed (on record): a re-run retries it
                 return None
+            if isinstance(got, EraseFlagged):  # finished: never scored on a flagged erasure
+                ctx.progress.advance("scoring")
+                return got
             image, image_rec = got
             # The loop's s: the original text on the image its rewrites are shown with.
             sc = await answer_and_score(
@@ -216,15 +227,22 @@ class AdaptPipeline:
             if rec is None:
                 out.pending += 1
                 continue
+            if isinstance(rec, EraseFlagged):
+                out.flagged_items += 1
+                continue
             out.originals.append(
                 {"target": t, "category": c.name, "meme": m.uid, "repeat": r, **rec}
             )
             got = shown.get(m.uid)
-            if rec["outcome"] == "scored" and got is not None:
+            if rec["outcome"] == "scored" and got is not None and not isinstance(got, EraseFlagged):
                 samples.setdefault((t, c.name, r), []).append(
                     Sample(m, c, mb, rec["score"], got[0])
                 )
         out.originals.sort(key=lambda o: (o["target"], o["category"], o["meme"], o["repeat"]))
+        out.flagged = sorted(
+            (f.record() for f in shown.values() if isinstance(f, EraseFlagged)),
+            key=lambda f: str(f["meme"]),
+        )
         self._mark(out, "scoring")
 
         modes = MODES if acfg.control else MODES[:1]
