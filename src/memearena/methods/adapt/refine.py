@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -562,6 +562,18 @@ async def refine_group(
     return out
 
 
+class _Kept:
+    """An awaitable's outcome, kept once awaited (``value``: None until then)."""
+
+    def __init__(self, job: Awaitable[dict[str, Any] | None]) -> None:
+        self._job = job
+        self.value: dict[str, Any] | None = None
+
+    async def run(self) -> dict[str, Any] | None:
+        self.value = await self._job
+        return self.value
+
+
 def _decision(acfg: AdaptConfig, mode: str, before: float, after: float) -> str:
     """What a scored step decides: ``s' < s`` (a weakness: hop), ``tie`` (s' = s at most
     ``tie_max``: hop, as the method does), ``held`` (stop), or ``control`` (always hop)."""
@@ -627,12 +639,17 @@ async def _walk(
             return None
         image, step["image"] = shown
         tag = _text_tag(text)
-        ref = await reference(
-            ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+        # The target's answer needs no reference: it is asked while the reference is written.
+        ref_job = _Kept(
+            reference(
+                ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+            )
         )
         scored = await answer_and_score(
-            ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
-        )
+            ctx, target, current.meme.uid, text, image, current.category, ref_job.run(), repeat,
+            tag=tag,
+        )  # fmt: skip
+        ref = ref_job.value
         if scored is None:
             return None
         rec = scored.record()
