@@ -9,8 +9,10 @@ Printed per source tree (``--src NAME=PATH``, each run in its own process):
 * virtual wall time against the window floor (calls x latency / ``adapt.window``: no schedule
   of those calls through that window can end sooner) and against the per-model floor (the
   busiest model's calls x latency / its concurrency);
-* slots in flight on average (the calls' summed virtual duration over the virtual wall), per
-  stage as well;
+* calls in flight on average (the calls' summed virtual duration over the virtual wall), and
+  their average in each tenth of the run. ``adapt.window`` bounds the jobs in flight, and a job
+  may ask several calls at once (reference candidates, an original's two answers), so calls
+  in flight can pass the window: the window floor is the issue's yardstick, not a bound;
 * calls per role, and a digest of every request key and of the results (each original's score,
   each chain's steps): a change of schedule must leave both equal to the baseline's.
 

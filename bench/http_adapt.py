@@ -8,8 +8,9 @@ latency_s``, end = ``created_at``):
 
 * wall time of the whole command, and its window floor: calls x latency / ``adapt.window`` (no
   schedule of those calls through that window can finish sooner), with wall / floor;
-* slots in flight on average: the calls' summed duration over the wall time of the model
-  stages (first start to last end), against ``adapt.window``;
+* calls in flight on average: the calls' summed duration over the wall time of the model
+  stages (first start to last end), against ``adapt.window`` (which bounds jobs, and a job may
+  ask several calls at once: the average can pass it);
 * the child's CPU per call;
 * the leaderboard's figures (per target: failure rate and its interval, the original-image
   figure, the refinement figures) and the calls per role: a change of schedule must leave them
