@@ -1,6 +1,6 @@
 """Bench: the built-in text eraser (glyph masks) against the box-fill eraser it replaced.
 
-Run: python bench/eraser.py [--fhm N] [--noise SIGMA] [--demo N] [--inpaint telea,ns,...]
+Run: python bench/eraser.py [--fhm N] [--noise SIGMA] [--demo N] [--inpaint coherence,telea,...]
 
 Image sets:
 
@@ -20,7 +20,9 @@ images carry a 95% percentile-bootstrap interval over the images (2,000 rounds, 
 
 Erasers, all in one run on the same OCR engine: ``box-fill`` (the previous algorithm, kept
 here: every OCR box grown by a quarter of its height and inpainted whole with Telea, radius 5,
-up to 3 passes), ``glyph-<method>`` (the built-in eraser with that inpainting). With
+up to 3 passes), ``glyph-<method>`` (the built-in eraser's glyph masks with that inpainting:
+``coherence``, the built-in eraser's coherence transport; ``telea`` and ``ns``, ``cv2.inpaint``'s,
+``telea`` being the eraser before coherence transport replaced it). With
 ``opencv-contrib-python-headless`` importable, ``glyph-fsr_fast``, ``glyph-fsr_best`` and
 ``glyph-shiftmap`` (``cv2.xphoto.inpaint``) can be added with ``--inpaint``.
 
@@ -273,7 +275,7 @@ def erasers(methods: Sequence[str]) -> dict[str, Callable[[Any, bytes], tuple[by
 
 
 def _glyph_eraser(cls: Any, method: str) -> Any:
-    if method in ("telea", "ns"):
+    if method in ("coherence", "telea", "ns"):
         return cls(inpaint=method)
     import cv2
 
@@ -304,7 +306,9 @@ def main() -> None:
     parser.add_argument("--fhm", type=int, default=7, help="FHM-style memes rendered")
     parser.add_argument("--noise", type=float, default=5.0, help="FHM-style scenes' noise sigma")
     parser.add_argument("--demo", type=int, default=24, help="demo memes (at most 24)")
-    parser.add_argument("--inpaint", default="telea,ns", help="glyph eraser inpainting methods")
+    parser.add_argument(
+        "--inpaint", default="coherence,telea", help="glyph eraser inpainting methods"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args()
     from memearena.methods.adapt.erase import TextEraser

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,10 +78,9 @@ def test_rendered_fhm_memes_lose_their_captions_and_keep_their_picture() -> None
         assert got["outside_changed"] <= 0.03, got
         # The glyphs only: a little more than the pixels the caption drew, never whole boxes.
         assert sample.text.mean() < out.mask_area < sample.text.mean() + 0.05, got
-        assert got["psnr"] >= 29.0, got
-    # PSNR against the clean scene: 32 dB on the median image (the hardest rendered meme,
-    # wide letters across a mast and three shape edges, stays near 29.6 dB).
-    assert statistics.median(r["psnr"] for r in rows) >= 32.0, rows
+        # PSNR against the clean scene, over the whole image, on every image (the hardest,
+        # fhm-4: wide letters across a mast and three shape edges, 33.1 dB; Telea 29.6 dB).
+        assert got["psnr"] >= 32.0, got
     print({r["image"]: (r["psnr"], r["outside_changed"], r["masked"]) for r in rows})
 
 
@@ -128,30 +126,54 @@ def test_a_large_image_is_read_downscaled_and_an_allowed_thin_one_is_erased() ->
     assert engine.shapes == [(400, 100, 3)]
 
 
-def _fake_erase(area: float) -> Any:
-    def fake(self: erase.TextEraser, image: bytes) -> erase.Erased:
-        png = _png(64, 64)
-        return erase.Erased(png, hashlib.sha256(png).hexdigest(), area, 2, 1)
-
-    return fake
-
-
-def test_an_erase_masking_more_than_the_limit_is_flagged_on_record_not_used(
+def test_an_erase_masking_more_than_the_limit_is_a_finished_flagged_outcome(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import json
+
+    from memearena.data import prepare_image
+    from memearena.methods.adapt.analysis import adapt_section
+    from memearena.methods.adapt.method import adapt_status
+
     monkeypatch.setattr(erase, "eraser_available", lambda: True)
-    monkeypatch.setattr(erase.TextEraser, "erase", _fake_erase(0.45))
     data = _copy_demo_without_erased(tmp_path / "data")
     cfg = _config_on(data, steps=1, erase_max_mask=0.3)
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    # Two memes' erasures mask 45% of their image, the others' 10%.
+    heavy = {
+        prepare_image(data.parent / r["img"], cfg.image).sha256: f"demo:{r['id']}" for r in rows[:2]
+    }
+    seen: list[str] = []
+
+    def fake(self: erase.TextEraser, image: bytes) -> erase.Erased:
+        sha = hashlib.sha256(image).hexdigest()
+        seen.append(sha)
+        png = _png(64, 64 + len(seen))  # one erased image per meme
+        return erase.Erased(
+            png, hashlib.sha256(png).hexdigest(), 0.45 if sha in heavy else 0.1, 2, 1
+        )
+
+    monkeypatch.setattr(erase.TextEraser, "erase", fake)
     out, store, _ = run_pipeline(cfg, tmp_path / "run")
     errors = [e for e in store.errors() if e.kind == erase.ERASED_KIND]
-    records = dict(store.artifacts(erase.ERASED_KIND))
+    section = adapt_section(cfg, out, bootstrap=50, store=store)
+    status = adapt_status(cfg, out, store, max_cost=None)
     store.close()
-    # Every erasure is on record with its mask share, and none was shown to a model.
-    assert records and all(r["mask_area"] == 0.45 for r in records.values())
-    assert not [s for c in out.chains for s in c["steps"] if s.get("image")]
-    assert out.pending > 0
-    assert errors and all(
+    flagged = {f["meme"] for f in out.flagged}
+    assert flagged and flagged <= set(heavy.values()), (flagged, heavy)
+    assert all(f["mask_area"] == 0.45 and f["limit"] == 0.3 for f in out.flagged)
+    # Finished, not pending: the run completes, with the flagged memes counted and reported.
+    assert out.pending == 0 and status.complete, status.problems
+    assert out.flagged_items > 0 and "erasure over adapt.erase_max_mask" in status.produced
+    assert section["erase_flagged"]["memes"] == len(flagged)
+    assert section["erase_flagged"]["originals"] == out.flagged_items
+    # Never shown to a model: no score and no chain step of a flagged meme ...
+    assert not {o["meme"] for o in out.originals} & flagged
+    steps = [s for c in out.chains for s in c["steps"]]
+    assert steps and not {s["meme"] for s in steps} & flagged
+    assert all(s["image"]["mask_area"] == 0.1 for s in steps if s.get("image"))
+    # ... and on record with its mask share.
+    assert {e.key for e in errors} == flagged and all(
         "45.0% of the image" in e.reason and "adapt.erase_max_mask 30.0%" in e.reason
         for e in errors
     )
@@ -160,8 +182,8 @@ def test_an_erase_masking_more_than_the_limit_is_flagged_on_record_not_used(
     cfg = _config_on(data, steps=1, erase_max_mask=0.5)
     again, store, _ = run_pipeline(cfg, tmp_path / "run")
     store.close()
-    shown = [s["image"] for c in again.chains for s in c["steps"] if s.get("image")]
-    assert shown and all(i["source"] == "eraser" and i["mask_area"] == 0.45 for i in shown)
+    assert not again.flagged and again.flagged_items == 0
+    assert flagged <= {o["meme"] for o in again.originals}
 
 
 def test_the_mask_limit_is_a_validated_share() -> None:
@@ -192,3 +214,26 @@ def test_the_bench_renderer_keeps_the_clean_scene_and_the_caption_pixels() -> No
     assert rows.min() < h * 0.1 and rows.max() > h * 0.9
     assert not sample.text[int(h * 0.3) : int(h * 0.7)].any()
     assert {"TRACTOR", "BORROW"} <= sample.words
+
+
+@needs_eraser
+def test_coherence_transport_carries_a_mast_and_an_edge_through_a_wide_letter() -> None:
+    import cv2
+
+    scene = np.full((80, 120, 3), (60, 160, 90), dtype=np.uint8)
+    scene[50:] = (200, 40, 180)  # a shape's edge, across the letter
+    scene[:, 54:60] = (50, 40, 40)  # a mast, across the letter and the edge
+    mask = np.zeros((80, 120), dtype=np.uint8)
+    mask[38:62, 20:100] = 255  # a wide letter's glyph mask
+    meme = scene.copy()
+    meme[mask > 0] = 255
+
+    def psnr(out: Any) -> float:
+        return float(10 * np.log10(255**2 / np.mean((out.astype(float) - scene) ** 2)))
+
+    got = erase.coherence_fill(meme, mask)
+    assert (got[mask == 0] == meme[mask == 0]).all()  # only the mask is filled
+    telea = cv2.inpaint(meme, mask, 3, cv2.INPAINT_TELEA)
+    # 35.1 dB against Telea's 29.8: the mast and the edge go on through the hole.
+    assert psnr(got) >= 34.0 and psnr(got) >= psnr(telea) + 4.0, (psnr(got), psnr(telea))
+    assert (erase.coherence_fill(meme, np.zeros_like(mask)) == meme).all()

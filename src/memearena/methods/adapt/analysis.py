@@ -510,6 +510,16 @@ def adapt_section(
         "chains_total": sum(1 for c in chains if c["steps"]),
         "scorer_agreement": _agreement(originals, acfg.scorers, thr, rounds),
         "pending": outcome.pending,
+        "erase_flagged": {
+            "memes": len(outcome.flagged),
+            "originals": outcome.flagged_items,
+            "limit": acfg.erase_max_mask,
+            "flagged": outcome.flagged,
+            "note": (
+                "memes whose built-in erasure masked more than erase_max_mask of the image: "
+                "never shown to a model, not scored or refined (finished, not pending)"
+            ),
+        },
         "stopped": outcome.stopped,
     }
     if store is not None:

@@ -6,18 +6,23 @@ rewritten text (the refiner and the checker see the original). The erased image 
 from the dataset (``Meme.erased_image``: an ``erased_image`` field, the dataset's ``erased_dir``, or
 AdamMeme's ``image/erased/`` layout) or from the built-in eraser: RapidOCR's text detector and
 recogniser (their models ship in the ``rapidocr-onnxruntime`` wheel) find the text, a glyph mask
-inside each box picks its letters' pixels (fill, outline, antialiasing), and OpenCV's
-``cv2.inpaint`` (Telea) fills in those pixels only: the picture between and around the letters is
-kept. An image thinner than ``MAX_ASPECT`` or larger than ``MAX_PIXELS`` is refused (a per-item
-error naming the limit) before it is decoded. The eraser is the ``erase`` extra; without it and
-without an erased image, refinement is refused before any model call (``refine_image: none`` sends
-the rewrite with no image instead, and the report says so).
+inside each box picks its letters' pixels (fill, outline, antialiasing), and only those pixels are
+inpainted, by coherence transport (Bornemann and März, 2007: each pixel of the hole is a weighted
+mean of the known pixels around it, weighted along the edge direction their structure tensor
+gives, filled from the hole's border inwards): the picture between and around the letters is
+kept, and edges and thin structures crossing a letter are carried through it where an isotropic
+fill (Telea) blurs them. An image thinner than ``MAX_ASPECT`` or larger than ``MAX_PIXELS`` is
+refused (a per-item error naming the limit) before it is decoded. The eraser is the ``erase``
+extra; without it and without an erased image, refinement is refused before any model call
+(``refine_image: none`` sends the rewrite with no image instead, and the report says so).
 
 Every erased image is stored by content hash in the run folder (``erased/<sha256>.png``) with an
 ``adapt.erased`` artifact keyed by the eraser's identity and the original's hash, recording the
 share of pixels inpainted: a re-run reads it back and erases nothing twice, and a changed image or
 eraser is erased afresh. An erasure masking more than ``adapt.erase_max_mask`` of its image is
-flagged on record and never shown (the meme's chains wait for a re-run). Request fingerprints carry
+flagged on record and never shown: the meme's items are finished as ``EraseFlagged`` (counted and
+reported, never scored or refined, nothing left pending; a higher limit or a dataset erased image
+takes them up on a re-run). Request fingerprints carry
 the image hash, so a rewrite's cached answers never stand in for the erased image's.
 """
 
@@ -48,6 +53,7 @@ __all__ = [
     "ERASED_KIND",
     "ERASER_ID",
     "ERASE_EXTRA",
+    "EraseFlagged",
     "Erased",
     "RefineImage",
     "TextEraser",
@@ -57,7 +63,7 @@ __all__ = [
     "render_caption",
 ]
 
-ERASER_ID = "rapidocr-det-rec+glyph-mask+cv2-inpaint-telea/3"
+ERASER_ID = "rapidocr-det-rec+glyph-mask+coherence-transport/4"
 """The built-in eraser's identity (part of every stored erasure's key: a change re-erases)."""
 
 ERASED_KIND = "adapt.erased"
@@ -90,7 +96,11 @@ _RESIDUAL = 0.6
 first pass found text."""
 
 _INPAINT_RADIUS = 3
-"""Neighbourhood (pixels) ``cv2.inpaint`` fills each masked pixel from."""
+"""Neighbourhood (pixels) ``cv2.inpaint`` fills each masked pixel from (``telea``, ``ns``)."""
+
+Inpaint = Literal["coherence", "telea", "ns"]
+"""How masked pixels are filled: coherence transport (the default), or ``cv2.inpaint``'s Telea
+or Navier-Stokes."""
 
 
 @functools.cache
@@ -148,7 +158,7 @@ class TextEraser:
         *,
         max_passes: int = 3,
         radius: int = _INPAINT_RADIUS,
-        inpaint: Literal["telea", "ns"] = "telea",
+        inpaint: Inpaint = "coherence",
         max_pixels: int = MAX_PIXELS,
         max_aspect: float = MAX_ASPECT,
         ocr_pixels: int = OCR_PIXELS,
@@ -272,6 +282,8 @@ class TextEraser:
 
         if not mask.any():
             return img
+        if self.inpaint == "coherence":
+            return coherence_fill(img, mask)
         flag = cv2.INPAINT_TELEA if self.inpaint == "telea" else cv2.INPAINT_NS
         return cv2.inpaint(img, mask, self.radius, flag)
 
@@ -379,6 +391,100 @@ def _contrast_glyphs(crop: Any, region: Any, line: float, level: int) -> Any:
     return cv2.morphologyEx(glyphs, cv2.MORPH_CLOSE, _disc(max(1, round(line * 0.05))))
 
 
+_CT_EPS = 5
+"""Coherence transport: radius (pixels) of the known neighbourhood a pixel is filled from."""
+_CT_MU = 25.0
+"""... how sharply the weights favour pixels along the edge direction (Bornemann and März's
+default) ..."""
+_CT_SIGMA = 1.4
+"""... the pre-smoothing of the gradients (noise, JPEG ringing) ..."""
+_CT_RHO = 4.0
+"""... and the scale (pixels) the structure tensor gathers edge directions over."""
+
+
+def coherence_fill(img: Any, mask: Any) -> Any:
+    """``img`` (H, W, C uint8) with the pixels of ``mask`` (non-zero) filled by coherence
+    transport: layer by layer from the hole's border inwards (the ceiling of each pixel's
+    distance to the known pixels), each pixel the mean of the known pixels within ``_CT_EPS``,
+    weighted by 1/distance and, where the known pixels around show a coherent edge direction,
+    by closeness to the line through the pixel along that edge. Unmasked pixels are returned
+    unchanged. A layer is filled at once (vectorised), from the original and earlier layers
+    only, so the result does not depend on any visiting order."""
+    import cv2
+    import numpy as np
+
+    known = mask == 0
+    if known.all():
+        return img
+    squeeze = img.ndim == 2
+    u = img.astype(np.float32).reshape(img.shape[0], img.shape[1], -1).copy()
+    height, width = known.shape
+    dist = cv2.distanceTransform((~known).astype(np.uint8), cv2.DIST_L2, 5)
+    layers = np.ceil(dist).astype(np.int32)
+    layers[known] = 0
+    offsets = [
+        (dy, dx, math.hypot(dy, dx))
+        for dy in range(-_CT_EPS, _CT_EPS + 1)
+        for dx in range(-_CT_EPS, _CT_EPS + 1)
+        if 0 < dy * dy + dx * dx <= _CT_EPS * _CT_EPS
+    ]
+    k_sigma = 2 * round(3 * _CT_SIGMA) + 1
+    k_rho = 2 * round(3 * _CT_RHO) + 1
+    sharp = _CT_MU * _CT_MU / (2 * _CT_EPS * _CT_EPS)
+    have = known.copy()
+    for level in range(1, int(layers.max()) + 1):
+        ys, xs = np.nonzero(layers == level)
+        if not ys.size:
+            continue
+        # Structure tensor of the known pixels only (normalised convolution): the hole's
+        # own, still unknown pixels must not make edges of their own.
+        kf = have.astype(np.float32)
+        smooth = cv2.GaussianBlur(u * kf[..., None], (k_sigma, k_sigma), _CT_SIGMA)
+        smooth /= np.maximum(cv2.GaussianBlur(kf, (k_sigma, k_sigma), _CT_SIGMA), 1e-6)[..., None]
+        smooth = smooth.reshape(height, width, -1)
+        gx = cv2.Sobel(smooth, cv2.CV_32F, 1, 0, ksize=3).reshape(smooth.shape) / 8
+        gy = cv2.Sobel(smooth, cv2.CV_32F, 0, 1, ksize=3).reshape(smooth.shape) / 8
+        valid = cv2.erode(have.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(np.float32)
+        norm = np.maximum(cv2.GaussianBlur(valid, (k_rho, k_rho), _CT_RHO), 1e-6)
+
+        def tensor(
+            part: Any, valid: Any = valid, norm: Any = norm, ys: Any = ys, xs: Any = xs
+        ) -> Any:
+            blurred = cv2.GaussianBlur(part.sum(axis=2) * valid, (k_rho, k_rho), _CT_RHO)
+            return (blurred / norm)[ys, xs]
+
+        jxx, jxy, jyy = tensor(gx * gx), tensor(gx * gy), tensor(gy * gy)
+        trace = jxx + jyy
+        spread = np.sqrt((jxx - jyy) ** 2 + 4 * jxy * jxy)
+        low = (trace - spread) / 2
+        coherence = np.where(trace > 1e-6, (spread / np.maximum(trace, 1e-6)) ** 2, 0.0)
+        # The edge runs along the eigenvector of the smaller eigenvalue.
+        vx, vy = jxy, low - jxx
+        flat = np.abs(vx) + np.abs(vy) < 1e-9
+        vx, vy = np.where(flat, low - jyy, vx), np.where(flat, jxy, vy)
+        length = np.sqrt(vx * vx + vy * vy) + 1e-12
+        vx, vy = vx / length, vy / length
+        acc = np.zeros((ys.size, u.shape[2]), dtype=np.float64)
+        total = np.zeros(ys.size, dtype=np.float64)
+        for dy, dx, r in offsets:
+            ny, nx = ys + dy, xs + dx
+            inside = (ny >= 0) & (ny < height) & (nx >= 0) & (nx < width)
+            ny, nx = np.clip(ny, 0, height - 1), np.clip(nx, 0, width - 1)
+            across = dx * vy - dy * vx  # distance from the line along the edge
+            w = (inside & have[ny, nx]) * (np.exp(-sharp * coherence * across * across) + 1e-4) / r
+            acc += w[:, None] * u[ny, nx]
+            total += w
+        done = total > 0
+        u[ys[done], xs[done]] = acc[done] / total[done][:, None]
+        have[ys[done], xs[done]] = True
+    out = np.clip(u + 0.5, 0, 255).astype(np.uint8)
+    out[known] = img.reshape(out.shape)[known]
+    if not have.all():  # no known pixel within reach (cannot happen layer by layer): Telea
+        out = cv2.inpaint(out, (~have).astype(np.uint8), _INPAINT_RADIUS, cv2.INPAINT_TELEA)
+        out = out.reshape(u.shape)
+    return out[..., 0] if squeeze else out
+
+
 def _disc(radius: int) -> Any:
     import cv2
 
@@ -425,6 +531,28 @@ class RefineImage:
         }
 
 
+@dataclass(frozen=True)
+class EraseFlagged:
+    """A meme whose erasure masked more than ``adapt.erase_max_mask`` of its image: never shown
+    to a model. A finished per-item outcome (not a failure a re-run retries): the meme's items
+    are counted and reported, not scored or refined."""
+
+    meme: str
+    mask_area: float
+    limit: float
+    path: str
+    """The flagged erasure in the run folder (``erased/<sha256>.png``), for a look at it."""
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able record the outcome keeps."""
+        return {
+            "meme": self.meme,
+            "mask_area": self.mask_area,
+            "limit": self.limit,
+            "path": self.path,
+        }
+
+
 def _needs_eraser(memes: Sequence[Meme]) -> list[Meme]:
     return [m for m in memes if m.image_path is not None and m.erased_image is None]
 
@@ -449,10 +577,10 @@ class RefineImages:
     """Each meme's refine image, computed once per run (concurrent chains share one)."""
 
     def __init__(self) -> None:
-        self._done: dict[str, asyncio.Future[RefineImage | None]] = {}
+        self._done: dict[str, asyncio.Future[RefineImage | EraseFlagged | None]] = {}
         self._eraser: TextEraser | None = None
 
-    async def get(self, ctx: AdaptContext, meme: Meme) -> RefineImage | None:
+    async def get(self, ctx: AdaptContext, meme: Meme) -> RefineImage | EraseFlagged | None:
         fut = self._done.get(meme.uid)
         if fut is None:
             fut = asyncio.ensure_future(self._make(ctx, meme))
@@ -463,7 +591,7 @@ class RefineImages:
         if ctx.on_image is not None:
             ctx.on_image(part.sha256, meme.text, "")  # shows no caption
 
-    async def _make(self, ctx: AdaptContext, meme: Meme) -> RefineImage | None:
+    async def _make(self, ctx: AdaptContext, meme: Meme) -> RefineImage | EraseFlagged | None:
         mode = ctx.acfg.refine_image
         if mode == "none":
             return RefineImage(None, "none")
@@ -490,7 +618,7 @@ class RefineImages:
 
     async def _erase(
         self, ctx: AdaptContext, meme: Meme, original: ImagePart
-    ) -> RefineImage | None:
+    ) -> RefineImage | EraseFlagged | None:
         key = f"{ERASER_ID}|{original.sha256}"
         folder = Path(ctx.store.path).parent / "erased"
         rec = ctx.store.get_artifact(ERASED_KIND, key)
@@ -529,6 +657,7 @@ class RefineImages:
         limit = ctx.acfg.erase_max_mask
         if float(rec["mask_area"]) > limit:
             # A mask that large has painted over the picture, not just its text: never shown.
+            # On record as an error too, so every report's error block names it.
             ctx.store.record_error(
                 ERASED_KIND,
                 meme.uid,
@@ -536,7 +665,7 @@ class RefineImages:
                 f"adapt.erase_max_mask {limit:.1%}: not used (give the meme's erased image, or "
                 f"raise adapt.erase_max_mask)",
             )
-            return None
+            return EraseFlagged(meme.uid, float(rec["mask_area"]), limit, f"erased/{path.name}")
         img = prepare_image(path, ctx.cfg.image)
         part = ImagePart(img.data_url, img.sha256)
         self._register(ctx, part, meme)
@@ -550,9 +679,10 @@ def _intact(path: Path, sha256: str) -> bool:
         return False
 
 
-async def refine_image(ctx: AdaptContext, meme: Meme) -> RefineImage | None:
-    """The image ``meme``'s rewrites are shown with (None: the erasure failed, on record in
-    the store; the chain is left for a re-run)."""
+async def refine_image(ctx: AdaptContext, meme: Meme) -> RefineImage | EraseFlagged | None:
+    """The image ``meme``'s rewrites are shown with (``EraseFlagged``: the erasure masked too
+    much, a finished outcome; None: the erasure failed, on record in the store; the chain is left
+    for a re-run)."""
     if ctx.refine_images is None:
         ctx.refine_images = RefineImages()
     images: RefineImages = ctx.refine_images

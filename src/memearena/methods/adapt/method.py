@@ -174,6 +174,11 @@ def adapt_status(
                 "command to retry them"
             )
     n = sum(scored.values())
+    flagged = (
+        f", {len(outcome.flagged):,} meme(s) not scored: erasure over adapt.erase_max_mask"
+        if outcome.flagged
+        else ""
+    )
     return RunStatus(
         complete=not problems,
         problems=problems,
@@ -182,7 +187,7 @@ def adapt_status(
         max_cost=max_cost,
         stopped=outcome.stopped,
         models=rows,
-        produced=f"{n:,} scored answers, {len(outcome.chains):,} refinement chains",
+        produced=f"{n:,} scored answers, {len(outcome.chains):,} refinement chains{flagged}",
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from memearena.methods.adapt.common import (
     AdaptContext,
     Category,
     Vote,
+    gather_steps,
     meme_or_error,
     name_filter,
     parse_fits,
@@ -114,8 +115,9 @@ async def _votes(ctx: AdaptContext, meme: Meme, taxonomy: Sequence[Category]) ->
     version = _version(taxonomy)
     votes: list[Vote] = []
     attempt = 0
-    while len(votes) < acfg.votes and attempt < acfg.max_vote_attempts:
-        art = await ctx.step(
+
+    def ask(attempt: int) -> Awaitable[dict[str, Any] | None]:
+        return ctx.step(
             "adapt.vote",
             (meme.uid, attempt, version),
             acfg.miner,
@@ -132,13 +134,25 @@ async def _votes(ctx: AdaptContext, meme: Meme, taxonomy: Sequence[Category]) ->
             meme_text=meme.text if acfg.miner_sees_text or image is None else None,
             taxonomy=[(c.name, c.description) for c in taxonomy],
         )
-        attempt += 1
-        if art is None:
+
+    # Attempts are sampled in order until ``votes`` are valid. Each attempt gives at most one
+    # valid vote, so the attempts still needed are all asked at once: the same attempts as one
+    # at a time, in fewer round trips.
+    while len(votes) < acfg.votes and attempt < acfg.max_vote_attempts:
+        batch = range(attempt, min(acfg.max_vote_attempts, attempt + acfg.votes - len(votes)))
+        arts = await gather_steps([ask(a) for a in batch])
+        failed = False
+        for art in arts:
+            attempt += 1
+            if art is None:
+                failed = True
+                break
+            if "categories" in art:
+                nc = art.get("new_category")
+                votes.append(Vote(tuple(art["categories"]), (nc[0], nc[1]) if nc else None))
+        if failed:
             out.complete = False
             break
-        if "categories" in art:
-            nc = art.get("new_category")
-            votes.append(Vote(tuple(art["categories"]), (nc[0], nc[1]) if nc else None))
     out.valid, out.attempts = len(votes), attempt
     if len(votes) == acfg.votes:
         out.categories, out.proposals = count_votes(votes, acfg.vote_min, acfg.proposal_votes)

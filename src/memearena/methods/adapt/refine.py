@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from memearena.engine.steps import capped_map, seeded_rng
 from memearena.errors import ModelError
 from memearena.methods.adapt.common import AdaptContext, Category, parse_check, parse_rewrite
 from memearena.methods.adapt.config import AdaptConfig
-from memearena.methods.adapt.erase import refine_image, render_caption
+from memearena.methods.adapt.erase import EraseFlagged, refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
 from memearena.models.types import GenParams, ImagePart
@@ -332,14 +332,15 @@ def _text_tag(text: str) -> str:
 
 async def loop_image(
     ctx: AdaptContext, meme: Meme, text: str
-) -> tuple[ImagePart | None, dict[str, Any]] | None:
+) -> tuple[ImagePart | None, dict[str, Any]] | EraseFlagged | None:
     """The image ``text`` is shown with in the loop, the meme's original text and each of its
     rewrites alike (scores are compared like for like): the meme's refine image (text-erased by
     default), with ``text`` drawn into it under ``render_text``; and its record. None: the
-    erasure failed (on record in the store; a re-run retries it)."""
+    erasure failed (on record in the store; a re-run retries it); ``EraseFlagged``: the erasure
+    masked too much (a finished outcome: the meme is not scored in the loop)."""
     shown = await refine_image(ctx, meme)
-    if shown is None:
-        return None
+    if shown is None or isinstance(shown, EraseFlagged):
+        return shown
     image = shown.part
     rec: dict[str, Any] = {**shown.record(), "rendered": False, "base_sha256": rec_sha(image)}
     if ctx.acfg.render_text and image is not None:
@@ -561,6 +562,18 @@ async def refine_group(
     return out
 
 
+class _Kept:
+    """An awaitable's outcome, kept once awaited (``value``: None until then)."""
+
+    def __init__(self, job: Awaitable[dict[str, Any] | None]) -> None:
+        self._job = job
+        self.value: dict[str, Any] | None = None
+
+    async def run(self) -> dict[str, Any] | None:
+        self.value = await self._job
+        return self.value
+
+
 def _decision(acfg: AdaptConfig, mode: str, before: float, after: float) -> str:
     """What a scored step decides: ``s' < s`` (a weakness: hop), ``tie`` (s' = s at most
     ``tie_max``: hop, as the method does), ``held`` (stop), or ``control`` (always hop)."""
@@ -620,16 +633,23 @@ async def _walk(
         # The rewrite is shown on the text-erased image (never the original, whose caption
         # still carries the original text); the refiner and the checker saw the original.
         shown = await loop_image(ctx, current.meme, text)
-        if shown is None:  # the erasure failed (on record): a re-run retries the chain
+        # The erasure failed (on record): a re-run retries the chain. A chain's memes were
+        # scored on their loop image, so none of them is ever flagged here.
+        if shown is None or isinstance(shown, EraseFlagged):
             return None
         image, step["image"] = shown
         tag = _text_tag(text)
-        ref = await reference(
-            ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+        # The target's answer needs no reference: it is asked while the reference is written.
+        ref_job = _Kept(
+            reference(
+                ctx, f"{current.meme.uid}|{tag}", text, image, current.category, current.misbelief
+            )
         )
         scored = await answer_and_score(
-            ctx, target, current.meme.uid, text, image, current.category, ref, repeat, tag=tag
-        )
+            ctx, target, current.meme.uid, text, image, current.category, ref_job.run(), repeat,
+            tag=tag,
+        )  # fmt: skip
+        ref = ref_job.value
         if scored is None:
             return None
         rec = scored.record()

@@ -11,15 +11,43 @@ outcome of its own outside the failure rate (``refusals: excluded``)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from memearena.methods.adapt.common import AdaptContext, Category, gather_steps, parse_text
 from memearena.models.types import ImagePart
 from memearena.prompts import parse_score
 
-__all__ = ["Scored", "answer_and_score", "is_self"]
+__all__ = ["Scored", "answer_and_score", "both", "is_self"]
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+async def both(
+    first: Awaitable[A] | None, second: Awaitable[B] | None
+) -> tuple[A | None, B | None]:
+    """The outcomes of two independent awaitables (None: not asked), run side by side. Both
+    run to their end before an exception is raised, so nothing in flight is orphaned."""
+    if first is None or second is None:
+        return (
+            await first if first is not None else None,
+            await second if second is not None else None,
+        )
+    task = asyncio.ensure_future(second)
+    try:
+        a = await first
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    except BaseException:
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    return a, await task
 
 
 @dataclass
@@ -65,36 +93,51 @@ async def answer_and_score(
     text: str,
     image: ImagePart | None,
     category: Category,
-    reference: dict[str, Any] | None,
+    reference: dict[str, Any] | Awaitable[dict[str, Any] | None] | None,
     repeat: int,
     tag: str = "",
 ) -> Scored | None:
     """Answer and score one (meme text, category) for ``target`` in one repeat; None when a
-    model failure leaves it for a re-run. ``tag`` keeps rewrites' steps apart in the store."""
-    if reference is None:
-        return None
-    if "reference" not in reference:
-        return Scored("no_reference", reason=str(reference.get("error")))
+    model failure leaves it for a re-run. ``tag`` keeps rewrites' steps apart in the store.
+    ``reference`` may still be in the making (an awaitable): the answer, which does not depend
+    on it, is then asked alongside it, one round trip less (when no usable reference comes
+    out, that answer is on record but not scored)."""
     acfg = ctx.acfg
     params = (
         ctx.repeat_params(repeat)
         if acfg.target_temperature is None
         else ctx.repeat_params(repeat, temperature=acfg.target_temperature)
     )
-    ans = await ctx.step(
-        "adapt.answer",
-        (meme_uid, tag, category.name, target, repeat),
-        target,
-        "adapt.answer",
-        "adapt/answer.j2",
-        parse_text,
-        lambda v: {"answer": v},
-        image=image,
-        params=params,
-        max_reasks=0,
-        meme_text=text,
-        instruction=category.instruction,
-    )
+
+    def ask() -> Awaitable[dict[str, Any] | None]:
+        return ctx.step(
+            "adapt.answer",
+            (meme_uid, tag, category.name, target, repeat),
+            target,
+            "adapt.answer",
+            "adapt/answer.j2",
+            parse_text,
+            lambda v: {"answer": v},
+            image=image,
+            params=params,
+            max_reasks=0,
+            meme_text=text,
+            instruction=category.instruction,
+        )
+
+    ans: dict[str, Any] | None = None
+    ref: dict[str, Any] | None
+    parallel = isinstance(reference, Awaitable)
+    if isinstance(reference, Awaitable):
+        ref, ans = await both(reference, ask())
+    else:
+        ref = reference
+    if ref is None:
+        return None
+    if "reference" not in ref:
+        return Scored("no_reference", reason=str(ref.get("error")))
+    if not parallel:
+        ans = await ask()
     if ans is None:
         return None
     refused = bool(ans.get("refusal"))
@@ -109,7 +152,7 @@ async def answer_and_score(
     shown: dict[str, Any] = {
         "meme_text": text,
         "instruction": category.instruction,
-        "reference": reference["reference"],
+        "reference": ref["reference"],
         "answer": answer,
     }
     arts = await gather_steps(
