@@ -14,7 +14,9 @@ def demo_world(seed: int = 0) -> SimWorld:
     models too: ``served_models``) and the demo memes' facts."""
     memes = load_dataset(DatasetConfig(format="demo"), check_images=False).memes
     world = SimWorld(served_models(), demo_annotations(memes), seed=seed)
-    world.adapt.register_dataset_images(memes, None)  # which image shows which caption
+    # Which image shows which caption, for every part registered by now (a method's part
+    # registers when its method is imported: the CLI imports each registered method first).
+    world.serve_dataset(memes, None)
     return world
 
 
@@ -25,7 +27,7 @@ def config_world(cfg: RunConfig) -> tuple[SimWorld, list[str]]:
     models.update({n: m for n, m in cfg.models.items() if isinstance(m, SimModelConfig)})
     memes = load_datasets(cfg.data, cfg.image, check_images=False).memes
     world = SimWorld(models, demo_annotations(memes), seed=cfg.seed)
-    world.adapt.register_dataset_images(memes, cfg.image)
+    world.serve_dataset(memes, cfg.image)
     return world, list(models)
 
 
