@@ -52,7 +52,14 @@ from memearena.errors import (
     TransientModelError,
 )
 from memearena.models.accounting import estimate_tokens
-from memearena.models.backends import ChatBackend, OpenAIBackend, SimBackend, SimResponder
+from memearena.models.backends import (
+    REQUEST_ID,
+    ChatBackend,
+    OpenAIBackend,
+    SimBackend,
+    SimResponder,
+    idempotency_key,
+)
 from memearena.models.cache import (
     ResponseCache,
     endpoint_id,
@@ -257,6 +264,13 @@ class ModelPool:
         # only those are looked up in the store before a call is sent.
         self._replies_before = store.has_replies() if store is not None else False
         self._replied: KeyFilter | None = None
+        # Replies received and not used, per request key (refusals, empty and dropped answers,
+        # in this invocation; on record before it up to call ``_unused_upto``): a request is
+        # sent again under the next Idempotency-Key, so no server replays such a reply.
+        self._unused: dict[str, int] = {}
+        self._unused_upto = (
+            store.last_call_id() if store is not None and store.has_replies_not_used() else 0
+        )
         # Single flight: the call in flight per request key, which an identical request
         # joins instead of paying for the same reply again (None: it ended without one).
         self._flights: dict[str, asyncio.Future[Completion | None]] = {}
@@ -585,6 +599,7 @@ class ModelPool:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
         else:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+        self._unused[key] = self._unused.get(key, 0) + 1
         if self._store is not None:
             self._pending_replies.pop(key, None)
             self._pending_dropped.append((key,))
@@ -720,6 +735,16 @@ class ModelPool:
             if not self._in_flight:
                 self._idle.set()
 
+    def _generation(self, key: str) -> int:
+        """How many replies to request ``key`` were received and not used (on record before
+        this invocation, and in it): its next attempt's Idempotency-Key lineage. A resumed run
+        computes the lineage the killed one was sending under, so a server that honours the
+        key answers a request left in flight once."""
+        n = self._unused.get(key, 0)
+        if self._unused_upto and self._store is not None:
+            n += self._store.replies_not_used(key, self._unused_upto)
+        return n
+
     def _keep_request(self, key: str, role: str, payload: str) -> None:
         """Queue the request as sent for the next commit (kept once per key; a call's row
         names it by its ``request_hash``). Known key values are scrubbed from it, as from every
@@ -790,6 +815,7 @@ class ModelPool:
         call_id: str | None = None
         not_sent = False  # stopped before this attempt was sent: its outcome is already settled
         attempt = 0
+        generation = self._generation(key)
         while True:
             attempt += 1
             try:
@@ -827,10 +853,12 @@ class ModelPool:
                             # A batched call waits for its batch (hours at most providers).
                             wait = None if getattr(backend, "batch", False) else cfg.timeout
                             self._sending += 1
+                            rid = REQUEST_ID.set(idempotency_key(key, generation))
                             try:
                                 async with asyncio.timeout(wait):
                                     raw = await backend.chat(messages, p, role)
                             finally:
+                                REQUEST_ID.reset(rid)
                                 self._sending -= 1
                             garbled = _garbled(raw.text)
                             if garbled is not None:
@@ -848,6 +876,8 @@ class ModelPool:
                 )
             except TransientModelError as e:
                 err = e
+                if e.kind == "bad_response":  # a reply received and not used
+                    generation += 1
             except EndpointError as e:
                 if not_sent:  # the model died while this call waited: nothing was sent
                     raise
@@ -903,6 +933,8 @@ class ModelPool:
             if self._replied is None:
                 self._replied = KeyFilter()
             self._replied.add(key)
+        elif refusal or not text.strip():
+            self._unused[key] = self._unused.get(key, 0) + 1
         self._record(
             m,
             key,
