@@ -30,6 +30,7 @@ calls are committed at once, before their error is raised."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -232,7 +233,13 @@ class ModelPool:
         # What earlier invocations of this run spent (their upper bound: a call a kill left
         # unsettled may have been paid), so the cap is on the run's total.
         self._spent_before = store.spend()[1] if store is not None else 0.0
-        self._stopped: str | None = None  # why the spend cap stopped the pool
+        self._stopped: str | None = None  # why the spend cap (or a signal) stopped the pool
+        # A polite stop (``interrupt``): no call starts, none is retried, calls in flight have
+        # until the grace period ends; then they are abandoned (left ``sent``, as a kill would).
+        self._halted = False
+        self._abandoned = False
+        self._halt = asyncio.Event()
+        self._timeouts: set[asyncio.Timeout] = set()  # the calls waiting on a reply now
         self._in_flight = 0
         self._sending = 0  # calls waiting on a backend's reply (see _flush_after)
         self._idle = asyncio.Event()
@@ -301,6 +308,35 @@ class ModelPool:
     def stopped(self) -> str | None:
         """Why the spend cap stopped this pool, or None."""
         return self._stopped
+
+    def interrupt(self, reason: str, grace_s: float) -> int:
+        """Stop politely (a signal): from now on no call starts and none is retried (each
+        raises BudgetExceeded(``reason``), as at the spend cap: a method's stages let the steps
+        in flight finish and start no other); the calls waiting on a reply have ``grace_s``
+        seconds to get it and be recorded, then are abandoned and stay ``sent`` (their spend
+        an upper bound; the next run asks again). Returns the calls in flight. Call it on the
+        pool's event loop."""
+        if self._stopped is None:
+            self._stopped = reason
+        if not self._halted:
+            self._halted = True
+            self._halt.set()
+            asyncio.get_running_loop().call_later(grace_s, self._abandon)
+        return self._sending
+
+    def _abandon(self) -> None:
+        self._abandoned = True
+        now = asyncio.get_running_loop().time()
+        for t in list(self._timeouts):
+            when = t.when()
+            if when is None or when > now:
+                with contextlib.suppress(RuntimeError):  # one that is expiring already
+                    t.reschedule(now)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether ``interrupt`` stopped the pool."""
+        return self._halted
 
     def dead_models(self) -> dict[str, str]:
         """Models no call is sent to any more, with the reason (refused, bad key, ...)."""
@@ -839,25 +875,35 @@ class ModelPool:
                             staged = False
                             if m.limiter is not None:
                                 await m.limiter.acquire()
-                            if m.dead is not None:  # it died while this call waited: not sent
+                            if m.dead is not None or self._halted:
+                                # It died, or a signal stopped the pool, while this call waited:
+                                # not sent.
                                 not_sent = True
-                                dead = m.dead
+                                halt: ModelError | BudgetExceeded
+                                if m.dead is not None:
+                                    halt = EndpointError(str(m.dead), kind=m.dead.kind)
+                                    kind = m.dead.kind
+                                else:
+                                    halt, kind = BudgetExceeded(str(self._stopped)), "budget"
                                 if call_id is not None and attempt == 1:  # never left: no record
                                     self._pending_withdrawn.append((call_id,))
                                     self._commit_now()
                                 elif call_id is not None:  # a retry not sent: settle what was
                                     self._fail(
-                                        m, key, role, t0, attempt - 1, str(dead), dead.kind, call_id
+                                        m, key, role, t0, attempt - 1, str(halt), kind, call_id
                                     )
-                                raise EndpointError(str(dead), kind=dead.kind)
+                                raise halt
                             # A batched call waits for its batch (hours at most providers).
                             wait = None if getattr(backend, "batch", False) else cfg.timeout
                             self._sending += 1
                             rid = REQUEST_ID.set(idempotency_key(key, generation))
+                            deadline = asyncio.timeout(wait)
+                            self._timeouts.add(deadline)
                             try:
-                                async with asyncio.timeout(wait):
+                                async with deadline:
                                     raw = await backend.chat(messages, p, role)
                             finally:
+                                self._timeouts.discard(deadline)
                                 REQUEST_ID.reset(rid)
                                 self._sending -= 1
                             garbled = _garbled(raw.text)
@@ -871,6 +917,8 @@ class ModelPool:
                         m.stage.release()
                 break
             except TimeoutError:
+                if self._abandoned:  # the grace period of a polite stop ended: left ``sent``
+                    raise BudgetExceeded(str(self._stopped)) from None
                 err: TransientModelError = TransientModelError(
                     f"no reply within {cfg.timeout:g}s", kind="timeout"
                 )
@@ -901,7 +949,10 @@ class ModelPool:
                 retry_after=err.retry_after,
             )
             log.debug("%s: attempt %d failed (%s); retrying in %.2fs", m.name, attempt, err, delay)
-            await asyncio.sleep(delay)
+            if not self._halted:  # a polite stop ends the wait: the retry is not sent
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._halt.wait()
 
         latency = time.perf_counter() - t0
         usage = raw.usage

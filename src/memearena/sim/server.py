@@ -102,14 +102,15 @@ class ServerStats:
 @dataclass(frozen=True)
 class BilledReply:
     """One billed reply: when its request arrived and when it was billed (server clock,
-    ``time.time()``), the body's hash, the client's ``Idempotency-Key`` (or None), and the
-    fault injected into it (``malformed``) or None."""
+    ``time.time()``), the body's hash, the client's ``Idempotency-Key`` (or None), the fault
+    injected into it (``malformed``) or None, and the agent role it was sent for."""
 
     received: float
     billed: float
     digest: str
     idempotency_key: str | None
     fault: str | None
+    role: str
 
 
 def body_digest(body: Mapping[str, Any]) -> str:
@@ -281,7 +282,7 @@ def make_app(
             elif fault is None:
                 stats.completed += 1
             stats.answered[digest] = stats.answered.get(digest, 0) + 1
-            billed = BilledReply(received, time.time(), digest, idem, fault)
+            billed = BilledReply(received, time.time(), digest, idem, fault, role)
             stats.log.append(billed)
             prompt_tokens = estimate_tokens(messages)
             completion_tokens = estimate_text_tokens(text)
