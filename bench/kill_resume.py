@@ -199,8 +199,8 @@ def main() -> None:
             stats = srv.stats()
         _, _, keys = db_state(db)
         statuses = call_statuses(db)
-    # The request behind a billed reply, by its Idempotency-Key (its first few lineages).
-    request_of = {idempotency_key(k, g): k for k in keys for g in range(4)}
+    # The request behind a billed reply, by its Idempotency-Key (its first twelve lineages).
+    request_of = {idempotency_key(k, g): k for k in keys for g in range(12)}
     by_body: dict[str, list[list[Any]]] = {}
     for row in billed:
         by_body.setdefault(row[2], []).append(row)

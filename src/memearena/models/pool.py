@@ -851,7 +851,9 @@ class ModelPool:
         call_id: str | None = None
         not_sent = False  # stopped before this attempt was sent: its outcome is already settled
         attempt = 0
-        generation = self._generation(key)
+        # Only a live endpoint reads the Idempotency-Key (not the simulator, not a batch).
+        live = m.cfg.provider == "openai" and not getattr(m.cfg, "batch", False)
+        generation = self._generation(key) if live else 0
         while True:
             attempt += 1
             try:
