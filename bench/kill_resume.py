@@ -3,7 +3,8 @@
 A method's example config is served by ``sim-serve``'s world (its ``provider: sim`` models
 behind the OpenAI-compatible server on loopback, with faults), and run over HTTP by the CLI
 (``memearena run METHOD``) in a child process. The child gets a signal (``--signal KILL``: a
-SIGKILL; ``TERM``: a polite stop) at random moments, ``--kills`` times, each time resumed with
+SIGKILL; ``TERM``: a polite stop) at a random moment ``--min-s`` to ``--max-s`` seconds after
+its first request reaches the server, ``--kills`` times, each time resumed with
 the same command, then resumed until it completes. Every request body the server billed more
 than once is then counted and put in one of these kinds:
 
@@ -165,7 +166,12 @@ def main() -> None:
             codes: list[int] = []
             unsettled: set[int] = set()
             for _ in range(args.kills):
+                seen = srv.stats()["requests"]
                 proc = child(args.method, cfg, tmp / "out")
+                # The signal comes at a random moment after the child's first request (a
+                # signal during its start-up would find nothing in flight).
+                while srv.stats()["requests"] == seen and proc.poll() is None:
+                    time.sleep(0.05)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(rng.uniform(args.min_s, args.max_s))
                 if proc.poll() is not None:  # it ended before the signal: a complete run
