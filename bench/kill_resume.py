@@ -10,8 +10,8 @@ than once is then counted and put in one of these kinds:
 
 - ``recorded``: its reply was on record as ``ok`` in run.db at the kill before the repeat
   (must be 0: a reply on record is never paid again);
-- ``in_flight``: its reply was billed before a kill, but the run had not recorded it (the
-  request was in flight at the kill);
+- ``in_flight``: its request reached the server before a kill, but the run had not recorded
+  its reply (the request was in flight at the kill);
 - ``garbled``: its earlier reply was a malformed one (a fault the server injected), asked
   again by design;
 - ``same_run``: repeated with no kill in between (a refusal or a dropped answer asked again
@@ -218,7 +218,9 @@ def main() -> None:
             if prev[4] == "malformed":
                 kinds["garbled"] += 1
                 continue
-            between = [k for k in kills if prev[1] <= k["at"] <= nxt[0]]
+            # A kill after the earlier request arrived and before the repeat did (the server
+            # may bill a request after the client that sent it was killed).
+            between = [k for k in kills if prev[0] <= k["at"] <= nxt[0]]
             if not between:
                 kinds["same_run"] += 1
                 request = request_of.get(prev[3] or "")
@@ -226,7 +228,7 @@ def main() -> None:
                 same_run[f"{prev[5]} ({record})"] = same_run.get(f"{prev[5]} ({record})", 0) + 1
                 continue
             request = request_of.get(prev[3] or "")
-            kinds["recorded" if request in between[0]["ok"] else "in_flight"] += 1
+            kinds["recorded" if request in between[-1]["ok"] else "in_flight"] += 1
     print(
         json.dumps(
             {
