@@ -137,6 +137,11 @@ class _PoliteStop:
         if self.signum is not None:
             os._exit(128 + signum)
         self.signum = signum
+        if self.loop is None:  # not calling models: the run's outputs are being written
+            sys.stderr.write(
+                "stopping once the outputs are written (signal again to exit at once)\n"
+            )
+            return
         sys.stderr.write(
             f"stopping: no new calls; the calls in flight have {STOP_GRACE_S:g} s to finish "
             "and be recorded (signal again to exit at once)\n"
@@ -217,36 +222,39 @@ def run_method(
             started=started,
             max_cost=max_cost,
         )
-        with _polite_stop() as stop, counting_steps() as tally:
-            run = _execute(method, ctx, console, show_progress, stop)
-        stages = run.stages or {kind: tally[kind] for kind in tally}
-        finished = method.finish(ctx, run, bootstrap=bootstrap)
-        status = _directory_status(store, method.name, finished.status)
-        facts = run_facts(cfg)
-        parts = {**finished.parts, "run": facts, "status": status}
-        own = parts.get(method.keys[0])
-        if isinstance(own, dict):
-            # Its own facts too: a directory holding several methods (the demo's) keeps each
-            # method's config and date, where the top-level "run" is the latest method's.
-            parts[method.keys[0]] = {**own, "run": facts}
-        board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
-        write_run_report(run_dir, board)
-        if finished.written is not None:
-            finished.written()
-        return RunResult(
-            method=method.name,
-            title=method.title,
-            run_dir=run_dir,
-            leaderboard=board,
-            status=finished.status,
-            new_calls=store.count_new_calls(calls_before),
-            cost_usd=store.total_cost(),
-            outcome=run.outcome,
-            outputs=method.outputs,
-            stages=stages,
-            analysis_reused=finished.analysis_reused,
-            interrupted=stop.signum if _stopped_by_signal(finished.status) else None,
-        )
+        # From here on a signal is a polite stop: the run's calls finish and are recorded,
+        # and its leaderboard and report are written (a second signal exits at once).
+        with _polite_stop() as stop:
+            with counting_steps() as tally:
+                run = _execute(method, ctx, console, show_progress, stop)
+            stages = run.stages or {kind: tally[kind] for kind in tally}
+            finished = method.finish(ctx, run, bootstrap=bootstrap)
+            status = _directory_status(store, method.name, finished.status)
+            facts = run_facts(cfg)
+            parts = {**finished.parts, "run": facts, "status": status}
+            own = parts.get(method.keys[0])
+            if isinstance(own, dict):
+                # Its own facts too: a directory holding several methods (the demo's) keeps each
+                # method's config and date, where the top-level "run" is the latest method's.
+                parts[method.keys[0]] = {**own, "run": facts}
+            board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
+            write_run_report(run_dir, board)
+            if finished.written is not None:
+                finished.written()
+            return RunResult(
+                method=method.name,
+                title=method.title,
+                run_dir=run_dir,
+                leaderboard=board,
+                status=finished.status,
+                new_calls=store.count_new_calls(calls_before),
+                cost_usd=store.total_cost(),
+                outcome=run.outcome,
+                outputs=method.outputs,
+                stages=stages,
+                analysis_reused=finished.analysis_reused,
+                interrupted=stop.signum if _stopped_by_signal(finished.status) else None,
+            )
 
 
 STATUS_META = "status."
