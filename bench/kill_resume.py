@@ -10,12 +10,12 @@ than once is then counted and put in one of these kinds:
 
 - ``recorded``: its reply was on record as ``ok`` in run.db at the kill before the repeat
   (must be 0: a reply on record is never paid again);
-- ``in_flight``: its request reached the server before a kill, but the run had not recorded
-  its reply (the request was in flight at the kill);
+- ``in_flight``: a kill left a call of the request ``sent`` in run.db (it was in flight at
+  the kill: its reply, billed before or after the kill, was never recorded);
 - ``garbled``: its earlier reply was a malformed one (a fault the server injected), asked
   again by design;
-- ``same_run``: repeated with no kill in between (a refusal or a dropped answer asked again
-  within a run, or a second send of one request).
+- ``same_run``: neither (a refusal or a dropped answer asked again, or a second send of one
+  request by one run).
 
 Beside them: per kill, the calls the kill left ``sent`` in run.db (in flight at the kill, from
 the run's side), and how long a polite stop took. The request behind a billed reply is found
@@ -84,10 +84,11 @@ def http_config(method: str, base_url: str, tmp: Path, limit: int | None) -> Pat
     return path
 
 
-def db_state(db: Path) -> tuple[set[str], set[int], set[str]]:
-    """Request keys with an ``ok`` reply on record, calls left ``sent``, every request key."""
+def db_state(db: Path) -> tuple[set[str], dict[int, str], set[str]]:
+    """Request keys with an ``ok`` reply on record, calls left ``sent`` (id -> request key),
+    every request key."""
     if not db.exists():
-        return set(), set(), set()
+        return set(), {}, set()
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         ok = {
@@ -97,7 +98,7 @@ def db_state(db: Path) -> tuple[set[str], set[int], set[str]]:
                 " AND response IS NOT NULL AND response != ''"
             )
         }
-        sent = {r[0] for r in con.execute("SELECT id FROM calls WHERE status='sent'")}
+        sent = dict(con.execute("SELECT id, request_hash FROM calls WHERE status='sent'"))
         keys = {r[0] for r in con.execute("SELECT DISTINCT request_hash FROM calls")}
     finally:
         con.close()
@@ -164,7 +165,7 @@ def main() -> None:
             db = tmp / "out" / run_name / "run.db"
             kills: list[dict[str, Any]] = []
             codes: list[int] = []
-            unsettled: set[int] = set()
+            unsettled: dict[int, str] = {}
             for _ in range(args.kills):
                 seen = srv.stats()["requests"]
                 proc = child(args.method, cfg, tmp / "out")
@@ -182,13 +183,15 @@ def main() -> None:
                 proc.wait()
                 t_exit = time.time()
                 ok, sent, _ = db_state(db)
-                new_sent, unsettled = sent - unsettled, sent
+                new_sent = {i: k for i, k in sent.items() if i not in unsettled}
+                unsettled = sent
                 kills.append(
                     {
                         "at": t_kill,
                         "exit": proc.returncode,
                         "stop_s": round(t_exit - t_kill, 2),
                         "left_sent": len(new_sent),
+                        "in_flight": set(new_sent.values()),
                         "ok": ok,
                     }
                 )
@@ -218,17 +221,19 @@ def main() -> None:
             if prev[4] == "malformed":
                 kinds["garbled"] += 1
                 continue
-            # A kill after the earlier request arrived and before the repeat did (the server
-            # may bill a request after the client that sent it was killed).
-            between = [k for k in kills if prev[0] <= k["at"] <= nxt[0]]
-            if not between:
+            request = request_of.get(prev[3] or "")
+            # Recorded: on record as ok at a kill after the earlier reply was billed and before
+            # the repeat arrived. In flight: a call of the request a kill left ``sent`` (the
+            # server may read and bill it after its client was killed).
+            before = [k for k in kills if prev[1] <= k["at"] <= nxt[0]]
+            if before and request in before[-1]["ok"]:
+                kinds["recorded"] += 1
+            elif any(request in k["in_flight"] for k in kills):
+                kinds["in_flight"] += 1
+            else:
                 kinds["same_run"] += 1
-                request = request_of.get(prev[3] or "")
                 record = ",".join(sorted(statuses.get(request or "", ()))) or "no record"
                 same_run[f"{prev[5]} ({record})"] = same_run.get(f"{prev[5]} ({record})", 0) + 1
-                continue
-            request = request_of.get(prev[3] or "")
-            kinds["recorded" if request in between[-1]["ok"] else "in_flight"] += 1
     print(
         json.dumps(
             {
