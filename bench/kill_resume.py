@@ -159,6 +159,7 @@ def main() -> None:
             hang_s=4.0,
             retry_after_s=0.05,
             idempotency=args.idempotency,
+            log_billed=True,
         ) as srv:
             cfg = http_config(args.method, srv.base_url, tmp, args.limit)
             run_name = yaml.safe_load(cfg.read_text())["run"]

@@ -72,7 +72,8 @@ class ServerStats:
     """Request body hash (model, messages, parameters) -> replies sent with usage (a proper
     completion or a malformed one: both are billed); a hash above 1 was paid more than once."""
     log: list[BilledReply] = field(default_factory=list)
-    """Every billed reply, in the order billed (``GET /v1/stats/billed``)."""
+    """Every billed reply, in the order billed (``GET /v1/stats/billed``; only with
+    ``log_billed=True``: it grows with every request)."""
     replayed: int = 0
     """Requests answered with the stored reply of an earlier request under the same
     ``Idempotency-Key`` (not billed; only with ``idempotency=True``)."""
@@ -168,6 +169,7 @@ def make_app(
     batch_faults: Mapping[str, int] | None = None,
     batch_file_limit: int = BATCH_FILE_LIMIT,
     idempotency: bool = False,
+    log_billed: bool = False,
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
@@ -178,7 +180,8 @@ def make_app(
     up to ``batch_file_limit`` bytes (200 MB, as the providers accept; 413 past it).
     With ``idempotency``, a chat request carrying an ``Idempotency-Key`` already answered with
     the same body gets that reply again, unbilled (another body under the key: 422); one
-    whose first request is still being answered waits for it."""
+    whose first request is still being answered waits for it. With ``log_billed``, every
+    billed reply is kept for ``GET /v1/stats/billed``."""
     plan = FaultPlan.of(fail_rate, seed, faults)
     idemp = idempotency
     delay = latency_ms / 1000.0
@@ -282,8 +285,8 @@ def make_app(
             elif fault is None:
                 stats.completed += 1
             stats.answered[digest] = stats.answered.get(digest, 0) + 1
-            billed = BilledReply(received, time.time(), digest, idem, fault, role)
-            stats.log.append(billed)
+            if log_billed:
+                stats.log.append(BilledReply(received, time.time(), digest, idem, fault, role))
             prompt_tokens = estimate_tokens(messages)
             completion_tokens = estimate_text_tokens(text)
             reply = {
