@@ -21,7 +21,7 @@ def _arena(targets: list[str]) -> dict[str, Any]:
             "j-one": {"provider": "sim", "skill": 0.85, "family": "jo", "noise": 0.1},
             "j-two": {"provider": "sim", "skill": 0.8, "family": "jt", "noise": 0.1},
         },
-        "data": [{"format": "demo", "limit": 2}],
+        "data": [{"format": "demo", "limit": 1}],
         "arena": {
             "targets": targets,
             "judges": ["j-one", "j-two"],
