@@ -214,22 +214,21 @@ def _runs_within(cfgs: list[tuple[Any, Path]], seconds: float) -> list[Any]:
     return [out[0] if out else None for out in results]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_thirty_uninterrupted_batched_runs_never_hang(tmp_path: Path) -> None:
-    runs, side_by_side = 30, 15
+def test_three_batched_runs_side_by_side_all_end_and_each_pays_once(tmp_path: Path) -> None:
+    # A few runs sharing one server at once (their batches interleave in its queue); the
+    # 30-run loop that looks for rarer hangs is `bench/batch_faults.py --runs 30`.
+    runs = 3
     with BackgroundServer(demo_world(seed=0), process=True, batch_delay_s=0.05) as srv:
-        for start in range(0, runs, side_by_side):
-            group = [
-                (
-                    load_config(write_config(tmp_path / f"{k}.yaml", srv.base_url, limit=1)),
-                    tmp_path / f"out{k}",
-                )
-                for k in range(start, start + side_by_side)
-            ]
-            for k, out in enumerate(_runs_within(group, 120), start=start):
-                assert out is not None, f"batched run {k + 1} of {runs} hung"
-                assert out.stopped is None and out.leaderboard["arena"]["overall"]
+        group = [
+            (
+                load_config(write_config(tmp_path / f"{k}.yaml", srv.base_url, limit=1)),
+                tmp_path / f"out{k}",
+            )
+            for k in range(runs)
+        ]
+        for k, out in enumerate(_runs_within(group, 90)):
+            assert out is not None, f"batched run {k + 1} of {runs} hung"
+            assert out.stopped is None and out.leaderboard["arena"]["overall"]
         stats = batch_stats(srv)
     # Each run (its own directory, ledger and cache) asks the same requests: each paid once a run.
     assert stats["billed_requests"] == runs * stats["distinct_requests"] > 0

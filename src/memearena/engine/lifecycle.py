@@ -13,11 +13,15 @@ found by name in ``memearena.engine.registry``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +74,8 @@ class RunResult:
     """Per stage: steps reused from the run directory, newly computed, and failed."""
     analysis_reused: bool = False
     """The section was unchanged: the previous one was kept rather than recomputed."""
+    interrupted: int | None = None
+    """The signal (SIGINT, SIGTERM) that stopped the run politely, or None."""
 
     @property
     def stopped(self) -> str | None:
@@ -84,7 +90,10 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """0 complete, 1 incomplete or nothing usable, 3 spend cap reached."""
+        """0 complete, 1 incomplete or nothing usable, 3 spend cap reached; 128 + the signal's
+        number for a run a signal stopped (130 for SIGINT, 143 for SIGTERM)."""
+        if self.interrupted is not None:
+            return 128 + self.interrupted
         return self.status.exit_code
 
     def resume_line(self) -> str:
@@ -96,6 +105,76 @@ class RunResult:
                 text += f", failed {c.failed:,} (retried on re-run)"
             parts.append(text)
         return " · ".join(parts)
+
+
+STOP_GRACE_S = 10.0
+"""After SIGINT or SIGTERM, how long the calls in flight have to get their replies and be
+recorded (no call starts after the signal; a second signal exits at once)."""
+
+INTERRUPTED = "interrupted by"
+"""How the reason of a polite stop begins (``RunStatus.stopped``)."""
+
+
+class _PoliteStop:
+    """SIGINT / SIGTERM during a run: the first stops the pool politely (``ModelPool.interrupt``:
+    no new call, the calls in flight finish within ``STOP_GRACE_S`` and are recorded, then the
+    run finishes as a stopped one and is resumed by the same command); a second exits at once,
+    as a kill does (what is committed stays: run.db is write-ahead)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pool: Any = None
+
+    def reason(self) -> str:
+        name = signal.Signals(self.signum).name if self.signum is not None else "a signal"
+        return (
+            f"{INTERRUPTED} {name}: no call was started after it, the calls in flight were "
+            "finished and recorded; re-run the same command to continue"
+        )
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+        if self.loop is None:  # not calling models: the run's outputs are being written
+            sys.stderr.write(
+                "stopping once the outputs are written (signal again to exit at once)\n"
+            )
+            return
+        sys.stderr.write(
+            f"stopping: no new calls; the calls in flight have {STOP_GRACE_S:g} s to finish "
+            "and be recorded (signal again to exit at once)\n"
+        )
+        self.arm()
+
+    def arm(self) -> None:
+        """Stop the pool, if a signal came and the run's event loop is up."""
+        if self.signum is not None and self.loop is not None and self.pool is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has just closed
+                self.loop.call_soon_threadsafe(self.pool.interrupt, self.reason(), STOP_GRACE_S)
+
+
+@contextlib.contextmanager
+def _polite_stop() -> Iterator[_PoliteStop]:
+    """Handle SIGINT and SIGTERM as a polite stop while the run goes on (only in the main
+    thread, where Python delivers signals); the previous handlers are put back after."""
+    stop = _PoliteStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, stop)
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stopped_by_signal(status: RunStatus) -> bool:
+    return bool(status.stopped and status.stopped.startswith(INTERRUPTED))
 
 
 def _method(name: str, cfg: RunConfig, options: Mapping[str, Any]) -> Method:
@@ -143,35 +222,39 @@ def run_method(
             started=started,
             max_cost=max_cost,
         )
-        with counting_steps() as tally:
-            run = _execute(method, ctx, console, show_progress)
-        stages = run.stages or {kind: tally[kind] for kind in tally}
-        finished = method.finish(ctx, run, bootstrap=bootstrap)
-        status = _directory_status(store, method.name, finished.status)
-        facts = run_facts(cfg)
-        parts = {**finished.parts, "run": facts, "status": status}
-        own = parts.get(method.keys[0])
-        if isinstance(own, dict):
-            # Its own facts too: a directory holding several methods (the demo's) keeps each
-            # method's config and date, where the top-level "run" is the latest method's.
-            parts[method.keys[0]] = {**own, "run": facts}
-        board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
-        write_run_report(run_dir, board)
-        if finished.written is not None:
-            finished.written()
-        return RunResult(
-            method=method.name,
-            title=method.title,
-            run_dir=run_dir,
-            leaderboard=board,
-            status=finished.status,
-            new_calls=store.count_new_calls(calls_before),
-            cost_usd=store.total_cost(),
-            outcome=run.outcome,
-            outputs=method.outputs,
-            stages=stages,
-            analysis_reused=finished.analysis_reused,
-        )
+        # From here on a signal is a polite stop: the run's calls finish and are recorded,
+        # and its leaderboard and report are written (a second signal exits at once).
+        with _polite_stop() as stop:
+            with counting_steps() as tally:
+                run = _execute(method, ctx, console, show_progress, stop)
+            stages = run.stages or {kind: tally[kind] for kind in tally}
+            finished = method.finish(ctx, run, bootstrap=bootstrap)
+            status = _directory_status(store, method.name, finished.status)
+            facts = run_facts(cfg)
+            parts = {**finished.parts, "run": facts, "status": status}
+            own = parts.get(method.keys[0])
+            if isinstance(own, dict):
+                # Its own facts too: a directory holding several methods (the demo's) keeps each
+                # method's config and date, where the top-level "run" is the latest method's.
+                parts[method.keys[0]] = {**own, "run": facts}
+            board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
+            write_run_report(run_dir, board)
+            if finished.written is not None:
+                finished.written()
+            return RunResult(
+                method=method.name,
+                title=method.title,
+                run_dir=run_dir,
+                leaderboard=board,
+                status=finished.status,
+                new_calls=store.count_new_calls(calls_before),
+                cost_usd=store.total_cost(),
+                outcome=run.outcome,
+                outputs=method.outputs,
+                stages=stages,
+                analysis_reused=finished.analysis_reused,
+                interrupted=stop.signum if _stopped_by_signal(finished.status) else None,
+            )
 
 
 STATUS_META = "status."
@@ -191,17 +274,27 @@ def _directory_status(store: RunStore, method: str, status: RunStatus) -> dict[s
 
 
 def _execute(
-    method: Method, ctx: RunContext, console: Console | None, show_progress: bool
+    method: Method,
+    ctx: RunContext,
+    console: Console | None,
+    show_progress: bool,
+    stop: _PoliteStop | None = None,
 ) -> MethodRun:
-    """One event loop for the method's stages; the pool is drained and closed however it ends."""
+    """One event loop for the method's stages; the pool is drained and closed however it ends.
+    With ``stop``, a signal stops the pool politely (one that came before the loop, at once)."""
 
     async def go() -> MethodRun:
+        if stop is not None:
+            stop.loop, stop.pool = asyncio.get_running_loop(), ctx.pool
+            stop.arm()
         try:
             with StageProgress(console, enabled=show_progress and not ctx.planning) as progress:
                 ctx.progress = progress
                 return await method.run(ctx)
         finally:
             await ctx.pool.aclose()
+            if stop is not None:
+                stop.loop = None
 
     return asyncio.run(go())
 

@@ -110,6 +110,8 @@ class RunStatus:
         spend = f"${self.spent_usd:.4f} spent in this run"
         if self.spent_upper_bound_usd > self.spent_usd + 1e-12:
             spend += f" (at most ${self.spent_upper_bound_usd:.4f} counting unsettled calls)"
+        if self.stopped and self.stopped.startswith("interrupted"):  # a signal's polite stop
+            return f"stopped: {self.stopped} — {spend}"
         if self.stopped:
             cap = f"${self.max_cost:.4f}" if self.max_cost is not None else "the cap"
             return (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import hashlib
 import itertools
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memearena.config.urls import split_query
@@ -23,8 +25,10 @@ if TYPE_CHECKING:
     from memearena.config import OpenAIModelConfig, SimModelConfig
 
 __all__ = [
+    "IDEMPOTENCY_HEADER",
     "MAX_REPLY_DEPTH",
     "MAX_USAGE_TOKENS",
+    "REQUEST_ID",
     "ROLE_HEADER",
     "ChatBackend",
     "OpenAIBackend",
@@ -33,6 +37,7 @@ __all__ = [
     "SimResponder",
     "api_key",
     "connection_failure_kind",
+    "idempotency_key",
     "least_busy",
     "openai_messages",
     "parse_completion",
@@ -43,6 +48,26 @@ __all__ = [
 ]
 
 ROLE_HEADER = "X-Memearena-Role"
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""Sent with each chat request: the same for every attempt at one request until a reply to it
+is received and not used (then the next attempt gets a new one), and the same again from a
+resumed run for a request a kill left in flight. A server that honours the header (it depends
+on the server: OpenAI's API does not document it) answers a repeat with the reply it already
+billed; any other server ignores it."""
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("memearena_request_id", default=None)
+"""The ``Idempotency-Key`` of the request the current task is sending (set by the model
+pool around a backend's ``chat``)."""
+
+
+def idempotency_key(request_key: str, generation: int) -> str:
+    """The header value for attempt lineage ``generation`` of request ``request_key``: a hash,
+    so the header names the request without carrying anything of it."""
+    digest = hashlib.sha256(f"{request_key}:{generation}".encode()).hexdigest()
+    return f"memearena-{digest[:40]}"
+
+
 """Header carrying the agent role (servers ignore it; the simulated server answers by it)."""
 
 
@@ -105,6 +130,13 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 parts.append({"type": "image_url", "image_url": {"url": p.data_url}})
         out.append({"role": m.role, "content": parts})
     return out
+
+
+def _request_headers(role: str) -> dict[str, str]:
+    rid = REQUEST_ID.get()
+    if rid is None:
+        return {ROLE_HEADER: role}
+    return {ROLE_HEADER: role, IDEMPOTENCY_HEADER: rid}
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -388,7 +420,7 @@ class OpenAIBackend:
                 "/chat/completions",
                 cast_to=self._response_cls,
                 body=self._request(messages, params),
-                options={"headers": {ROLE_HEADER: role}},
+                options={"headers": _request_headers(role)},
                 stream=True,
             )
             body = await self._read_capped(resp)

@@ -43,7 +43,9 @@ from memearena.config.urls import endpoint_url
 from memearena.errors import BadResponse, EndpointError, ModelError, TransientModelError
 from memearena.models.accounting import estimate_text_tokens
 from memearena.models.backends import (
+    IDEMPOTENCY_HEADER,
     MAX_REPLY_DEPTH,
+    REQUEST_ID,
     ROLE_HEADER,
     RawReply,
     api_key,
@@ -294,10 +296,13 @@ class LeanBackend:
         aiohttp = self._aiohttp
         self._busy[i] += 1
         try:
+            headers = self._headers_for(role)
+            if (rid := REQUEST_ID.get()) is not None:
+                headers = {**headers, IDEMPOTENCY_HEADER: rid}
             async with session.post(
                 self._urls[path][i],
                 data=body,
-                headers=self._headers_for(role),
+                headers=headers,
                 allow_redirects=False,
             ) as resp:
                 if 300 <= resp.status < 400:

@@ -30,6 +30,7 @@ calls are committed at once, before their error is raised."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -52,7 +53,14 @@ from memearena.errors import (
     TransientModelError,
 )
 from memearena.models.accounting import estimate_tokens
-from memearena.models.backends import ChatBackend, OpenAIBackend, SimBackend, SimResponder
+from memearena.models.backends import (
+    REQUEST_ID,
+    ChatBackend,
+    OpenAIBackend,
+    SimBackend,
+    SimResponder,
+    idempotency_key,
+)
 from memearena.models.cache import (
     ResponseCache,
     endpoint_id,
@@ -225,7 +233,13 @@ class ModelPool:
         # What earlier invocations of this run spent (their upper bound: a call a kill left
         # unsettled may have been paid), so the cap is on the run's total.
         self._spent_before = store.spend()[1] if store is not None else 0.0
-        self._stopped: str | None = None  # why the spend cap stopped the pool
+        self._stopped: str | None = None  # why the spend cap (or a signal) stopped the pool
+        # A polite stop (``interrupt``): no call starts, none is retried, calls in flight have
+        # until the grace period ends; then they are abandoned (left ``sent``, as a kill would).
+        self._halted = False
+        self._abandoned = False
+        self._halt = asyncio.Event()
+        self._timeouts: set[asyncio.Timeout] = set()  # the calls waiting on a reply now
         self._in_flight = 0
         self._sending = 0  # calls waiting on a backend's reply (see _flush_after)
         self._idle = asyncio.Event()
@@ -257,6 +271,13 @@ class ModelPool:
         # only those are looked up in the store before a call is sent.
         self._replies_before = store.has_replies() if store is not None else False
         self._replied: KeyFilter | None = None
+        # Replies received and not used, per request key (refusals, empty and dropped answers,
+        # in this invocation; on record before it up to call ``_unused_upto``): a request is
+        # sent again under the next Idempotency-Key, so no server replays such a reply.
+        self._unused: dict[str, int] = {}
+        self._unused_upto = (
+            store.last_call_id() if store is not None and store.has_replies_not_used() else 0
+        )
         # Single flight: the call in flight per request key, which an identical request
         # joins instead of paying for the same reply again (None: it ended without one).
         self._flights: dict[str, asyncio.Future[Completion | None]] = {}
@@ -287,6 +308,35 @@ class ModelPool:
     def stopped(self) -> str | None:
         """Why the spend cap stopped this pool, or None."""
         return self._stopped
+
+    def interrupt(self, reason: str, grace_s: float) -> int:
+        """Stop politely (a signal): from now on no call starts and none is retried (each
+        raises BudgetExceeded(``reason``), as at the spend cap: a method's stages let the steps
+        in flight finish and start no other); the calls waiting on a reply have ``grace_s``
+        seconds to get it and be recorded, then are abandoned and stay ``sent`` (their spend
+        an upper bound; the next run asks again). Returns the calls in flight. Call it on the
+        pool's event loop."""
+        if self._stopped is None:
+            self._stopped = reason
+        if not self._halted:
+            self._halted = True
+            self._halt.set()
+            asyncio.get_running_loop().call_later(grace_s, self._abandon)
+        return self._sending
+
+    def _abandon(self) -> None:
+        self._abandoned = True
+        now = asyncio.get_running_loop().time()
+        for t in list(self._timeouts):
+            when = t.when()
+            if when is None or when > now:
+                with contextlib.suppress(RuntimeError):  # one that is expiring already
+                    t.reschedule(now)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether ``interrupt`` stopped the pool."""
+        return self._halted
 
     def dead_models(self) -> dict[str, str]:
         """Models no call is sent to any more, with the reason (refused, bad key, ...)."""
@@ -585,6 +635,7 @@ class ModelPool:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params, m.params_part)
         else:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
+        self._unused[key] = self._unused.get(key, 0) + 1
         if self._store is not None:
             self._pending_replies.pop(key, None)
             self._pending_dropped.append((key,))
@@ -720,6 +771,16 @@ class ModelPool:
             if not self._in_flight:
                 self._idle.set()
 
+    def _generation(self, key: str) -> int:
+        """How many replies to request ``key`` were received and not used (on record before
+        this invocation, and in it): its next attempt's Idempotency-Key lineage. A resumed run
+        computes the lineage the killed one was sending under, so a server that honours the
+        key answers a request left in flight once."""
+        n = self._unused.get(key, 0)
+        if self._unused_upto and self._store is not None:
+            n += self._store.replies_not_used(key, self._unused_upto)
+        return n
+
     def _keep_request(self, key: str, role: str, payload: str) -> None:
         """Queue the request as sent for the next commit (kept once per key; a call's row
         names it by its ``request_hash``). Known key values are scrubbed from it, as from every
@@ -790,6 +851,9 @@ class ModelPool:
         call_id: str | None = None
         not_sent = False  # stopped before this attempt was sent: its outcome is already settled
         attempt = 0
+        # Only a live endpoint reads the Idempotency-Key (not the simulator, not a batch).
+        live = m.cfg.provider == "openai" and not getattr(m.cfg, "batch", False)
+        generation = self._generation(key) if live else 0
         while True:
             attempt += 1
             try:
@@ -813,24 +877,36 @@ class ModelPool:
                             staged = False
                             if m.limiter is not None:
                                 await m.limiter.acquire()
-                            if m.dead is not None:  # it died while this call waited: not sent
+                            if m.dead is not None or self._halted:
+                                # It died, or a signal stopped the pool, while this call waited:
+                                # not sent.
                                 not_sent = True
-                                dead = m.dead
+                                halt: ModelError | BudgetExceeded
+                                if m.dead is not None:
+                                    halt = EndpointError(str(m.dead), kind=m.dead.kind)
+                                    kind = m.dead.kind
+                                else:
+                                    halt, kind = BudgetExceeded(str(self._stopped)), "budget"
                                 if call_id is not None and attempt == 1:  # never left: no record
                                     self._pending_withdrawn.append((call_id,))
                                     self._commit_now()
                                 elif call_id is not None:  # a retry not sent: settle what was
                                     self._fail(
-                                        m, key, role, t0, attempt - 1, str(dead), dead.kind, call_id
+                                        m, key, role, t0, attempt - 1, str(halt), kind, call_id
                                     )
-                                raise EndpointError(str(dead), kind=dead.kind)
+                                raise halt
                             # A batched call waits for its batch (hours at most providers).
                             wait = None if getattr(backend, "batch", False) else cfg.timeout
                             self._sending += 1
+                            rid = REQUEST_ID.set(idempotency_key(key, generation))
+                            deadline = asyncio.timeout(wait)
+                            self._timeouts.add(deadline)
                             try:
-                                async with asyncio.timeout(wait):
+                                async with deadline:
                                     raw = await backend.chat(messages, p, role)
                             finally:
+                                self._timeouts.discard(deadline)
+                                REQUEST_ID.reset(rid)
                                 self._sending -= 1
                             garbled = _garbled(raw.text)
                             if garbled is not None:
@@ -843,11 +919,15 @@ class ModelPool:
                         m.stage.release()
                 break
             except TimeoutError:
+                if self._abandoned:  # the grace period of a polite stop ended: left ``sent``
+                    raise BudgetExceeded(str(self._stopped)) from None
                 err: TransientModelError = TransientModelError(
                     f"no reply within {cfg.timeout:g}s", kind="timeout"
                 )
             except TransientModelError as e:
                 err = e
+                if e.kind == "bad_response":  # a reply received and not used
+                    generation += 1
             except EndpointError as e:
                 if not_sent:  # the model died while this call waited: nothing was sent
                     raise
@@ -871,7 +951,10 @@ class ModelPool:
                 retry_after=err.retry_after,
             )
             log.debug("%s: attempt %d failed (%s); retrying in %.2fs", m.name, attempt, err, delay)
-            await asyncio.sleep(delay)
+            if not self._halted:  # a polite stop ends the wait: the retry is not sent
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._halt.wait()
 
         latency = time.perf_counter() - t0
         usage = raw.usage
@@ -903,6 +986,8 @@ class ModelPool:
             if self._replied is None:
                 self._replied = KeyFilter()
             self._replied.add(key)
+        elif refusal or not text.strip():
+            self._unused[key] = self._unused.get(key, 0) + 1
         self._record(
             m,
             key,

@@ -35,8 +35,10 @@ from memearena.sim.faults import FAULTS, FaultPlan, garble
 from memearena.sim.wire import BadRequest, parse_messages, request_params
 
 __all__ = [
+    "IDEMPOTENCY_HEADER",
     "STATS_KEY",
     "BackgroundServer",
+    "BilledReply",
     "EchoResponder",
     "ServerStats",
     "body_digest",
@@ -69,6 +71,12 @@ class ServerStats:
     answered: dict[str, int] = field(default_factory=dict)
     """Request body hash (model, messages, parameters) -> replies sent with usage (a proper
     completion or a malformed one: both are billed); a hash above 1 was paid more than once."""
+    log: list[BilledReply] = field(default_factory=list)
+    """Every billed reply, in the order billed (``GET /v1/stats/billed``; only with
+    ``log_billed=True``: it grows with every request)."""
+    replayed: int = 0
+    """Requests answered with the stored reply of an earlier request under the same
+    ``Idempotency-Key`` (not billed; only with ``idempotency=True``)."""
 
     def paid_twice(self) -> int:
         """Replies billed for a request body already answered once (0 when nothing is paid
@@ -88,7 +96,22 @@ class ServerStats:
             "roles": dict(self.roles),
             "answered_bodies": len(self.answered),
             "paid_twice": self.paid_twice(),
+            "replayed": self.replayed,
         }
+
+
+@dataclass(frozen=True)
+class BilledReply:
+    """One billed reply: when its request arrived and when it was billed (server clock,
+    ``time.time()``), the body's hash, the client's ``Idempotency-Key`` (or None), the fault
+    injected into it (``malformed``) or None, and the agent role it was sent for."""
+
+    received: float
+    billed: float
+    digest: str
+    idempotency_key: str | None
+    fault: str | None
+    role: str
 
 
 def body_digest(body: Mapping[str, Any]) -> str:
@@ -97,6 +120,11 @@ def body_digest(body: Mapping[str, Any]) -> str:
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""The request header a client may send so that a retried request is answered once: a server
+that honours it (``make_app(idempotency=True)``; real providers differ, most ignore it)
+replays the reply stored under the key, unbilled, for a request with the same body."""
 
 STATS_KEY = web.AppKey("memearena_stats", ServerStats)
 """Where ``make_app`` keeps the server's counters on the application."""
@@ -140,6 +168,8 @@ def make_app(
     batch_delay_s: float = 0.5,
     batch_faults: Mapping[str, int] | None = None,
     batch_file_limit: int = BATCH_FILE_LIMIT,
+    idempotency: bool = False,
+    log_billed: bool = False,
 ) -> web.Application:
     """The server application. ``fail_rate`` of requests get a fault drawn from ``faults``
     (deterministic in ``seed`` and the request's sequence number): ``429`` (with a Retry-After
@@ -147,8 +177,13 @@ def make_app(
     With ``models`` given, a request for any other model gets a 404 ``model_not_found`` error,
     as OpenAI answers (so a misspelt model fails ``models check``); without, every name is
     served and ``/v1/models`` lists the names requested so far. A batch input file is accepted
-    up to ``batch_file_limit`` bytes (200 MB, as the providers accept; 413 past it)."""
+    up to ``batch_file_limit`` bytes (200 MB, as the providers accept; 413 past it).
+    With ``idempotency``, a chat request carrying an ``Idempotency-Key`` already answered with
+    the same body gets that reply again, unbilled (another body under the key: 422); one
+    whose first request is still being answered waits for it. With ``log_billed``, every
+    billed reply is kept for ``GET /v1/stats/billed``."""
     plan = FaultPlan.of(fail_rate, seed, faults)
+    idemp = idempotency
     delay = latency_ms / 1000.0
     stats = ServerStats()
     known_models = list(models)
@@ -157,8 +192,26 @@ def make_app(
     app = web.Application(client_max_size=max(1024**2, upload_body_limit(batch_file_limit)))
     app[STATS_KEY] = stats
     retry_header = {"Retry-After": f"{retry_after_s:g}"}
+    # Idempotency-Key -> (body hash, reply) of a billed reply; keys whose request is being
+    # answered now (a second one with the key waits for the first).
+    stored: dict[str, tuple[str, str]] = {}
+    answering: dict[str, asyncio.Event] = {}
 
     async def chat(request: web.Request) -> web.StreamResponse:
+        idem = request.headers.get(IDEMPOTENCY_HEADER)
+        if not idemp or not idem:
+            return await _chat(request, idem)
+        while (busy := answering.get(idem)) is not None:
+            await busy.wait()
+        answering[idem] = done = asyncio.Event()
+        try:
+            return await _chat(request, idem)
+        finally:
+            del answering[idem]
+            done.set()
+
+    async def _chat(request: web.Request, idem: str | None) -> web.StreamResponse:
+        received = time.time()
         seq = stats.requests
         stats.requests += 1
         stats.in_flight += 1
@@ -180,6 +233,15 @@ def make_app(
                 stats.bad_requests += 1
                 msg = str(e) if isinstance(e, BadRequest) else "the request body is not JSON"
                 return _error(400, msg, "invalid_request_error")
+            digest = body_digest(body)
+            if idemp and idem and idem in stored:
+                first, text = stored[idem]
+                if first != digest:
+                    stats.bad_requests += 1
+                    msg = "Keys for idempotent requests can only be used with the same body."
+                    return _error(422, msg, "invalid_request_error", code="idempotency_error")
+                stats.replayed += 1
+                return web.Response(text=text, content_type="application/json")
             if model not in known_models:
                 if strict:
                     stats.bad_requests += 1
@@ -222,8 +284,9 @@ def make_app(
                 text = garble(text, seq, plan.seed)
             elif fault is None:
                 stats.completed += 1
-            digest = body_digest(body)
             stats.answered[digest] = stats.answered.get(digest, 0) + 1
+            if log_billed:
+                stats.log.append(BilledReply(received, time.time(), digest, idem, fault, role))
             prompt_tokens = estimate_tokens(messages)
             completion_tokens = estimate_text_tokens(text)
             reply = {
@@ -245,7 +308,10 @@ def make_app(
                 },
                 "system_fingerprint": "memearena-sim",
             }
-            return web.Response(text=json.dumps(reply), content_type="application/json")
+            out = json.dumps(reply)
+            if idemp and idem:
+                stored[idem] = (digest, out)
+            return web.Response(text=out, content_type="application/json")
         finally:
             stats.in_flight -= 1
 
@@ -258,6 +324,10 @@ def make_app(
 
     async def get_stats(request: web.Request) -> web.StreamResponse:
         return web.json_response(stats.as_dict())
+
+    async def get_billed(request: web.Request) -> web.StreamResponse:
+        # Every billed reply (benches count what was paid twice, and when, from it).
+        return web.json_response([list(vars(b).values()) for b in stats.log])
 
     async def embeddings(request: web.Request) -> web.StreamResponse:
         # ``/v1/embeddings``: the simulated model's deterministic vectors, OpenAI's reply shape
@@ -322,6 +392,7 @@ def make_app(
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/stats", get_stats)
+    app.router.add_get("/v1/stats/billed", get_billed)
     add_batch_routes(  # the Batch API (/v1/files, /v1/batches)
         app,
         responder,

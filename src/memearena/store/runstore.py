@@ -588,6 +588,21 @@ class RunStore:
         response, n_in, n_out = rows[0]
         return str(response), int(n_in), int(n_out)
 
+    def replies_not_used(self, key: str, up_to_id: int) -> int:
+        """Replies to request ``key`` received and not used, in calls up to row ``up_to_id``: a
+        refusal, or an answer dropped as unusable (a model pool sends such a request again
+        under a new ``Idempotency-Key``, so a server that honours keys answers afresh)."""
+        sql = (
+            "SELECT COUNT(*) FROM calls WHERE request_hash=? AND id<=?"
+            " AND (dropped=1 OR status='refusal')"
+        )
+        return int(self._read(sql, (key, up_to_id))[0][0])
+
+    def has_replies_not_used(self) -> bool:
+        """Whether any refusal or dropped answer is on record (a fresh run has none)."""
+        sql = "SELECT 1 FROM calls WHERE status='refusal' OR dropped=1 LIMIT 1"
+        return bool(self._read(sql))
+
     def has_replies(self) -> bool:
         """Whether any answer is on record (``ok``): a fresh run has none to look up."""
         return bool(self._read("SELECT 1 FROM calls WHERE status='ok' LIMIT 1"))

@@ -762,6 +762,38 @@ def settings_vs_truth(
     return out
 
 
+_STEP_KINDS = frozenset({"context", "answer", "guideline_round", "guideline_self", "verdict"})
+"""The Arena's step kinds: each step's key ends with the fingerprint of the request it sends."""
+
+
+def current_errors(acfg: ArenaConfig, store: RunStore) -> dict[str, int]:
+    """The Arena's errors on record (``kind: reason`` -> count) that belong to the current
+    config: a step's error counts only when a call for it was made, in its role, by a model the
+    config now gives that role (a replaced target's refusals stay on record and count again when
+    it is put back, but are not this config's). Other methods' step errors in a shared
+    directory are not the Arena's; an item's error (``meme``, no call) always counts."""
+    judges = set(acfg.judges)
+    allowed: dict[str, set[str]] = {
+        "arena.context": {acfg.context_model},
+        "arena.answer": set(acfg.targets),
+        "arena.guideline_draft": judges,
+        "arena.guideline_refine": judges,
+        "arena.guideline_self": judges,
+        "arena.judge": judges,
+    }
+    named = set().union(*allowed.values())
+    errors = [e for e in store.errors() if e.kind in _STEP_KINDS or e.kind == "meme"]
+    request = {e.key: e.key.rsplit("|", 1)[-1] for e in errors if e.kind in _STEP_KINDS}
+    callers = store.callers(request.values())
+    counts: Counter[str] = Counter()
+    for e in errors:
+        made = callers.get(request.get(e.key, ""))
+        if made and not any(model in allowed.get(role, named) for role, model in made):
+            continue
+        counts[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
+    return dict(sorted(counts.items()))
+
+
 def arena_leaderboard(
     cfg: RunConfig,
     outcomes: Sequence[ArenaOutcome],
@@ -774,9 +806,7 @@ def arena_leaderboard(
     n_boot = cfg.arena.bootstrap if bootstrap is None else bootstrap
     main = setting_section(cfg, outcomes[0], bootstrap=n_boot)
     main["answers"] = answer_outcomes(outcomes[0])
-    main["errors"] = dict(
-        sorted(Counter(f"{e.kind}: {e.reason.split(':')[0]}" for e in store.errors()).items())
-    )
+    main["errors"] = current_errors(cfg.arena, store)
     main["usage"] = store.usage_summary("arena.")  # a run directory may hold other methods'
     truth = true_ranking(cfg)
     if len(outcomes) > 1:

@@ -56,6 +56,7 @@ import numpy as np
 from memearena.config import RunConfig, SimModelConfig
 from memearena.errors import DataError
 from memearena.jsonsafe import loads_bounded
+from memearena.methods.judge_audit.config import JudgeAuditConfig
 from memearena.methods.judge_audit.records import MISSING, PREFERENCES, ScoreLog, VerdictLog
 from memearena.methods.judge_audit.stages import JudgeAuditOutcome
 from memearena.stats.judge_bias import (
@@ -459,6 +460,45 @@ def _shortfalls_boot(
     )
 
 
+_CALL_KINDS = frozenset({"ja_response", "ja_description", "ja_score", "ja_pairwise"})
+"""Step kinds whose key ends with the fingerprint of the request the step sends."""
+_PAIR_KINDS = frozenset({"ja_integrality", "ja_perturb"})
+"""Pairs not built (``meme|responder|bias type``): no call."""
+
+
+def current_errors(acfg: JudgeAuditConfig, store: RunStore) -> dict[str, int]:
+    """The audit's errors on record (``kind: reason`` -> count) that belong to the current
+    config: a step's error counts only when a call for it was made, in its role, by a model the
+    config now gives that role; a pair not built counts only for a responder and a bias type
+    the config still names (a replaced judge's unparseable scores stay on record and count
+    again when it is put back, but are not this config's). An item's error (``meme``,
+    ``data``) always counts."""
+    describer = acfg.describer_model()
+    judges = set(acfg.judges)
+    allowed: dict[str, set[str]] = {
+        "judge_audit.respond": set(acfg.responders),
+        "judge_audit.describe": {describer} if describer else set(),
+        "judge_audit.score": judges,
+        "judge_audit.pairwise": judges,
+    }
+    named = set().union(*allowed.values())
+    errors = [e for e in store.errors() if e.kind.startswith("ja_") or e.kind in ("meme", "data")]
+    request = {e.key: e.key.rsplit("|", 1)[-1] for e in errors if e.kind in _CALL_KINDS}
+    callers = store.callers(request.values())
+    responders, bias_types = set(acfg.responders), set(acfg.bias_types)
+    counts: dict[str, int] = defaultdict(int)
+    for e in errors:
+        if e.kind in _PAIR_KINDS:
+            parts = e.key.rsplit("|", 2)
+            if len(parts) == 3 and (parts[1] not in responders or parts[2] not in bias_types):
+                continue
+        made = callers.get(request.get(e.key, ""))
+        if made and not any(model in allowed.get(role, named) for role, model in made):
+            continue
+        counts[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
+    return dict(sorted(counts.items()))
+
+
 def judge_audit_section(
     cfg: RunConfig,
     outcome: JudgeAuditOutcome,
@@ -592,11 +632,7 @@ def judge_audit_section(
         "note": _note(acfg.rank_by, acfg.family_alpha, acfg.flag_min_pairs),
     }
     if store is not None:
-        errs: dict[str, int] = defaultdict(int)
-        for e in store.errors():
-            if e.kind.startswith("ja_") or e.kind in ("meme", "data"):
-                errs[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
-        doc["errors"] = dict(sorted(errs.items()))
+        doc["errors"] = current_errors(acfg, store)
         doc["usage"] = store.usage_summary("judge_audit.")
     sims = {j: cfg.models[j] for j in acfg.judges if isinstance(cfg.models.get(j), SimModelConfig)}
     if len(sims) == len(acfg.judges):
