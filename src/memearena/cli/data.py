@@ -9,26 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from memearena.config import DatasetConfig, ImageConfig, load_config
-from memearena.data import (
-    Duplicate,
-    ImageError,
-    ItemError,
-    LoadResult,
-    demo_dir,
-    load_dataset,
-    merge_results,
-    prepare_image,
-)
-from memearena.errors import MemearenaError
-from memearena.report.safe import NAME_CHARS, clip, strip_control
+if TYPE_CHECKING:  # imported by the command itself: `memearena rank` and `--help` never need them
+    from rich.console import Console
+
+    from memearena.config import DatasetConfig, ImageConfig
+    from memearena.data import Duplicate, ItemError, LoadResult
 
 
 @dataclass
@@ -44,6 +33,8 @@ class _Checked:
 
 def _check_dataset(cfg: DatasetConfig, image_cfg: ImageConfig, result: LoadResult) -> _Checked:
     """Prepare every loaded image exactly as a run would; failures join the item errors."""
+    from memearena.data import ImageError, ItemError, demo_dir, prepare_image
+
     errors = list(result.errors)
     ok = harmful = not_harmful = unlabelled = 0
     source = str(cfg.path) if cfg.path is not None else str(demo_dir() / "memes.jsonl")
@@ -74,6 +65,11 @@ def _name(cfg: DatasetConfig) -> str:
 def _render(
     console: Console, checked: list[_Checked], cross: list[ItemError], merged: LoadResult
 ) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from memearena.report.safe import NAME_CHARS, clip, strip_control
+
     table = Table(title="Datasets", show_lines=False)
     table.add_column("dataset", overflow="fold")
     for col in ("ok", "harmful", "not harmful", "unlabelled", "errors"):
@@ -124,6 +120,12 @@ def check_command(
     Each image is prepared exactly as a run would send it. Exit 0 if every item is ok, 1 if some
     items failed (they are listed), 2 if the config or a dataset file is invalid.
     """
+    from rich.console import Console
+
+    from memearena.config import load_config
+    from memearena.data import load_dataset, merge_results
+    from memearena.errors import MemearenaError
+
     try:
         run_cfg = load_config(config)
         results = [(d, load_dataset(d, run_cfg.image, check_images=True)) for d in run_cfg.data]

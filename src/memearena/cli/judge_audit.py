@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,12 +17,13 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from memearena.cli.run import DryRunOpt, MaxCostOpt, NoProgressOpt, OutOpt
-from memearena.config import check_option_ranges
-from memearena.data.mmjudgebias import ScoreReading, load_judgements
 from memearena.errors import DataError, MemearenaError
 from memearena.jsonsafe import dumps_strict, jsonl_lines, loads_bounded
 from memearena.report.safe import console_safe, shown
-from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES, BiasPair, BiasTable, bias_table
+
+if TYPE_CHECKING:  # imported where used: every other command (`rank`, `--help`) skips them
+    from memearena.data.mmjudgebias import ScoreReading
+    from memearena.stats.judge_bias import BiasPair, BiasTable
 
 __all__ = ["ScoredPairs", "judge_audit_app", "load_scored_pairs", "metrics_legend", "metrics_table"]
 
@@ -60,8 +61,14 @@ class ScoredPairs:
     """(line, or file of a judgements folder, reason) for every row left out: a score missing,
     not a number or (without the reference's reading) out of range, an unknown bias type, no
     id, or a line that is not a JSON object."""
-    reading: ScoreReading = field(default_factory=lambda: ScoreReading(reference=False))
+    reading: ScoreReading = field(default_factory=lambda: _default_reading())
     """How the scores were read, with what the reference's reading converted or kept."""
+
+
+def _default_reading() -> ScoreReading:
+    from memearena.data.mmjudgebias import ScoreReading
+
+    return ScoreReading(reference=False)
 
 
 class _RowError(Exception):
@@ -69,6 +76,8 @@ class _RowError(Exception):
 
 
 def _row_pair(line: str, reading: ScoreReading) -> tuple[BiasPair, str | None]:
+    from memearena.stats.judge_bias import BIAS_TYPES, BiasPair
+
     # Bounded parsing: a deep, huge-number or garbled line is that row's error, never a
     # traceback.
     try:
@@ -108,6 +117,9 @@ def load_scored_pairs(
     BOM is accepted on any line); an unreadable file, one that is not UTF-8, one with several
     judges and no choice, or one without a usable row is a DataError. ``reference_parsing``
     reads scores as MM-JudgeBias does (``ScoreReading``), counting what that changed."""
+    from memearena.data.mmjudgebias import ScoreReading, load_judgements
+    from memearena.stats.judge_bias import BiasPair
+
     reading = ScoreReading(reference=reference_parsing, scale=scale)
     pairs: list[BiasPair] = []
     excluded: list[tuple[int | str, str]] = []
@@ -154,6 +166,8 @@ def metrics_table(table: BiasTable) -> Table:
     """A rich table of a BD/BC table: one row per type, category and overall. It fits an
     80-column console: each category heads its rows (with its metric), and a conventional
     value carries a mark that ``metrics_legend`` explains."""
+    from memearena.stats.judge_bias import BIAS_CATEGORIES, BIAS_TYPES
+
     out = Table(title="Compositional bias (BD / BC, higher is better)")
     out.add_column("bias type", overflow="fold")
     for name in ("value", "95% CI", "pairs", "excluded"):
@@ -240,6 +254,9 @@ def metrics_command(
     ] = False,
 ) -> None:
     """``judge-audit metrics``: see ``_METRICS_HELP``."""
+    from memearena.config import check_option_ranges
+    from memearena.stats.judge_bias import bias_table
+
     if no_reference_compat and reference_compat_flag:
         raise _fail("--reference-compat and --no-reference-compat: choose one")
     reference_compat = not no_reference_compat

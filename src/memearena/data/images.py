@@ -190,6 +190,42 @@ def verify_image(path: Path, image_cfg: ImageConfig | None = None) -> tuple[int,
     return size
 
 
+class VerifiedImages:
+    """Images verified before, by file identity, so that a resumed run does not decode them
+    again: a file whose device, inode, size, modification and change times (ns) match its
+    record is admitted from its recorded size (the pixel limits of the config in force are
+    checked again); any other file is verified (decoded) and recorded. Rewriting a file changes
+    its change time, which user code cannot set back. ``records`` is JSON-ready."""
+
+    def __init__(self, records: dict[str, list[int]] | None = None) -> None:
+        self.records: dict[str, list[int]] = dict(records or {})
+        self.changed = False
+
+    def verify(self, path: Path, image_cfg: ImageConfig | None = None) -> tuple[int, int]:
+        """``verify_image``, answered from the record when the file is the one recorded."""
+        cfg = image_cfg or DEFAULT_IMAGE_CONFIG
+        try:
+            st = path.stat()
+        except OSError:
+            return verify_image(path, cfg)  # its own error names the problem
+        identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        key = str(path)
+        known = self.records.get(key)
+        if (
+            stat.S_ISREG(st.st_mode)
+            and isinstance(known, list)
+            and len(known) == 7
+            and known[:5] == identity
+        ):
+            size = (int(known[5]), int(known[6]))
+            _check_pixels(path, size, cfg)
+            return size
+        size = verify_image(path, cfg)
+        self.records[key] = [*identity, *size]
+        self.changed = True
+        return size
+
+
 def _to_rgb(im: Image.Image) -> Image.Image:
     if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
         rgba = im.convert("RGBA")

@@ -35,11 +35,15 @@ from memearena.data.images import (
     DEFAULT_IMAGE_CONFIG,
     IMAGE_EXTENSIONS,
     ImageError,
+    VerifiedImages,
     safe_join,
     verify_image,
 )
 from memearena.data.meme import ItemError, Meme
 from memearena.errors import DataError
+
+_Check = Callable[[Path, ImageConfig], object]
+"""Admits an image file (raises ``ImageError``): ``verify_image`` or a record's ``verify``."""
 
 
 @dataclass(frozen=True)
@@ -637,15 +641,17 @@ def load_dataset(
     *,
     check_images: bool = True,
     image_store: Path | None = None,
+    verified: VerifiedImages | None = None,
 ) -> LoadResult:
     """Load one dataset: parse rows, merge duplicates, apply filters, then check each image.
 
     Raises DataError for an unreadable or empty file, a broken header, or (with ``strict``) the
     first malformed row or conflicting duplicate. Every other problem is an :class:`ItemError`
     and the item is left out while the others load. With ``check_images=False`` paths are still
-    confined to the dataset root but files are not opened. An ``mm-judgebias`` dataset is read
-    by the Judge audit's own loader (its images always checked; embedded image bytes written to
-    ``image_store``, by default a scratch folder removed at exit).
+    confined to the dataset root but files are not opened; with ``verified`` (a run's record)
+    an image verified before and unchanged since is not decoded again. An ``mm-judgebias``
+    dataset is read by the Judge audit's own loader (its images always checked; embedded image
+    bytes written to ``image_store``, by default a scratch folder removed at exit).
     """
     image_cfg = image_cfg or DEFAULT_IMAGE_CONFIG
     if cfg.format == "mm-judgebias":
@@ -693,17 +699,20 @@ def load_dataset(
         split = cfg.split or file.name
     if cfg.erased_dir is not None and not cfg.erased_dir.is_dir():
         raise DataError(f"{cfg.erased_dir}: erased_dir is not a folder")
+    check: _Check | None = None
+    if check_images:
+        check = verify_image if verified is None else verified.verify
     memes: list[Meme] = []
     for item in selected:
         try:
-            image = _resolve(root, item.image, image_cfg, check_images)
+            image = _resolve(root, item.image, image_cfg, check)
             annotations = dict(item.annotations)
             for key, rel in item.extra_images.items():
-                extra = _resolve(root, rel, image_cfg, check_images)
+                extra = _resolve(root, rel, image_cfg, check)
                 annotations[key] = None if extra is None else str(extra)
             erased = _erased_image(cfg, root, annotations.pop(ERASED_FIELD, None), image)
-            if erased is not None and check_images:
-                verify_image(erased, image_cfg)
+            if erased is not None and check is not None:
+                check(erased, image_cfg)
         except ImageError as e:
             ctx.errors.append(ItemError(ctx.source, item.id, e.reason))
             continue
@@ -826,12 +835,14 @@ def _load_judgebias(
     return LoadResult(memes=memes, errors=list(got.errors))
 
 
-def _resolve(root: Path, rel: str | None, image_cfg: ImageConfig, check: bool) -> Path | None:
+def _resolve(
+    root: Path, rel: str | None, image_cfg: ImageConfig, check: _Check | None
+) -> Path | None:
     if rel is None:
         return None
     path = safe_join(root, rel)
-    if check:
-        verify_image(path, image_cfg)
+    if check is not None:
+        check(path, image_cfg)
     return path
 
 
@@ -885,6 +896,13 @@ def load_datasets(
     image_cfg: ImageConfig | None = None,
     *,
     check_images: bool = True,
+    verified: VerifiedImages | None = None,
 ) -> LoadResult:
-    """Load several datasets and merge them (see :func:`merge_results`)."""
-    return merge_results([(c, load_dataset(c, image_cfg, check_images=check_images)) for c in cfgs])
+    """Load several datasets and merge them (see :func:`merge_results`). ``verified``: images
+    verified before (a run's record), not decoded again while unchanged."""
+    return merge_results(
+        [
+            (c, load_dataset(c, image_cfg, check_images=check_images, verified=verified))
+            for c in cfgs
+        ]
+    )

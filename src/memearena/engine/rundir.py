@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memearena.config import RunConfig
-from memearena.data import LoadResult, load_datasets
+from memearena.data import LoadResult, VerifiedImages, load_datasets
 from memearena.errors import DataError, IncompatibleRunError, MemearenaError
 from memearena.prompts import template_hashes
 from memearena.store import RunLock, RunStore
@@ -58,15 +58,32 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
         raise
 
 
+VERIFIED_IMAGES = "data.verified_images"
+"""Meta entry: the images verified by earlier runs (``VerifiedImages.records``, JSON)."""
+
+
 def load_memes(cfg: RunConfig, store: RunStore | None = None) -> LoadResult:
-    """Load every dataset of the config; per-item problems are recorded in the store."""
-    loaded = load_datasets(cfg.data, cfg.image, check_images=True)
+    """Load every dataset of the config; per-item problems are recorded in the store. With a
+    store, images verified by an earlier run and unchanged since are not decoded again."""
+    verified = _verified_images(store) if store is not None else None
+    loaded = load_datasets(cfg.data, cfg.image, check_images=True, verified=verified)
     if store is not None:
         for err in loaded.errors:
             store.record_error("data", f"{err.source}|{err.item}", err.reason)
+        if verified is not None and verified.changed:
+            store.set_meta(VERIFIED_IMAGES, json.dumps(verified.records, separators=(",", ":")))
     if not loaded.memes:
         raise DataError(no_usable_items([(e.source, e.item, e.reason) for e in loaded.errors]))
     return loaded
+
+
+def _verified_images(store: RunStore) -> VerifiedImages:
+    raw = store.get_meta(VERIFIED_IMAGES)
+    try:
+        records = json.loads(raw) if raw else {}
+    except ValueError:  # a damaged record is only a cache: verified afresh
+        records = {}
+    return VerifiedImages(records if isinstance(records, dict) else {})
 
 
 def no_usable_items(errors: Sequence[tuple[str, str, str]]) -> str:

@@ -218,8 +218,10 @@ def parse_verdicts(
     written in one of them is a copied forgery, a ParseError."""
     if not criteria:
         raise ValueError("criteria must not be empty")
+    # A verdict comes only from the judge's own final block: a response or meme that quotes
+    # verdict JSON must yield the judge's verdict or a counted parse failure, never the quoted one.
+    own = _own_object(text, "verdicts")["verdicts"]  # read once: checked, then validated
     if quoted:
-        own = _own_object(text, "verdicts")["verdicts"]
         for q in quoted:
             if any(own in _values_of(obj, "verdicts") for obj in _objects_with_key(q, "verdicts")):
                 raise ParseError(
@@ -244,9 +246,10 @@ def parse_verdicts(
             out[c] = CriterionVerdict.model_validate({"winner": winner, "rationale": rationale})
         return out
 
-    # A verdict comes only from the judge's own final block: a response or meme that quotes
-    # verdict JSON must yield the judge's verdict or a counted parse failure, never the quoted one.
-    return _own_value(text, "verdicts", validate)
+    try:
+        return validate(own)
+    except ParseError as e:
+        raise ParseError(_short(str(e))) from None
 
 
 # A heading is "[Name]" (the asked-for form) or a bare "Name" closed by a colon or the line's end,

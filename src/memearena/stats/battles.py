@@ -755,10 +755,19 @@ _PARALLEL_BYTES = 16 << 20  # bytes of battle file per reading process, at least
 
 
 def _parse_lines(
-    data: bytes, begin: int, stop: int, line: int, source: str, skip_bad: bool, out: _Builder
+    data: bytes,
+    begin: int,
+    stop: int,
+    line: int | None,
+    source: str,
+    skip_bad: bool,
+    out: _Builder,
 ) -> None:
-    """The JSONL lines in data[begin:stop] (whole lines; the first is line `line`) into `out`."""
+    """The JSONL lines in data[begin:stop] (whole lines; the first is line `line`, None: counted
+    from the start of `data`) into `out`. Lines are counted only up to a chunk the exact path
+    reads: only its records are numbered (in errors and skipped lines)."""
     decoders = _FastDecoders(out.fields)
+    counted, number = (0, 1) if line is None else (begin, line)  # data[counted] is line `number`
     start = begin
     while start < stop:
         limit = start + _CHUNK_BYTES
@@ -769,8 +778,9 @@ def _parse_lines(
             end = newline + 1 if newline >= start else (data.find(b"\n", limit, stop) + 1 or stop)
         chunk = data[start:end]
         if not _fast_chunk(chunk, decoders, out):
-            _exact(chunk, line, source, skip_bad, out)
-        line += chunk.count(b"\n")
+            number += data.count(b"\n", counted, start)
+            counted = start
+            _exact(chunk, number, source, skip_bad, out)
         start = end
 
 
@@ -804,13 +814,10 @@ def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, worke
         bounds.append(cut)
     bounds.append(len(data))
     runs = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
-    lines = [1]
-    for lo, hi in runs[:-1]:
-        lines.append(lines[-1] + data.count(b"\n", lo, hi))
     children: list[tuple[int, int]] = []
     try:
-        for (lo, hi), line in zip(runs[1:], lines[1:], strict=True):
-            children.append(_fork_run(data, lo, hi, line, source, skip_bad, out.fields))
+        for lo, hi in runs[1:]:  # each child numbers its lines only if it needs to
+            children.append(_fork_run(data, lo, hi, None, source, skip_bad, out.fields))
         _parse_lines(data, runs[0][0], runs[0][1], 1, source, skip_bad, out)
         while children:
             pid, fd = children.pop(0)
@@ -835,7 +842,13 @@ def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, worke
 
 
 def _fork_run(
-    data: bytes, lo: int, hi: int, line: int, source: str, skip_bad: bool, fields: Sequence[str]
+    data: bytes,
+    lo: int,
+    hi: int,
+    line: int | None,
+    source: str,
+    skip_bad: bool,
+    fields: Sequence[str],
 ) -> tuple[int, int]:
     """Fork a child that reads data[lo:hi] and writes its columns to a pipe: (pid, read end)."""
     read_end, write_end = os.pipe()

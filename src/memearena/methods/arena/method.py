@@ -36,9 +36,18 @@ from memearena.prompts import template_hashes
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from memearena.data import Meme
     from memearena.store import RunStore
 
-__all__ = ["ANALYSIS_DIGEST", "TYPICAL_OUTPUT_TOKENS", "Arena", "analysis_digest", "arena_status"]
+__all__ = [
+    "ANALYSIS_DIGEST",
+    "STATUS_COUNTS",
+    "TYPICAL_OUTPUT_TOKENS",
+    "Arena",
+    "analysis_digest",
+    "arena_status",
+    "status_counts",
+]
 
 TYPICAL_OUTPUT_TOKENS: dict[str, int] = {
     "arena.context": 450,
@@ -53,6 +62,10 @@ model's ``max_tokens``), since simulated replies are shorter than real ones."""
 
 ANALYSIS_DIGEST = "arena.analysis_digest"
 """Meta entry: digest of everything the written leaderboard was computed from."""
+
+STATUS_COUNTS = "arena.status_counts"
+"""Meta entry: the status counts (``status_counts``) of the last finished run, with the key
+(``_counts_key``: the analysis digest and the memes) of the records they were counted from."""
 
 
 class Arena:
@@ -111,6 +124,19 @@ class Arena:
         outcomes: list[ArenaOutcome] = run.outcome
         store = ctx.store
         done = [o for o in outcomes if not o.stopped]
+        # The leaderboard is recomputed only when something it reads changed; the run's facts
+        # and status (date, spend, problems) are this run's either way.
+        digest = (
+            analysis_digest(ctx.cfg, store, [o.setting for o in done], bootstrap) if done else ""
+        )
+        # What the status counts (outputs per model, battles) is read from the records the
+        # digest covers: a run that finds the same records reads the counts stored by the run
+        # that derived them instead of re-deriving every battle.
+        counts_key = _counts_key(digest, ctx.inputs.memes) if done else ""
+        counts = _recorded_counts(store, counts_key) if done else None
+        if counts is None and done:
+            counts = status_counts(ctx.cfg, done[0], memes=len(ctx.inputs.memes))
+            store.set_meta(STATUS_COUNTS, json.dumps({"key": counts_key, "counts": counts}))
         status = arena_status(
             ctx.cfg,
             outcomes,
@@ -120,15 +146,13 @@ class Arena:
             since=ctx.started,
             dead=ctx.pool.dead_models(),
             stopped=run.stopped,
+            counts=counts,
         )
         if not done:
             # No setting finished (a spend cap or dead endpoints stopped the run before): the
             # status replaces any earlier leaderboard, so that neither the file nor the report
             # can pass an older result off as this run's; the report's banner says why.
             return Finished({}, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, ""))
-        # The leaderboard is recomputed only when something it reads changed; the run's facts
-        # and status (date, spend, problems) are this run's either way.
-        digest = analysis_digest(ctx.cfg, store, [o.setting for o in done], bootstrap)
         previous = _previous_board(ctx.run_dir, store, digest)
         if previous is not None:
             kept = {k: previous[k] for k in self.keys if k in previous}
@@ -210,6 +234,60 @@ def _judgment_state(art: Mapping[str, Any]) -> str:
     return "missing"
 
 
+def _counts_key(digest: str, memes: Sequence[Meme]) -> str:
+    """What status counts are read from: the records (the analysis digest: config, prompts,
+    member views, calls and errors on record) and the memes of this run, in order."""
+    h = hashlib.sha256(digest.encode("utf-8"))
+    for m in memes:
+        h.update(b"\0" + m.uid.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _recorded_counts(store: RunStore, key: str) -> dict[str, Any] | None:
+    """The status counts stored under exactly this key, if any (anything else: None)."""
+    raw = store.get_meta(STATUS_COUNTS)
+    if not raw:
+        return None
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    counts = entry.get("counts")
+    return counts if isinstance(counts, dict) else None
+
+
+def status_counts(cfg: RunConfig, main: ArenaOutcome, *, memes: int) -> dict[str, Any]:
+    """What a finished setting delivered, per model and role, read from its records (one pass
+    over answers and judged pairs, one count of battles): ``{"rows": [[model, role, planned,
+    done, refused], ...], "battles": n}``, rows in the status's order."""
+    assert cfg.arena is not None
+    acfg = cfg.arena
+    answers = main.answers
+    task_ids = set(main.tasks) or {(uid, lvl) for uid, lvl, _t in answers}
+    with_context = {uid for uid, _lvl in task_ids}
+    rows: list[list[Any]] = [[acfg.context_model, "context", memes, len(with_context), 0]]
+    # One pass over the answers (a stream from the store), counting per target.
+    answered: Counter[str] = Counter()
+    texts: Counter[str] = Counter()
+    for (_u, _l, tg), a in answers.items():
+        answered[tg] += 1
+        texts[tg] += "text" in a
+    for t in acfg.targets:
+        rows.append([t, "target", len(task_ids), texts[t], answered[t] - texts[t]])
+    states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
+    for jp in main.judged:
+        c = states.setdefault(jp.judge, Counter())
+        c[_judgment_state(jp.forward)] += 1
+        c[_judgment_state(jp.backward)] += 1
+    for j in acfg.judges:
+        c = states[j]
+        rows.append([j, "judge", sum(c.values()), c["done"], c["refused"]])
+    battles = sum(1 for _ in main.battles)  # a stream: counted, never held
+    return {"rows": rows, "battles": battles}
+
+
 def arena_status(
     cfg: RunConfig,
     outcomes: Sequence[ArenaOutcome],
@@ -220,12 +298,13 @@ def arena_status(
     since: float = 0.0,
     dead: Mapping[str, str] | None = None,
     stopped: str | None = None,
+    counts: Mapping[str, Any] | None = None,
 ) -> RunStatus:
     """The status of an Arena run from its outcomes (the first one is the main setting), the
     store (spend, failed calls since ``since``) and ``dead`` (model -> why nothing can be sent
-    to it, e.g. a missing key)."""
+    to it, e.g. a missing key). ``counts``: the main setting's ``status_counts``, when already
+    known (else counted here)."""
     assert cfg.arena is not None
-    acfg = cfg.arena
     dead = dict(dead or {})
     call_errors = store.call_errors(since)
     spent, upper = store.spend()
@@ -241,46 +320,13 @@ def arena_status(
         return "; ".join(parts) if parts else "no reply recorded"
 
     if main is not None:
-        answers = main.answers
-        task_ids = set(main.tasks) or {(uid, lvl) for uid, lvl, _t in answers}
-        with_context = {uid for uid, _lvl in task_ids}
-        ctx_done = len(with_context)
-        rows.append(
-            ModelStatus(
-                acfg.context_model,
-                "context",
-                memes,
-                ctx_done,
-                0,
-                call_errors.get(acfg.context_model, {}),
-            )
-        )
-        # One pass over the answers (a stream from the store), counting per target.
-        answered: Counter[str] = Counter()
-        texts: Counter[str] = Counter()
-        for (_u, _l, tg), a in answers.items():
-            answered[tg] += 1
-            texts[tg] += "text" in a
-        for t in acfg.targets:
-            done = texts[t]
+        if counts is None:
+            counts = status_counts(cfg, main, memes=memes)
+        for model, role, planned, done, refused in counts["rows"]:
             rows.append(
-                ModelStatus(
-                    t, "target", len(task_ids), done, answered[t] - done, call_errors.get(t, {})
-                )
+                ModelStatus(model, role, planned, done, refused, call_errors.get(model, {}))
             )
-        states: dict[str, Counter[str]] = {j: Counter() for j in acfg.judges}
-        for jp in main.judged:
-            c = states.setdefault(jp.judge, Counter())
-            c[_judgment_state(jp.forward)] += 1
-            c[_judgment_state(jp.backward)] += 1
-        for j in acfg.judges:
-            c = states[j]
-            rows.append(
-                ModelStatus(
-                    j, "judge", sum(c.values()), c["done"], c["refused"], call_errors.get(j, {})
-                )
-            )
-        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
+        battles = int(counts["battles"])
     else:
         battles = 0
 

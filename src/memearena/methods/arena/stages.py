@@ -297,7 +297,7 @@ class _MemeJob:
     """One meme in flight: the image's hash (all a step's key needs) and, only while a call
     needs it, the prepared image."""
 
-    __slots__ = ("done", "idx", "meme", "part", "pipe", "sha", "tally")
+    __slots__ = ("done", "idx", "meme", "part", "pipe", "sent", "sha", "tally")
 
     def __init__(self, pipe: ArenaPipeline, idx: int, meme: Meme) -> None:
         self.pipe = pipe
@@ -305,6 +305,11 @@ class _MemeJob:
         self.meme = meme
         self.sha: str | None = None
         self.part: ImagePart | None = None
+        # The messages as sent, per rendered prompt (by identity; the prompt is kept alive with
+        # its entry, so an id is never reused while cached): one prompt sent to every judge is
+        # the same message objects each time, so the model layer encodes it once. Holds the
+        # prepared image: emptied with it (``drop_image``).
+        self.sent: dict[int, tuple[Sequence[Message], list[Message]]] = {}
         self.done: dict[str, int] = dict.fromkeys(STAGES, 0)
         self.tally: dict[str, StageCount] = {st: StageCount() for st in STAGES}
 
@@ -326,9 +331,13 @@ class _MemeJob:
         return self.part
 
     def with_image(self, messages: Sequence[Message]) -> list[Message]:
-        """``messages`` with the key-only image part replaced by the prepared image."""
+        """``messages`` with the key-only image part replaced by the prepared image (the same
+        objects for the same ``messages``, while the image is held)."""
         if self.sha is None:
             return list(messages)
+        got = self.sent.get(id(messages))
+        if got is not None and got[0] is messages:
+            return got[1]
         part = self.image()
         out: list[Message] = []
         for m in messages:
@@ -337,7 +346,13 @@ class _MemeJob:
                 out.append(Message(m.role, content))  # type: ignore[arg-type]
             else:
                 out.append(m)
+        self.sent[id(messages)] = (messages, out)
         return out
+
+    def drop_image(self) -> None:
+        """The prepared image leaves memory (with every message that holds it)."""
+        self.part = None
+        self.sent.clear()
 
     def advance(self, stage: str, n: int = 1, *, reused: bool = False) -> None:
         self.done[stage] += n
@@ -912,7 +927,7 @@ class ArenaPipeline:
                 if total > done[stage] and not stopped:
                     self.progress.drop(stage, total - done[stage])
             if job is not None:
-                job.part = None  # the prepared image leaves memory with its meme
+                job.drop_image()  # the prepared image leaves memory with its meme
                 self._merge_tally(job)
 
     def _merge_tally(self, job: _MemeJob) -> None:
@@ -990,7 +1005,7 @@ class ArenaPipeline:
             try:
                 job = self._start(idx, meme)
                 ctx_key, tasks, answers, guides = await self._prepare_meme(job, settings)
-                job.part = None
+                job.drop_image()
                 self._merge_tally(job)
                 prepared[idx] = (job, ctx_key, tasks, answers, guides)
             except DataError as e:
@@ -1066,7 +1081,7 @@ class ArenaPipeline:
                                 ties[ia, ib] += 1.0
                                 ties[ib, ia] += 1.0
                 for i in per_meme:
-                    prepared[i][0].part = None
+                    prepared[i][0].drop_image()
                     self._merge_tally(prepared[i][0])
 
 
