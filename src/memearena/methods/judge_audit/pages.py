@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
 from memearena.view.app import MethodPages, View, finite, query_int
 from memearena.view.queries import RunReader, ViewError
 
-__all__ = ["PAGES", "score_replies"]
+__all__ = ["PAGES", "score_replies", "served"]
 
 _REPLIES = "judge_audit.replies"
 
@@ -84,6 +86,55 @@ def score_replies(
     return out
 
 
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+_ITEM_KINDS = {"judge_audit.respond": "ja_response", "judge_audit.describe": "ja_description"}
+"""Roles whose step key names the item: ``item|model|request``."""
+
+
+def served(r: RunReader, request_hash: str, role: str) -> list[dict[str, Any]]:
+    """Where a Judge-audit call served: a response or description, the scored pairs of its
+    item; a score, the scored pairs of its judge; a pairwise verdict (position and verbosity
+    probes, kept only as the leaderboard's figures), the leaderboard."""
+    if _HASH.fullmatch(request_hash) is None:
+        return []
+    kind = _ITEM_KINDS.get(role)
+    if kind is not None:
+        out: list[dict[str, Any]] = []
+        rows = r.q(
+            "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1",
+            (kind, "%|" + request_hash),
+        )
+        for (key,) in rows:
+            parts = str(key).rsplit("|", 2)
+            if len(parts) == 3:
+                item = parts[0]
+                href = "/judge-audit/pairs?" + urlencode({"item": item})
+                out.append({"href": href, "label": f"Judge-audit pairs of item {item}", "note": ""})
+        return out
+    kind = {"judge_audit.score": "ja_score", "judge_audit.pairwise": "ja_pairwise"}.get(role)
+    if kind is None:
+        return []
+    # The step key is ``judge|request``: the judge as the audit named it.
+    rows = r.q(
+        "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1",
+        (kind, "%|" + request_hash),
+    )
+    if not rows:
+        return []
+    judge = str(rows[0][0]).rsplit("|", 1)[0]
+    if kind == "ja_pairwise":
+        return [
+            {
+                "href": "/judge-audit#evaluators",
+                "label": "Judge-audit leaderboard",
+                "note": f"a position or verbosity verdict of {judge}",
+            }
+        ]
+    href = "/judge-audit/pairs?" + urlencode({"judge": judge})
+    return [{"href": href, "label": f"Judge-audit pairs scored by {judge}", "note": ""}]
+
+
 # ------------------------------------------------------------------ pages
 
 
@@ -109,7 +160,11 @@ def _judge_audit_page(v: View, request: web.Request) -> web.Response:
 def _ja_pairs_page(v: View, request: web.Request) -> web.Response:
     n, r = v.reader(request)
     q = request.query
-    match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
+    match = {
+        "bias_type": q.get("bias_type", ""),
+        "judge": q.get("judge", ""),
+        "id": q.get("item", ""),
+    }
     page = r.jsonl("judge_audit_scores", match, query_int(request, "offset"), 50)
     ja = r.board.get("judge_audit") or {}
     examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
@@ -136,6 +191,7 @@ def _ja_pairs_page(v: View, request: web.Request) -> web.Response:
 PAGES = MethodPages(
     routes=(("/judge-audit", _judge_audit_page), ("/judge-audit/pairs", _ja_pairs_page)),
     nav=(("/judge-audit", "Judge audit"),),
+    served=served,
     image_folders=("judge_audit/images",),
     queries={"score_replies": score_replies},
 )
