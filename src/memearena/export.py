@@ -225,6 +225,13 @@ TABLES: dict[str, Table] = {
                 ("biased_score", "float", "The score of the perturbed item."),
                 ("unbiased_status", "string", "ok, abstained, unparsed, refused, ..."),
                 ("biased_status", "string", "The same for the perturbed item."),
+                (
+                    "unbiased_request_hash",
+                    "string",
+                    "The request of the unperturbed item's score (calls.request_hash; null in"
+                    " a log written before requests were recorded).",
+                ),
+                ("biased_request_hash", "string", "The same for the perturbed item."),
             ),
         ),
     )
@@ -423,6 +430,9 @@ def _audit_scores(run_dir: Path) -> Iterator[dict[str, Any]]:
             "biased_score": row.get("biased_score"),
             "unbiased_status": status[0] if status else None,
             "biased_status": status[1] if len(status) > 1 else None,
+            # An older log has no request keys: null, never a guess.
+            "unbiased_request_hash": row.get("unbiased_request"),
+            "biased_request_hash": row.get("biased_request"),
         }
 
 
@@ -636,8 +646,10 @@ def exports_doc() -> str:
         "dataset's canonical id, the same in every table and method. Adapt steps are stored once",
         "per request, named by the first item that reached it: when two items send the same",
         "request, only the first one's row carries its `request_hash` (the other's is null).",
-        "`audit_scores` joins by `meme`, `judge` and `responder`: the Judge audit's score log",
-        "does not record which request gave each score. Integer columns with nulls load in",
+        "`audit_scores` names both scores' requests (`unbiased_request_hash`,",
+        "`biased_request_hash`); a request can serve several rows (the unperturbed item is",
+        "shared by its bias types), and a log written before requests were recorded has them",
+        "null (join it by `meme`, `judge` and `responder`). Integer columns with nulls load in",
         "pandas as floats.",
         "",
         "`labels` is the run's human labels (`DIR/labels.sqlite`), with the columns their store",

@@ -79,11 +79,13 @@ def test_judge_audit_calls_link_back_to_their_pairs_and_leaderboard(demo_run: Pa
         rows = _PAIR_ROW.findall(body)
         assert rows and {html.unescape(r[1]) for r in rows} == {item}, role
 
-    # A score links to pairs its judge scored.
+    # A score links to the pairs it scored: of its judge, item and bias type.
     _, judge, _ = calls["judge_audit.score"]
-    href, _, _, body = pages["judge_audit.score"][0]
-    rows = _PAIR_ROW.findall(body)
-    assert rows and {html.unescape(r[2]) for r in rows} == {judge}
+    for href, _, _, body in pages["judge_audit.score"]:
+        query = parse_qs(urlsplit(href).query)
+        assert query["judge"] == [judge] and query["item"] and query["bias_type"]
+        rows = {tuple(html.unescape(x) for x in r) for r in _PAIR_ROW.findall(body)}
+        assert rows == {(query["bias_type"][0], query["item"][0], judge)}
 
     # A pairwise verdict (kept only as the leaderboard's figures) links to the leaderboard.
     href, _, _, body = pages["judge_audit.pairwise"][0]
