@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -30,7 +29,7 @@ from memearena.report.safe import csv_safe
 if TYPE_CHECKING:
     from memearena.store import RunStore
 
-__all__ = ["FORMATS", "TABLES", "Column", "Table", "export_table", "table_rows"]
+__all__ = ["FORMATS", "LABELS", "TABLES", "Column", "Table", "export_table", "table_rows"]
 
 Kind = Literal["string", "int", "float", "bool", "json"]
 FORMATS = ("jsonl", "csv", "parquet")
@@ -225,13 +224,38 @@ TABLES: dict[str, Table] = {
                 ("biased_score", "float", "The score of the perturbed item."),
                 ("unbiased_status", "string", "ok, abstained, unparsed, refused, ..."),
                 ("biased_status", "string", "The same for the perturbed item."),
+                (
+                    "unbiased_request_hash",
+                    "string",
+                    "The request of the unperturbed item's score (calls.request_hash; null in"
+                    " a log written before requests were recorded).",
+                ),
+                ("biased_request_hash", "string", "The same for the perturbed item."),
             ),
         ),
     )
 }
-"""Every table ``memearena export`` writes, by name (``labels`` is read as its store gives it)."""
+"""Every table ``memearena export`` writes from a run's outputs, by name (``LABELS`` apart)."""
 
-TABLE_NAMES = (*TABLES, "labels")
+LABELS = Table(
+    "labels",
+    "current human label: the latest answer of one annotator on one item of one queue (every"
+    " answer ever given stays in `labels.sqlite`)",
+    "labels.sqlite (`memearena.labels.LabelStore.labels`)",
+    _cols(
+        ("id", "int", "The label's row in the label store."),
+        ("queue", "string", "battles, guidelines, rewrites or perturbations."),
+        ("item_key", "string", "The labelled item's key in its queue."),
+        ("annotator", "string", "Who labelled it (as they named themselves)."),
+        ("answer", "json", "Each answered field of the queue and its choice."),
+        ("created", "float", "Unix time the label was written."),
+        ("ui_version", "string", "The labelling interface's version."),
+    ),
+)
+"""The run's human labels: a table only where a person (or the demo's simulated annotators)
+labelled the run."""
+
+TABLE_NAMES = (*TABLES, LABELS.name)
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -423,34 +447,24 @@ def _audit_scores(run_dir: Path) -> Iterator[dict[str, Any]]:
             "biased_score": row.get("biased_score"),
             "unbiased_status": status[0] if status else None,
             "biased_status": status[1] if len(status) > 1 else None,
+            # An older log has no request keys: null, never a guess.
+            "unbiased_request_hash": row.get("unbiased_request"),
+            "biased_request_hash": row.get("biased_request"),
         }
 
 
 def _labels(run_dir: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """The run's human labels (``DIR/labels.sqlite``, read by ``memearena.labels``)."""
-    none = MemearenaError(f"{run_dir}: no labels in this run")
+    """The run's current human labels (``DIR/labels.sqlite``, read by ``LabelStore``; a
+    damaged store is LabelError, one line)."""
     if not (run_dir / "labels.sqlite").is_file():
-        raise none
-    try:  # the label store is an optional part: reached by name, as the registry does
-        module: Any = importlib.import_module("memearena.labels")
-    except ImportError:
-        raise none from None
-    rows = [_plain(r) for r in module.LabelStore(run_dir).labels()]
+        raise MemearenaError(f"{run_dir}: no labels in this run")
+    from memearena.labels import LabelStore  # only where the run has labels
+
+    with LabelStore(run_dir, create=False) as store:
+        rows = [asdict(label) for label in store.labels()]
     if not rows:
-        raise none
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    return cols, iter(rows)
-
-
-def _plain(row: Any) -> dict[str, Any]:
-    if isinstance(row, Mapping):
-        return dict(row)
-    if is_dataclass(row) and not isinstance(row, type):
-        return asdict(row)
-    dump = getattr(row, "model_dump", None)
-    if callable(dump):
-        return dict(dump(mode="json"))
-    raise MemearenaError(f"labels: a row of unexpected shape ({type(row).__name__})")
+        raise MemearenaError(f"{run_dir}: no labels in this run")
+    return [c.name for c in LABELS.columns], iter(rows)
 
 
 _READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
@@ -468,7 +482,7 @@ def table_rows(run_dir: Path, table: str) -> tuple[list[str], Iterator[dict[str,
     """A table's column names and its rows (streamed where the source allows); MemearenaError
     for an unknown table or one the run does not hold."""
     run_dir = Path(run_dir)
-    if table == "labels":
+    if table == LABELS.name:
         return _labels(run_dir)
     if table not in _READERS:
         raise MemearenaError(f"--table: must be one of {', '.join(TABLE_NAMES)}, got {table!r}")
@@ -487,23 +501,9 @@ def _chain_first(first: dict[str, Any] | None, rest: Iterator[dict[str, Any]]) -
 # -- writers ---------------------------------------------------------------------------------
 
 
-def _kinds(table: str, cols: list[str], rows: list[dict[str, Any]]) -> dict[str, Kind]:
-    if table in TABLES:
-        return {c.name: c.kind for c in TABLES[table].columns}
-    out: dict[str, Kind] = {}
-    for c in cols:  # a table without a declared schema: each column typed by its values
-        values = [r.get(c) for r in rows if r.get(c) is not None]
-        if values and all(isinstance(v, bool) for v in values):
-            out[c] = "bool"
-        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            out[c] = "int"
-        elif values and all(isinstance(v, int | float) for v in values):
-            out[c] = "float"
-        elif any(isinstance(v, dict | list) for v in values):
-            out[c] = "json"
-        else:
-            out[c] = "string"
-    return out
+def _kinds(table: str) -> dict[str, Kind]:
+    t = LABELS if table == LABELS.name else TABLES[table]
+    return {c.name: c.kind for c in t.columns}
 
 
 def _cell(value: Any, kind: Kind) -> Any:
@@ -588,12 +588,7 @@ def export_table(run_dir: Path, table: str, fmt: str, to: Path | None) -> tuple[
     if stdout and fmt == "parquet":
         raise MemearenaError("--to -: Parquet is written to a file, not to stdout")
     cols, rows = table_rows(run_dir, table)
-    if table == "labels":
-        held = list(rows)
-        kinds = _kinds(table, cols, held)
-        rows = iter(held)
-    else:
-        kinds = _kinds(table, cols, [])
+    kinds = _kinds(table)
     if stdout:
         n = _write_text(rows, cols, kinds, fmt, sys.stdout)
         sys.stdout.flush()
@@ -636,16 +631,18 @@ def exports_doc() -> str:
         "dataset's canonical id, the same in every table and method. Adapt steps are stored once",
         "per request, named by the first item that reached it: when two items send the same",
         "request, only the first one's row carries its `request_hash` (the other's is null).",
-        "`audit_scores` joins by `meme`, `judge` and `responder`: the Judge audit's score log",
-        "does not record which request gave each score. Integer columns with nulls load in",
+        "`audit_scores` names both scores' requests (`unbiased_request_hash`,",
+        "`biased_request_hash`); a request can serve several rows (the unperturbed item is",
+        "shared by its bias types), and a log written before requests were recorded has them",
+        "null (join it by `meme`, `judge` and `responder`). Integer columns with nulls load in",
         "pandas as floats.",
         "",
-        "`labels` is the run's human labels (`DIR/labels.sqlite`), with the columns their store",
-        "gives; a run without labels says so. `--table artifacts` and `--table errors` export",
-        "`run.db`'s raw tables (JSONL or CSV only), as before.",
+        "`labels` is the run's human labels (`DIR/labels.sqlite`); a run without labels says so.",
+        "`--table artifacts` and `--table errors` export `run.db`'s raw tables (JSONL or CSV",
+        "only), as before.",
         "",
     ]
-    for t in TABLES.values():
+    for t in (*TABLES.values(), LABELS):
         out += [f"## `{t.name}`", "", f"One row per {t.row}. Read from {t.source}.", ""]
         out += ["| column | type | meaning |", "|---|---|---|"]
         out += [f"| `{c.name}` | {c.kind} | {c.doc} |" for c in t.columns]

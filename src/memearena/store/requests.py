@@ -15,15 +15,20 @@ magic, which no zlib stream starts with), so both kinds mix in one table.
 
 A body is untrusted once the database leaves the run (a shared or downloaded run directory): a
 frame of a few KiB can declare and hold gigabytes, so a body is unpacked as a stream, up to
-``MAX_PAYLOAD_BYTES``, and one past it is refused (``PayloadTooLarge``), never allocated."""
+``MAX_PAYLOAD_BYTES``, and one past it is refused (``PayloadTooLarge``), never allocated.
+
+A Zstandard context is never used by two threads at once (concurrent use corrupts its output or
+crashes the process): each thread has its own compressors and decompressors (the viewer unpacks
+requests in several page threads), with its own digested dictionaries."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from memearena.errors import StoreError
@@ -87,22 +92,24 @@ def _zstd_dict(body: bytes) -> zstandard.ZstdCompressionDict:
 class _Dict:
     id: int
     body: bytes
-    compressor: zstandard.ZstdCompressor | None = field(default=None, repr=False)
+    local: threading.local = field(default_factory=threading.local, repr=False)
+    """This thread's compressor (``local.compressor``): one per thread, never shared."""
 
     def compress(self, raw: bytes) -> bytes:
-        if self.compressor is None:
+        compressor: zstandard.ZstdCompressor | None = getattr(self.local, "compressor", None)
+        if compressor is None:
             import zstandard
 
             # No checksum (SQLite pages carry none either; the key re-hashes the payload), no
             # dictionary id (the row names its dictionary); the content size is kept, so a
             # reader knows what it unpacks before it does.
-            self.compressor = zstandard.ZstdCompressor(
+            compressor = self.local.compressor = zstandard.ZstdCompressor(
                 level=_LEVEL,
                 dict_data=_zstd_dict(self.body),
                 write_checksum=False,
                 write_dict_id=False,
             )
-        return self.compressor.compress(raw)
+        return compressor.compress(raw)
 
 
 class RequestPacker:
@@ -128,13 +135,33 @@ class RequestPacker:
         return d.id, d.compress(raw)
 
 
-@lru_cache(maxsize=64)
+_DECOMPRESSORS_PER_THREAD = 64
+"""Decompressors a thread keeps (the latest used), one per dictionary."""
+
+_THREAD = threading.local()
+
+
 def _decompressor(zdict: bytes | None) -> zstandard.ZstdDecompressor:
+    """This thread's decompressor for ``zdict`` (made on first use in the thread)."""
+    cache: OrderedDict[bytes | None, zstandard.ZstdDecompressor] | None = getattr(
+        _THREAD, "decompressors", None
+    )
+    if cache is None:
+        cache = _THREAD.decompressors = OrderedDict()
+    dctx = cache.get(zdict)
+    if dctx is not None:
+        cache.move_to_end(zdict)
+        return dctx
     import zstandard
 
-    if zdict is None:
-        return zstandard.ZstdDecompressor()
-    return zstandard.ZstdDecompressor(dict_data=_zstd_dict(zdict))
+    dctx = cache[zdict] = (
+        zstandard.ZstdDecompressor()
+        if zdict is None
+        else zstandard.ZstdDecompressor(dict_data=_zstd_dict(zdict))
+    )
+    if len(cache) > _DECOMPRESSORS_PER_THREAD:
+        cache.popitem(last=False)
+    return dctx
 
 
 class PayloadTooLarge(StoreError, ValueError):

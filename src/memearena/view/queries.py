@@ -44,9 +44,6 @@ OUTCOMES = ("refusal", "parse_failure", "error")
 
 MAX_PER_PAGE = 200
 
-_UNPACKING = threading.Lock()
-"""Held while a stored request body is decompressed (``RunReader.unpack``)."""
-
 
 class ViewError(MemearenaError):
     """A directory the viewer cannot show (missing, not a run)."""
@@ -421,11 +418,9 @@ class RunReader:
 
     @staticmethod
     def unpack(body: bytes, zdict: bytes | None) -> str:
-        """A stored request body as text: one at a time in this process, since pages render in
-        worker threads and the store's decompressors (one per dictionary, shared) must never
-        run in two threads at once (concurrent use corrupts their output or crashes)."""
-        with _UNPACKING:
-            return unpack(body, zdict)
+        """A stored request body as text (pages render in worker threads: the store keeps a
+        decompressor per thread, so bodies unpack in several at once)."""
+        return unpack(body, zdict)
 
     def zdict(self, number: int) -> bytes | None:
         """The compression dictionary ``number`` of the run's requests (None: not on record)."""

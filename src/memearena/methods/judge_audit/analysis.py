@@ -112,7 +112,9 @@ def _est(e: RatioEstimate) -> dict[str, Any]:
 
 
 def score_rows(outcome: JudgeAuditOutcome) -> list[dict[str, Any]]:
-    """Every scored pair in the ``judge-audit metrics`` input format (plus judge and status)."""
+    """Every scored pair in the ``judge-audit metrics`` input format (plus judge, status and
+    each score's request key, ``unbiased_request`` and ``biased_request``: calls.request_hash,
+    null where not recorded)."""
     return list(iter_score_rows(outcome))
 
 
@@ -127,6 +129,8 @@ def iter_score_rows(outcome: JudgeAuditOutcome) -> Iterator[dict[str, Any]]:
             "judge": r.judge,
             "responder": r.responder,
             "status": [r.unbiased_status, r.biased_status],
+            "unbiased_request": r.unbiased_request,
+            "biased_request": r.biased_request,
         }
 
 
@@ -401,7 +405,7 @@ class _VerdictTally:
         first_value = {a: 1.0, b: 0.0, t: 0.5}
         seen: list[dict[tuple[int, int, int], int]] = [{} for _ in judges]
         for chunk in log.chunks():
-            for jc, probe, ic, first, second, pref, _lf, _ls in chunk.tolist():
+            for jc, probe, ic, first, second, pref, _lf, _ls, _rq in chunk.tolist():
                 g = g_of[jc]
                 if g < 0:
                     continue

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
 from memearena.view.app import MethodPages, View, finite, query_int
 from memearena.view.queries import RunReader, ViewError
 
-__all__ = ["PAGES", "score_replies"]
+__all__ = ["PAGES", "score_replies", "served"]
 
 _REPLIES = "judge_audit.replies"
+_SCORES = "judge_audit_scores"
+"""The run's score log (``<name>.jsonl``): every scored pair, with its scores' requests."""
 
 
 def _value(e: Any) -> float | None:
@@ -84,6 +88,102 @@ def score_replies(
     return out
 
 
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+_ITEM_KINDS = {"judge_audit.respond": "ja_response", "judge_audit.describe": "ja_description"}
+"""Roles whose step key names the item: ``item|model|request``."""
+
+
+def served(r: RunReader, request_hash: str, role: str) -> list[dict[str, Any]]:
+    """Where a Judge-audit call served: a response or description, the scored pairs of its
+    item; a score, the pairs whose score it gave (the score log names each score's request;
+    in an older log, the pairs its judge scored); a pairwise verdict (position and verbosity
+    probes, kept only as the leaderboard's figures), the leaderboard."""
+    if _HASH.fullmatch(request_hash) is None:
+        return []
+    kind = _ITEM_KINDS.get(role)
+    if kind is not None:
+        out: list[dict[str, Any]] = []
+        rows = r.q(
+            "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1",
+            (kind, "%|" + request_hash),
+        )
+        for (key,) in rows:
+            parts = str(key).rsplit("|", 2)
+            if len(parts) == 3:
+                item = parts[0]
+                href = "/judge-audit/pairs?" + urlencode({"item": item})
+                out.append({"href": href, "label": f"Judge-audit pairs of item {item}", "note": ""})
+        return out
+    kind = {"judge_audit.score": "ja_score", "judge_audit.pairwise": "ja_pairwise"}.get(role)
+    if kind is None:
+        return []
+    # The step key is ``judge|request``: the judge as the audit named it.
+    rows = r.q(
+        "SELECT key FROM artifacts WHERE kind=? AND key LIKE ? LIMIT 1",
+        (kind, "%|" + request_hash),
+    )
+    if not rows:
+        return []
+    judge = str(rows[0][0]).rsplit("|", 1)[0]
+    if kind == "ja_pairwise":
+        return [
+            {
+                "href": "/judge-audit#evaluators",
+                "label": "Judge-audit leaderboard",
+                "note": f"a position or verbosity verdict of {judge}",
+            }
+        ]
+    out = []
+    for row in _pairs_scored_by(r, request_hash):
+        item, bias_type = str(row.get("id")), str(row.get("bias_type"))
+        side = "unbiased" if row.get("unbiased_request") == request_hash else "biased"
+        query = {"bias_type": bias_type, "judge": judge, "item": item}
+        out.append(
+            {
+                "href": "/judge-audit/pairs?" + urlencode(query),
+                "label": f"{bias_type} pair of item {item}",
+                "note": f"the {side} score",
+            }
+        )
+    if not out:  # a score log written before it named each score's request
+        href = "/judge-audit/pairs?" + urlencode({"judge": judge})
+        out.append({"href": href, "label": f"Judge-audit pairs scored by {judge}", "note": ""})
+    return out
+
+
+_SERVED_PAIRS = 5
+"""Scored pairs a score call's page links to (the unperturbed item's score serves one pair per
+bias type)."""
+
+
+def _pairs_scored_by(r: RunReader, request_hash: str) -> list[dict[str, Any]]:
+    """The first rows of the score log naming ``request_hash`` as a score's request."""
+    path = r.inside(f"{_SCORES}.jsonl")
+    out: list[dict[str, Any]] = []
+    if path is None or not path.is_file():
+        return out
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if request_hash not in line:  # most lines: no JSON parsed
+                    continue
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(row, dict) and request_hash in (
+                    row.get("unbiased_request"),
+                    row.get("biased_request"),
+                ):
+                    out.append(row)
+                    if len(out) >= _SERVED_PAIRS:
+                        break
+    except OSError:
+        return out
+    return out
+
+
 # ------------------------------------------------------------------ pages
 
 
@@ -109,8 +209,12 @@ def _judge_audit_page(v: View, request: web.Request) -> web.Response:
 def _ja_pairs_page(v: View, request: web.Request) -> web.Response:
     n, r = v.reader(request)
     q = request.query
-    match = {"bias_type": q.get("bias_type", ""), "judge": q.get("judge", "")}
-    page = r.jsonl("judge_audit_scores", match, query_int(request, "offset"), 50)
+    match = {
+        "bias_type": q.get("bias_type", ""),
+        "judge": q.get("judge", ""),
+        "id": q.get("item", ""),
+    }
+    page = r.jsonl(_SCORES, match, query_int(request, "offset"), 50)
     ja = r.board.get("judge_audit") or {}
     examples = (ja.get("examples") or {}).get(q.get("bias_type", "")) or []
     shown = [
@@ -136,6 +240,7 @@ def _ja_pairs_page(v: View, request: web.Request) -> web.Response:
 PAGES = MethodPages(
     routes=(("/judge-audit", _judge_audit_page), ("/judge-audit/pairs", _ja_pairs_page)),
     nav=(("/judge-audit", "Judge audit"),),
+    served=served,
     image_folders=("judge_audit/images",),
     queries={"score_replies": score_replies},
 )

@@ -3,6 +3,11 @@ verdict, logged in arrival order as fixed-size binary rows (names kept once, as 
 and spooled to an anonymous temporary file, so an audit's memory does not grow with the number
 of pairs. A log reads back as records (``ScoreRecord``, ``VerdictRecord``) or, for the analysis,
 as chunks of columns (a numpy structured array), in the order the records arrived.
+
+Each score and verdict names the request that gave it (``ModelPool.request_key``, the
+``request_hash`` of its calls in ``run.db``), kept as its 32 bytes in the row, not as a name:
+every request is another key, so a table of them would grow with the audit. A record made
+without one (an older caller) reads back with None.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ class ScoreRecord:
     biased_status: str
     """Same, for the perturbed triplet."""
     responder: str | None = None
+    unbiased_request: str | None = None
+    """The request key of the unperturbed triplet's score (None: not recorded)."""
+    biased_request: str | None = None
+    """The same, for the perturbed triplet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,8 @@ class VerdictRecord:
     """``A``, ``B``, ``tie``, or None (unparsed, refused or failed)."""
     len_first: int
     len_second: int
+    request: str | None = None
+    """The verdict's request key (None: not recorded)."""
 
 
 MISSING, _INT, _FLOAT = 0, 1, 2
@@ -158,6 +169,27 @@ def _value(v: float | None) -> tuple[float, int]:
     return float(v), _FLOAT
 
 
+_NO_KEY = bytes(32)
+"""A row's request key when none was recorded."""
+
+
+def _key_bytes(key: str | None) -> bytes:
+    """A request key (64 hex digits, a sha256) as the 32 bytes a row keeps."""
+    if key is None:
+        return _NO_KEY
+    try:
+        raw = bytes.fromhex(key)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise ValueError(f"not a request key (64 hex digits): {key[:80]!r}")
+    return raw
+
+
+def _key_text(raw: bytes) -> str | None:
+    return None if raw == _NO_KEY else raw.hex()
+
+
 def _read(v: float, kind: int) -> float | None:
     if kind == MISSING:
         return None
@@ -165,7 +197,7 @@ def _read(v: float, kind: int) -> float | None:
 
 
 class ScoreLog(_Spool):
-    """Every scored pair in arrival order (``ScoreRecord``; 29 bytes a pair on disk)."""
+    """Every scored pair in arrival order (``ScoreRecord``; 93 bytes a pair on disk)."""
 
     DTYPE = np.dtype(
         [
@@ -179,9 +211,11 @@ class ScoreLog(_Spool):
             ("biased_kind", "u1"),
             ("unbiased_status", "u1"),
             ("biased_status", "u1"),
+            ("unbiased_request", "V32"),
+            ("biased_request", "V32"),
         ]
     )
-    PACK = struct.Struct("<HIBHddBBBB")
+    PACK = struct.Struct("<HIBHddBBBB32s32s")
 
     def __init__(self, records: Iterable[ScoreRecord] = ()) -> None:
         super().__init__()
@@ -202,6 +236,8 @@ class ScoreLog(_Spool):
         unbiased_status: str,
         biased_status: str,
         responder: str | None = None,
+        unbiased_request: str | None = None,
+        biased_request: str | None = None,
     ) -> None:
         """Log one pair's outcome (the fields of ``ScoreRecord``)."""
         u, uk = _value(unbiased)
@@ -219,6 +255,8 @@ class ScoreLog(_Spool):
                 bk,
                 st(unbiased_status),
                 st(biased_status),
+                _key_bytes(unbiased_request),
+                _key_bytes(biased_request),
             )
         )
 
@@ -227,20 +265,37 @@ class ScoreLog(_Spool):
         item: str,
         bias_type: str,
         responder: str | None,
-        judged: Iterable[tuple[str, float | None, str, float | None, str]],
+        judged: Iterable[tuple[Any, ...]],
     ) -> None:
         """Log one pair's outcome for each judge: ``(judge, unbiased, unbiased_status, biased,
-        biased_status)`` (what ``add`` logs, the pair's names coded once)."""
+        biased_status[, unbiased_request, biased_request])`` (what ``add`` logs, the pair's
+        names coded once)."""
         ic, tc, rc = (
             self.items.code(item),
             self.bias_types.code(bias_type),
             self.responders.code(responder),
         )
         jcode, st, pack, put = self.judges.code, self.statuses.code, self.PACK.pack, self._put
-        for judge, unbiased, us, biased, bs in judged:
+        for judge, unbiased, us, biased, bs, *keys in judged:
             u, uk = _value(unbiased)
             b, bk = _value(biased)
-            put(pack(jcode(judge), ic, tc, rc, u, b, uk, bk, st(us), st(bs)))
+            ur, br = keys if keys else (None, None)
+            put(
+                pack(
+                    jcode(judge),
+                    ic,
+                    tc,
+                    rc,
+                    u,
+                    b,
+                    uk,
+                    bk,
+                    st(us),
+                    st(bs),
+                    _key_bytes(ur),
+                    _key_bytes(br),
+                )
+            )
 
     def append(self, r: ScoreRecord) -> None:
         self.add(
@@ -252,6 +307,8 @@ class ScoreLog(_Spool):
             r.unbiased_status,
             r.biased_status,
             r.responder,
+            r.unbiased_request,
+            r.biased_request,
         )
 
     def extend(self, records: Iterable[ScoreRecord]) -> None:
@@ -262,14 +319,23 @@ class ScoreLog(_Spool):
         j, i, t = self.judges.names, self.items.names, self.bias_types.names
         resp, st = self.responders.names, self.statuses.names
         for chunk in self.chunks():
-            for jc, ic, tc, rc, u, b, uk, bk, us, bs in chunk.tolist():
+            for jc, ic, tc, rc, u, b, uk, bk, us, bs, ur, br in chunk.tolist():
                 yield ScoreRecord(
-                    j[jc], i[ic], t[tc], _read(u, uk), _read(b, bk), st[us], st[bs], resp[rc]
+                    j[jc],
+                    i[ic],
+                    t[tc],
+                    _read(u, uk),
+                    _read(b, bk),
+                    st[us],
+                    st[bs],
+                    resp[rc],
+                    _key_text(ur),
+                    _key_text(br),
                 )
 
 
 class VerdictLog(_Spool):
-    """Every pairwise verdict in arrival order (``VerdictRecord``; 28 bytes a verdict on disk)."""
+    """Every pairwise verdict in arrival order (``VerdictRecord``; 60 bytes a verdict on disk)."""
 
     DTYPE = np.dtype(
         [
@@ -281,9 +347,10 @@ class VerdictLog(_Spool):
             ("preference", "u1"),
             ("len_first", "<i8"),
             ("len_second", "<i8"),
+            ("request", "V32"),
         ]
     )
-    PACK = struct.Struct("<HBIHHBqq")
+    PACK = struct.Struct("<HBIHHBqq32s")
     _PREF: ClassVar[dict[str | None, int]] = {p: k for k, p in enumerate(PREFERENCES)}
 
     def __init__(self, records: Iterable[VerdictRecord] = ()) -> None:
@@ -305,6 +372,7 @@ class VerdictLog(_Spool):
         preference: str | None,
         len_first: int,
         len_second: int,
+        request: str | None = None,
     ) -> None:
         """Log one verdict (the fields of ``VerdictRecord``)."""
         lab = self.labels.code
@@ -318,12 +386,21 @@ class VerdictLog(_Spool):
                 self._PREF[preference],
                 len_first,
                 len_second,
+                _key_bytes(request),
             )
         )
 
     def append(self, v: VerdictRecord) -> None:
         self.add(
-            v.judge, v.probe, v.item, v.first, v.second, v.preference, v.len_first, v.len_second
+            v.judge,
+            v.probe,
+            v.item,
+            v.first,
+            v.second,
+            v.preference,
+            v.len_first,
+            v.len_second,
+            v.request,
         )
 
     def extend(self, records: Iterable[VerdictRecord]) -> None:
@@ -333,7 +410,7 @@ class VerdictLog(_Spool):
     def __iter__(self) -> Iterator[VerdictRecord]:
         j, p, i, lab = self.judges.names, self.probes.names, self.items.names, self.labels.names
         for chunk in self.chunks():
-            for jc, pc, ic, fc, sc, pref, lf, ls in chunk.tolist():
+            for jc, pc, ic, fc, sc, pref, lf, ls, rq in chunk.tolist():
                 yield VerdictRecord(
-                    j[jc], p[pc], i[ic], lab[fc], lab[sc], PREFERENCES[pref], lf, ls
+                    j[jc], p[pc], i[ic], lab[fc], lab[sc], PREFERENCES[pref], lf, ls, _key_text(rq)
                 )

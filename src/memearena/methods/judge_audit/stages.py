@@ -149,14 +149,18 @@ class _Request:
     just before it is sent, its payload is still in the pool's memo (not built and hashed a
     second time); shared by identical steps, it is keyed once for all of them."""
 
-    __slots__ = ("judge", "key", "msgs", "shown")
+    __slots__ = ("judge", "key", "msgs", "request", "shown")
 
     def __init__(self, judge: str, msgs: list[Message], shown: tuple[str, ...] = ()) -> None:
         self.judge = judge
         self.msgs = msgs
         self.key: str | None = None
+        self.request: str | None = None  # its request key (calls.request_hash), with ``key``
         self.shown = shown  # the untrusted texts in it: a rating quoted from them is not one
 
+
+_Judged = tuple[str, tuple[dict[str, Any] | None, ...], tuple[str | None, str | None]]
+"""One judge's scores of a pair: ``(judge, (unbiased, biased artifact), (their request keys))``."""
 
 _LOOKUP_CHUNK = 480
 """Score steps looked up in the store at a time (one query)."""
@@ -345,7 +349,8 @@ class JudgeAuditPipeline:
         key = request.key
         if key is None:
             judge = request.judge
-            key = request.key = artifact_key(judge, self.pool.request_key(judge, request.msgs))
+            request.request = self.pool.request_key(judge, request.msgs)
+            key = request.key = artifact_key(judge, request.request)
         return key
 
     async def _score(
@@ -555,10 +560,10 @@ class JudgeAuditPipeline:
                 if len(chosen) >= want_examples:
                     del chosen[max(chosen)]
                 match = chosen[rank] = _example(pair)
-            judged = [(judge, *_status(u), *_status(b)) for judge, (u, b) in done]
+            judged = [(judge, *_status(u), *_status(b), *keys) for judge, (u, b), keys in done]
             scores.add_pair(item, bias_type, responder, judged)
             if match is not None:
-                for judge, uv, us, bv, bs in judged:
+                for judge, uv, us, bv, bs, *_keys in judged:
                     match["scores"][judge] = {"unbiased": uv, "biased": bv, "status": [us, bs]}
         order = {j: k for k, j in enumerate(judges)}
         for bias_type in sorted(candidates):
@@ -569,8 +574,9 @@ class JudgeAuditPipeline:
 
     async def _scored(
         self, pairs: Iterator[AuditPair]
-    ) -> AsyncIterator[tuple[AuditPair, list[tuple[str, tuple[dict[str, Any] | None, ...]]]]]:
-        """``(pair, [(judge, (unbiased artifact, biased artifact)), ...])`` for every pair, as
+    ) -> AsyncIterator[tuple[AuditPair, list[_Judged]]]:
+        """``(pair, [(judge, (unbiased artifact, biased artifact), (their request keys)), ...])``
+        for every pair, as
         they finish (the judges it got to: all of them unless the spend cap stopped it). A job
         is one pair: its judges one after the other (each item starting at another judge, so
         the window's calls spread over the judges), at most ``window`` pairs, so ``window``
@@ -636,8 +642,8 @@ class JudgeAuditPipeline:
             if chunk:
                 yield from chunk_jobs(chunk, shared)
 
-        async def one(job: Job) -> list[tuple[str, tuple[dict[str, Any] | None, ...]]]:
-            done: list[tuple[str, tuple[dict[str, Any] | None, ...]]] = []
+        async def one(job: Job) -> list[_Judged]:
+            done: list[_Judged] = []
             for judge, u_req, b_req, u_look, b_look in job[1]:
                 if self._stopped is not None:
                     break
@@ -648,7 +654,7 @@ class JudgeAuditPipeline:
                     # What this pair's judges finished is kept; ``_window`` ends the stage.
                     self._stopped = self._stopped or e
                     break
-                done.append((judge, (u, b)))
+                done.append((judge, (u, b), (u_req.request, b_req.request)))
             return done
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
@@ -760,7 +766,15 @@ class JudgeAuditPipeline:
             one, expand(), acfg.window
         ):
             out.verdicts.add(
-                judge, probe, uid, first[0], second[0], pref, len(first[1]), len(second[1])
+                judge,
+                probe,
+                uid,
+                first[0],
+                second[0],
+                pref,
+                len(first[1]),
+                len(second[1]),
+                _r.request,
             )
 
     # ---------------------------------------------------------------- driver
