@@ -25,8 +25,10 @@ JOINS = {
     "answers": ["request_hash"],
     "scores": ["request_hash", "original_image_request_hash"],
     "chains": ["request_hash"],
+    "audit_scores": ["unbiased_request_hash", "biased_request_hash"],
 }
-"""Each table's columns naming a request (``audit_scores`` joins by meme and judge)."""
+"""Each table's columns naming a request (``audit_scores`` also joins its responses by meme and
+responder)."""
 
 
 def test_every_table_loads_from_parquet_and_joins_to_calls(demo_run: Path, tmp_path: Path) -> None:
