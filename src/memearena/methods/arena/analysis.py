@@ -854,7 +854,7 @@ def fusion_convergence(
         weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot) / n  # B × memes
         boot = np.einsum("bm,mra->bra", weights, cube)  # B × rounds × axes
     boot_overall = None if boot is None else boot.mean(axis=2)
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     for r in range(n_rounds):
         rounds.append(
             {
