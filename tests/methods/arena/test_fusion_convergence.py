@@ -220,3 +220,26 @@ def test_setting_off_keeps_every_request_and_records_no_rating(tmp_path: Path) -
         assert a.count_artifacts(KIND) == 0
         for kind in ("context", "answer", "guideline_round", "verdict"):
             assert [k for k, _ in a.artifacts(kind)] == [k for k, _ in b.artifacts(kind)]
+
+
+def test_viewer_arena_page_shows_the_convergence(
+    rated_run: tuple[Path, dict[str, Any], int],
+) -> None:
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from memearena.view import make_app
+
+    run_dir, board, _calls = rated_run
+
+    async def go() -> tuple[int, str]:
+        async with TestClient(TestServer(make_app(run_dir))) as client:
+            resp = await client.get("/r/0/arena")
+            return resp.status, await resp.text()
+
+    status, page = asyncio.run(go())
+    assert status == 200
+    section = page.split('id="convergence"', 1)[1]
+    last = board["arena"]["fusion_convergence"]["rounds"][-1]["overall"]
+    assert f"{last['ci_low']:.3f}" in section and "Plateau after round" in section
