@@ -248,11 +248,11 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
         print_settings(console, settings, arena.get("settings_comparison") or {})
     conv = convergence_view(arena.get("fusion_convergence"))
     if conv:
-        table = Table(
-            title=f"Fusion convergence: panel rating (1-3, five axes) per round, "
-            f"95% intervals over {conv['memes']} memes",
-            title_justify="left",
+        console.print(
+            f"Fusion convergence: the panel's rating (1-3, mean of five axes) of each round's "
+            f"guideline, 95% intervals over {conv['memes']} memes"
         )
+        table = Table()
         table.add_column("Round", justify="right")
         table.add_column("Overall [95% CI]", justify="right")
         for row in conv["rows"]:
