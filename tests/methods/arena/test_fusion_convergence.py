@@ -243,3 +243,20 @@ def test_viewer_arena_page_shows_the_convergence(
     section = page.split('id="convergence"', 1)[1]
     last = board["arena"]["fusion_convergence"]["rounds"][-1]["overall"]
     assert f"{last['ci_low']:.3f}" in section and "Plateau after round" in section
+
+
+def test_notebook_result_has_the_convergence_table(
+    rated_run: tuple[Path, dict[str, Any], int],
+) -> None:
+    from memearena import open_run
+
+    run_dir, board, _calls = rated_run
+    df = open_run(run_dir).fusion_convergence()
+    assert len(df) == (1 + ROUNDS) * (1 + len(AXES))
+    last = board["arena"]["fusion_convergence"]["rounds"][-1]["overall"]
+    row = df[(df["round"] == ROUNDS) & (df["axis"] == "overall")].iloc[0]
+    assert (row["value"], row["ci_low"], row["ci_high"]) == (
+        last["value"],
+        last["ci_low"],
+        last["ci_high"],
+    )
