@@ -823,6 +823,8 @@ def fusion_convergence(
         if judge not in panel or art is None or not isinstance(art.get("ratings"), dict):
             continue
         r = art["ratings"]
+        if not rnd.isdigit() or not all(r.get(a) in (1, 2, 3) for a in AXES):
+            continue  # not a rating this parser could have accepted
         per.setdefault(uid, {}).setdefault(int(rnd), []).append([int(r[a]) for a in AXES])
     n_rounds = 1 + max((max(rs) for rs in per.values()), default=-1)
     complete = sorted(u for u, rs in per.items() if len(rs) == n_rounds)

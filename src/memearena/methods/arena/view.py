@@ -250,15 +250,16 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
     if conv:
         console.print(
             f"Fusion convergence: the panel's rating (1-3, mean of five axes) of each round's "
-            f"guideline, 95% intervals over {conv['memes']} memes"
+            f"guideline, 95% intervals over {conv['memes']} memes",
+            markup=False,
         )
         table = Table()
         table.add_column("Round", justify="right")
         table.add_column("Overall [95% CI]", justify="right")
-        for row in conv["rows"]:
-            table.add_row(row["round"], row["overall"])
+        for row in conv["rows"]:  # a file's values printed literally, never as markup
+            table.add_row(console_safe(row["round"]), console_safe(row["overall"]))
         console.print(table)
-        console.print(conv["plateau"])
+        console.print(conv["plateau"], markup=False)
     sim = board.get("simulated")
     if sim:
         tau = (sim.get("leaderboard_vs_truth") or {}).get("kendall_tau") or sim["kendall_tau"]
@@ -563,7 +564,7 @@ def convergence_view(value: Any) -> dict[str, Any] | None:
         axes = dict_of(r.get("axes"))
         rows.append(
             {
-                "round": "draft" if r.get("round") == 0 else console_safe(str(r.get("round"))),
+                "round": "draft" if r.get("round") == 0 else str(r.get("round")),
                 "overall": fmt_cell(dict_of(r.get("overall")), "value"),
                 "axes": [fmt_cell(dict_of(axes.get(a)), "value") for a, _ in AXIS_LABELS],
             }
