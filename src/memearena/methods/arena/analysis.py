@@ -23,7 +23,9 @@ import numpy as np
 
 from memearena.config import RunConfig, SimModelConfig
 from memearena.methods.arena.config import ArenaConfig
+from memearena.methods.arena.convergence import AXES, KIND, RATINGS_VIEW
 from memearena.methods.arena.schedule import owns
+from memearena.methods.arena.stages import SEP as _SEP
 from memearena.methods.arena.stages import ArenaOutcome, JudgedStream
 from memearena.stats import (
     Estimate,
@@ -762,7 +764,9 @@ def settings_vs_truth(
     return out
 
 
-_STEP_KINDS = frozenset({"context", "answer", "guideline_round", "guideline_self", "verdict"})
+_STEP_KINDS = frozenset(
+    {"context", "answer", "guideline_round", "guideline_self", "verdict", "guideline_rating"}
+)
 """The Arena's step kinds: each step's key ends with the fingerprint of the request it sends."""
 
 
@@ -780,6 +784,7 @@ def current_errors(acfg: ArenaConfig, store: RunStore) -> dict[str, int]:
         "arena.guideline_refine": judges,
         "arena.guideline_self": judges,
         "arena.judge": judges,
+        "arena.guideline_rating": judges,
     }
     named = set().union(*allowed.values())
     errors = [e for e in store.errors() if e.kind in _STEP_KINDS or e.kind == "meme"]
@@ -792,6 +797,101 @@ def current_errors(acfg: ArenaConfig, store: RunStore) -> dict[str, int]:
             continue
         counts[f"{e.kind}: {e.reason.split(':')[0]}"] += 1
     return dict(sorted(counts.items()))
+
+
+CONVERGENCE_BOOTSTRAP = 2000
+"""Most bootstrap rounds of the fusion-convergence intervals."""
+
+
+def fusion_convergence(
+    store: RunStore, judges: Sequence[str], *, bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """The panel's ratings of each fusion round's guideline: per round, each axis's mean and
+    the overall mean (of the five axes) with 95% bootstrap intervals over memes (the unit
+    sampled: a meme's rounds and judges are correlated), and the plateau round.
+
+    A meme counts where every round of its chain was rated by at least one judge; a round's
+    value for a meme is the mean of its judges' ratings. The plateau round is the first round
+    whose overall-mean interval no later round's mean rises above; ``None`` when only the last
+    round qualifies (still rising when fusion stopped). ``gain_after_plateau`` is the last
+    round's overall mean minus the plateau round's, with a paired interval (same memes)."""
+    panel = set(judges)
+    per: dict[str, dict[int, list[list[int]]]] = {}
+    for coord, _refs, values in store.iter_members(RATINGS_VIEW, (KIND, None, None)):
+        uid, rnd, judge = coord.split(_SEP)
+        art = values[0]
+        if judge not in panel or art is None or not isinstance(art.get("ratings"), dict):
+            continue
+        r = art["ratings"]
+        if not rnd.isdigit() or not all(r.get(a) in (1, 2, 3) for a in AXES):
+            continue  # not a rating this parser could have accepted
+        per.setdefault(uid, {}).setdefault(int(rnd), []).append([int(r[a]) for a in AXES])
+    n_rounds = 1 + max((max(rs) for rs in per.values()), default=-1)
+    complete = sorted(u for u, rs in per.items() if len(rs) == n_rounds)
+    out: dict[str, Any] = {
+        "axes": list(AXES),
+        "scale": [1, 3],
+        "unit": "meme",
+        "memes": len(complete),
+        "memes_incomplete": len(per) - len(complete),
+        "judges": list(judges),
+        "rounds": [],
+        "plateau_round": None,
+        "gain_after_plateau": None,
+    }
+    if not complete or n_rounds == 0:
+        out["note"] = "no meme has every fusion round rated"
+        return out
+    # memes × rounds × axes: each cell the panel's mean rating.
+    cube = np.array(
+        [[np.mean(per[u][r], axis=0) for r in range(n_rounds)] for u in complete], dtype=float
+    )
+    n = len(complete)
+    point = cube.mean(axis=0)  # rounds × axes
+    overall = point.mean(axis=1)
+    n_boot = min(max(bootstrap, 0), CONVERGENCE_BOOTSTRAP)
+    boot: np.ndarray | None = None
+    if n_boot and n > 1:
+        rng = np.random.default_rng(seed)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot) / n  # B × memes
+        boot = np.einsum("bm,mra->bra", weights, cube)  # B × rounds × axes
+    boot_overall = None if boot is None else boot.mean(axis=2)
+    rounds: list[dict[str, Any]] = []
+    for r in range(n_rounds):
+        rounds.append(
+            {
+                "round": r,
+                "overall": _interval_dict(
+                    float(overall[r]), None if boot_overall is None else boot_overall[:, r], n
+                ),
+                "axes": {
+                    a: _interval_dict(
+                        float(point[r, k]), None if boot is None else boot[:, r, k], n
+                    )
+                    for k, a in enumerate(AXES)
+                },
+            }
+        )
+    out["rounds"] = rounds
+    plateau = None
+    for r in range(n_rounds - 1):
+        high = rounds[r]["overall"]["ci_high"]
+        if high is not None and all(overall[s] <= high for s in range(r + 1, n_rounds)):
+            plateau = r
+            break
+    out["plateau_round"] = plateau
+    if plateau is None:
+        out["note"] = (
+            "no plateau: a later round's mean rose above every earlier round's interval"
+            if boot is not None
+            else "no plateau: no interval (fewer than two memes or no bootstrap)"
+        )
+    else:
+        last = n_rounds - 1
+        gain = float(overall[last] - overall[plateau])
+        samples = None if boot_overall is None else boot_overall[:, last] - boot_overall[:, plateau]
+        out["gain_after_plateau"] = _interval_dict(gain, samples, n)
+    return out
 
 
 def arena_leaderboard(
@@ -808,6 +908,10 @@ def arena_leaderboard(
     main["answers"] = answer_outcomes(outcomes[0])
     main["errors"] = current_errors(cfg.arena, store)
     main["usage"] = store.usage_summary("arena.")  # a run directory may hold other methods'
+    if cfg.arena.rate_fusion_rounds:
+        main["fusion_convergence"] = fusion_convergence(
+            store, cfg.arena.judges, bootstrap=n_boot, seed=cfg.seed
+        )
     truth = true_ranking(cfg)
     if len(outcomes) > 1:
         # Settings are compared with a smaller bootstrap: their point figures are the contrast.

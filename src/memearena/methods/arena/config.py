@@ -39,6 +39,8 @@ class ArenaConfig(ConfigSection):
     """Contexts per meme: highly relevant, moderately relevant, unrelated (first n)."""
     fusion_rounds: int = Field(8, ge=0, le=MAX_FUSION_ROUNDS)
     """Guideline refinement rounds per meme (must be >= number of judges; at most 1,000)."""
+    rate_fusion_rounds: bool = False
+    """After fusion, every judge rates each round's guideline 1-3 on five axes (convergence)."""
     setting: Literal["memearena", "none", "self", "human"] = "memearena"
     """Guideline used when judging: fused, none, each judge's own, or from a file."""
     human_guidelines: Path | None = None
@@ -146,6 +148,8 @@ def arena_call_estimate(
         for j in a.judges:
             if setting == "memearena":
                 out[j] += n_memes * (1 + a.fusion_rounds) / n_judges
+                if a.rate_fusion_rounds:  # at most one rating per judge and round
+                    out[j] += n_memes * (1 + a.fusion_rounds)
             elif setting == "self":
                 out[j] += n_memes
             out[j] += 2 * comparisons

@@ -23,6 +23,7 @@ from memearena.errors import ConfigError
 from memearena.methods.arena import sim as sim  # its simulated part registers
 from memearena.methods.arena import view
 from memearena.methods.arena.config import arena_call_estimate
+from memearena.methods.arena.convergence import RATINGS_VIEW
 from memearena.methods.arena.result import ArenaResult
 from memearena.methods.arena.stages import (
     ANSWERS_VIEW,
@@ -56,6 +57,7 @@ TYPICAL_OUTPUT_TOKENS: dict[str, int] = {
     "arena.guideline_refine": 500,
     "arena.guideline_self": 500,
     "arena.judge": 350,
+    "arena.guideline_rating": 60,
 }
 """Output tokens a real model typically writes per role: the dry run's floor (capped by a
 model's ``max_tokens``), since simulated replies are shorter than real ones."""
@@ -188,6 +190,7 @@ def analysis_digest(
         store.errors_digest(),
         store.view_digest(ANSWERS_VIEW),
         *(store.view_digest(judged_view(s)) for s in settings),
+        store.view_digest(RATINGS_VIEW),
     ):
         h.update(part.encode("utf-8"))
         h.update(b"\0")

@@ -549,6 +549,9 @@ def pairwise(r: RunReader) -> dict[str, Any]:
 
 
 def _leaderboards(v: View, request: web.Request) -> web.Response:
+    from memearena.labels.store import LABELS_FILE
+    from memearena.methods.arena.view import convergence_view
+
     n, r = v.reader(request)
     arena = r.board.get("arena")
     if not isinstance(arena, dict):
@@ -582,6 +585,8 @@ def _leaderboards(v: View, request: web.Request) -> web.Response:
         lo=lo,
         hi=hi,
         matrix=pairwise(r),
+        convergence=convergence_view(arena.get("fusion_convergence")),
+        people_rated=(r.dir / LABELS_FILE).is_file(),
     )
 
 

@@ -295,6 +295,21 @@ class ArenaResult(MethodResult):
                 rows.append({"metric": "cohen_kappa", "pair": pair, **k})
         return pd.DataFrame(rows, columns=_columns(rows) or ["metric", "pair", "value"])
 
+    def fusion_convergence(self) -> pd.DataFrame:
+        """The panel's ratings of each fusion round's guideline (``rate_fusion_rounds``): one
+        row per round and axis (``overall``: the mean of the five), with 95% intervals over
+        memes; empty when the run did not rate the rounds."""
+        pd = pandas()
+        conv = self.arena.get("fusion_convergence") or {}
+        rows: list[dict[str, Any]] = []
+        for r in conv.get("rounds") or []:
+            cells = {"overall": r.get("overall"), **(r.get("axes") or {})}
+            for axis, est in cells.items():
+                if isinstance(est, dict):
+                    rows.append({"round": r.get("round"), "axis": axis, **est})
+        cols = ["round", "axis", "value", "ci_low", "ci_high", "n"]
+        return pd.DataFrame(rows, columns=cols)
+
     def answer_outcomes(self) -> pd.DataFrame:
         """Per target: answers, refusals and format failures (from leaderboard.json)."""
         pd = pandas()

@@ -47,7 +47,7 @@ from memearena.sim.world import (
 if TYPE_CHECKING:
     from memearena.sim.facts import SimMeme, SimProfile, WorldCore
 
-__all__ = ["ArenaSim"]
+__all__ = ["RATING_AXES", "ArenaSim", "guideline_quality"]
 
 _JUDGE_MARGIN = 0.05
 _FILLER_PENALTY = 0.3
@@ -101,6 +101,8 @@ class ArenaSim:
             return self._refine(prof, prompt, rng, bad)
         if role == "arena.context":
             return self._contexts(prompt, rng, bad)
+        if role == "arena.guideline_rating":
+            return self._rate(prof, prompt, rng, bad)
         return f"(simulated reply: the simulated world does not model role {role!r} yet)"
 
     def _know(self, prof: SimProfile, meme: SimMeme) -> _Knowledge:
@@ -193,6 +195,19 @@ class ArenaSim:
         at = target_at if target_at is not None else len(kept)
         kept[at:at] = added
         return _guideline_json("\n".join(kept).strip() or "\n".join(added), rng, bad)
+
+    def _rate(self, prof: SimProfile, prompt: str, rng: random.Random, bad: bool) -> str:
+        """Ratings 1-3 per axis: the guideline's true quality (``guideline_quality``) plus the
+        judge's noise, rounded at random so that a rating's expectation is the quality."""
+        meme = self._meme_of(prompt)
+        quality = guideline_quality(meme, tag_block(prompt, "guideline") or "")
+        ratings: dict[str, int] = {}
+        for axis, q in quality.items():
+            x = min(3.0, max(1.0, q + rng.gauss(0.0, prof.cfg.noise)))
+            low = int(x)
+            ratings[axis] = min(3, low + (rng.random() < x - low))
+        out = json.dumps({"ratings": ratings})
+        return _malformed(out, rng) if bad else out
 
     # ---- judges: pairwise verdicts -------------------------------------------------------
 
@@ -332,6 +347,39 @@ _READING_SCORES = {
     "wrong": (0.3, 0.0),
     "vague": (0.2, 0.4),
 }
+
+
+RATING_AXES: tuple[str, ...] = (
+    "readability",
+    "informativeness",
+    "soundness",
+    "persuasiveness",
+    "conciseness",
+)
+
+
+def guideline_quality(meme: SimMeme, guideline: str) -> dict[str, float]:
+    """The planted quality (1-3) of a guideline on each rating axis, from what it states: the
+    share of the meme's true facts (informativeness), false facts it states (soundness), a named
+    true target and harm (persuasiveness), repeated lines (conciseness, readability)."""
+    g = normalize_text(guideline)
+    n_facts = max(1, len(meme.facts_n))
+    true_share = sum(1 for f in meme.facts_n if f in g) / n_facts
+    n_false = sum(1 for f in meme.false_n if f in g)
+    line = _TARGET_LINE.search(guideline)
+    target_ok = bool(line) and meme.target_n in normalize_text(line.group(1) if line else "")
+    harm_ok = target_ok and "harm: unclear" not in guideline.lower()
+    lines = [normalize_text(ln) for ln in guideline.splitlines() if ln.strip()]
+    repeats = len(lines) - len(set(lines))
+    sound = max(0.0, 1.0 - 0.5 * n_false) * (0.6 + 0.4 * target_ok)
+    quality = {
+        "readability": 0.8 - 0.2 * min(repeats, 4) + 0.2 * target_ok,
+        "informativeness": 0.75 * true_share + 0.25 * target_ok,
+        "soundness": sound,
+        "persuasiveness": 0.5 * true_share + 0.25 * target_ok + 0.25 * harm_ok,
+        "conciseness": 0.9 - 0.2 * min(repeats, 4) - 0.2 * min(n_false, 2),
+    }
+    return {a: 1.0 + 2.0 * min(1.0, max(0.0, quality[a])) for a in RATING_AXES}
 
 
 def _coverage(meme: SimMeme, b: _Beliefs) -> float:

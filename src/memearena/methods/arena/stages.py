@@ -34,6 +34,7 @@ from memearena.engine.steps import StageCount, bounded_map, run_step, seeded_rng
 from memearena.errors import BudgetExceeded, ConfigError, DataError
 from memearena.jsonsafe import jsonl_lines, loads_bounded
 from memearena.methods.arena.config import ArenaConfig
+from memearena.methods.arena.convergence import expected_ratings, rate_rounds
 from memearena.methods.arena.resolve import resolve_pair
 from memearena.methods.arena.schedule import (
     fusion_plan,
@@ -586,6 +587,7 @@ class ArenaPipeline:
         if draft is None or "guideline" not in draft:
             return None
         current: str = draft["guideline"]
+        chain = [(0, current)]  # every round's guideline, for the optional panel ratings
         prev_key = ""
         for rnd, judge in enumerate(plan.refiners, start=1):
             pick = pick_analysis(judge, usable, self.families, pick_rng)
@@ -596,6 +598,7 @@ class ArenaPipeline:
                 job.tally["guidelines"].new += 1  # a step of this run (no call): counted as one
                 job.advance("guidelines")
                 prev_key = key
+                chain.append((rnd, current))
                 continue
             analysis = answers[pick]
             assert analysis is not None
@@ -621,6 +624,9 @@ class ArenaPipeline:
                 return None
             current = art.get("guideline", current)  # an unparseable refinement keeps the last
             prev_key = key
+            chain.append((rnd, current))
+        if self.acfg.rate_fusion_rounds:
+            await rate_rounds(self, job, chain)
         return current
 
     async def own_guidelines(self, job: _MemeJob) -> dict[str | None, str | None]:
@@ -811,7 +817,8 @@ class ArenaPipeline:
         return {
             "contexts": 1,
             "answers": a.contexts * len(a.targets),
-            "guidelines": sum(per_setting.get(s, 0) for s in settings),
+            "guidelines": sum(per_setting.get(s, 0) for s in settings)
+            + (expected_ratings(a) if "memearena" in settings else 0),
             "judgments": 0
             if a.pairs == "active"
             else 2 * a.contexts * n_pairs * len(a.judges) * len(settings),

@@ -246,6 +246,20 @@ def print_arena_summary(console: Console, board: Mapping[str, Any]) -> None:
     settings = arena.get("settings")
     if settings:
         print_settings(console, settings, arena.get("settings_comparison") or {})
+    conv = convergence_view(arena.get("fusion_convergence"))
+    if conv:
+        console.print(
+            f"Fusion convergence: the panel's rating (1-3, mean of five axes) of each round's "
+            f"guideline, 95% intervals over {conv['memes']} memes",
+            markup=False,
+        )
+        table = Table()
+        table.add_column("Round", justify="right")
+        table.add_column("Overall [95% CI]", justify="right")
+        for row in conv["rows"]:  # a file's values printed literally, never as markup
+            table.add_row(console_safe(row["round"]), console_safe(row["overall"]))
+        console.print(table)
+        console.print(conv["plateau"], markup=False)
     sim = board.get("simulated")
     if sim:
         tau = (sim.get("leaderboard_vs_truth") or {}).get("kendall_tau") or sim["kendall_tau"]
@@ -527,6 +541,71 @@ def _panel(value: Any) -> dict[str, Any] | None:
     }
 
 
+AXIS_LABELS: tuple[tuple[str, str], ...] = (
+    ("readability", "Readability"),
+    ("informativeness", "Informativeness"),
+    ("soundness", "Soundness"),
+    ("persuasiveness", "Persuasiveness"),
+    ("conciseness", "Conciseness"),
+)
+"""The guideline rating axes (``arena.fusion_convergence``), as the views title them."""
+
+
+def convergence_view(value: Any) -> dict[str, Any] | None:
+    """The panel's ratings per fusion round (``arena.fusion_convergence``) as text cells, each
+    with its 95% interval over memes, and the plateau stated (or its absence); None when the run
+    did not rate the rounds."""
+    conv = dict_of(value)
+    if not conv:
+        return None
+    rows = []
+    for r in list_of(conv.get("rounds")):
+        r = dict_of(r)
+        axes = dict_of(r.get("axes"))
+        rows.append(
+            {
+                "round": "draft" if r.get("round") == 0 else str(r.get("round")),
+                "overall": fmt_cell(dict_of(r.get("overall")), "value"),
+                "axes": [fmt_cell(dict_of(axes.get(a)), "value") for a, _ in AXIS_LABELS],
+            }
+        )
+    plateau = conv.get("plateau_round")
+    gain = dict_of(conv.get("gain_after_plateau"))
+    if isinstance(plateau, int) and not isinstance(plateau, bool):
+        text = (
+            f"Plateau after round {plateau}: no later round's mean rises above its interval "
+            f"(last round minus round {plateau}: {fmt_cell(gain, 'value')})."
+        )
+    elif rows:
+        text = "No plateau: the mean was still rising beyond earlier intervals at the last round."
+    else:
+        text = "No meme had every fusion round rated."
+    memes = fmt_num(conv.get("memes"))
+    return {
+        "title": f"Fusion convergence — the panel's ratings (1-3) of each round's guideline, "
+        f"mean of five axes, 95% intervals over {memes} memes",
+        "axes": [label for _, label in AXIS_LABELS],
+        "rows": rows,
+        "plateau": text,
+        "memes": memes,
+        "chart": interval_chart(
+            [
+                (
+                    "",
+                    [
+                        estimate(f"round {r.get('round')}", dict_of(r.get("overall")))
+                        for r in map(dict_of, list_of(conv.get("rounds")))
+                    ],
+                )
+            ],
+            title="Mean rating of each round's guideline (1-3), with 95% intervals over memes",
+            domain=(1.0, 3.0),
+        )
+        if rows
+        else None,
+    }
+
+
 def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
     """The Arena section's view model (``html/report.html.j2``)."""
     overall = rows_of(arena.get("overall"))
@@ -559,6 +638,8 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
     nav += [("groups", "Breakdowns")] if groups else []
     nav += [("judges", "Judge bias")] if judges else []
     nav += [("agreement", "Agreement")] if panel else []
+    convergence = convergence_view(arena.get("fusion_convergence"))
+    nav += [("convergence", "Convergence")] if convergence else []
     nav += [("settings", "Settings")] if settings else []
     nav += [("answers", "Answers")] if answers else []
     setting = str(arena["setting"]) if arena.get("setting") is not None else None
@@ -578,6 +659,7 @@ def _arena_view(arena: dict[str, Any], board: dict[str, Any]) -> dict[str, Any]:
         "groups": groups,
         "judges": judges,
         "panel": panel,
+        "convergence": convergence,
         "settings": settings,
         "answers": answers,
         "win_rates": win_rates,
