@@ -28,9 +28,20 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "memearena"
 
-NOT_STAGES = {"__init__", "config", "analysis", "view", "method", "published", "sim", "result"}
+NOT_STAGES = {
+    "__init__",
+    "config",
+    "analysis",
+    "view",
+    "method",
+    "published",
+    "sim",
+    "result",
+    "pages",
+}
 """Modules of a method package that are not stages (``published``: an analysis of logs;
-``sim``: the method's part of the simulated world; ``result``: its notebook result)."""
+``sim``: the method's part of the simulated world; ``result``: its notebook result; ``pages``:
+its viewer pages)."""
 ENGINE_FOR_STAGES = {f"{PKG}.engine.steps", f"{PKG}.engine.progress", f"{PKG}.engine"}
 """The engine primitives stages may use (the rest of engine/ is the lifecycle)."""
 
@@ -157,6 +168,11 @@ def is_analysis(name: str) -> bool:
     return len(p) == 4 and p[1] == "methods" and p[3] in ("analysis", "published")
 
 
+def is_pages(name: str) -> bool:
+    p = _parts(name)
+    return len(p) == 4 and p[1] == "methods" and p[3] == "pages"
+
+
 def is_method_module(name: str) -> bool:
     p = _parts(name)
     return len(p) == 4 and p[1] == "methods" and p[3] == "method"
@@ -201,6 +217,14 @@ def test_rendering_never_imports_the_lifecycle_a_method_or_a_stage() -> None:
         lambda d: (
             is_lifecycle(d) or is_stage(d) or is_method_module(d) or d == f"{PKG}.methods.base"
         ),
+    )
+    assert bad == []
+
+
+def test_viewer_pages_never_import_the_lifecycle_a_stage_the_plug_in_or_the_simulator() -> None:
+    bad = _violations(
+        is_pages,
+        lambda d: is_lifecycle(d) or is_stage(d) or is_method_module(d) or is_sim(d),
     )
     assert bad == []
 

@@ -30,7 +30,6 @@ from memearena.store import artifact_key
 
 if TYPE_CHECKING:
     from memearena.methods.arena.config import ArenaConfig
-    from memearena.methods.arena.stages import ArenaPipeline, _MemeJob
 
 __all__ = [
     "AXES",
@@ -161,8 +160,14 @@ def parse_ratings(text: str, *, quoted: Sequence[str] = ()) -> dict[str, int]:
     return out
 
 
+# The pipeline and its meme job are handed in by stages.py, which calls this module; they are
+# typed loosely here so that this module never imports the stage that imports it.
+Pipeline = Any
+MemeJob = Any
+
+
 def _rating_call(
-    pipe: ArenaPipeline, job: _MemeJob, judge: str, msgs: list[Message], quoted: tuple[str, ...]
+    pipe: Pipeline, job: MemeJob, judge: str, msgs: list[Message], quoted: tuple[str, ...]
 ) -> Callable[[], Awaitable[AskResult[dict[str, int]]]]:
     return lambda: ask(
         pipe.pool,
@@ -178,7 +183,7 @@ def _encode(judge: str) -> Callable[[dict[str, int], AskResult[Any]], dict[str, 
     return lambda v, _: {"judge": judge, "ratings": v}
 
 
-async def rate_rounds(pipe: ArenaPipeline, job: _MemeJob, chain: Sequence[tuple[int, str]]) -> None:
+async def rate_rounds(pipe: Pipeline, job: MemeJob, chain: Sequence[tuple[int, str]]) -> None:
     """Every panel judge rates each distinct version of the meme's complete fusion chain
     (``(round, guideline)``, the draft as round 0); recorded in ``RATINGS_VIEW``."""
     meme, judges = job.meme, list(pipe.acfg.judges)
