@@ -182,7 +182,8 @@ def _coincidence_rows(patterns: FloatArray) -> FloatArray:
     return (outer / (m - 1)[:, None, None]).reshape(len(patterns), c * c)
 
 
-def _alpha(coincidence: FloatArray, c: int) -> FloatArray:
+def alpha_of_coincidences(coincidence: FloatArray, c: int) -> FloatArray:
+    """Krippendorff's nominal α of each row of flattened ``c × c`` coincidence matrices."""
     o = coincidence.reshape(-1, c, c)
     n_c = o.sum(axis=2)
     n = n_c.sum(axis=1)
@@ -198,7 +199,7 @@ def nominal_alpha(units: Sequence[Sequence[Hashable | None]]) -> float:
     types, counts, c = _coincidences(units)
     if not len(types):
         raise StatsError("Krippendorff's alpha needs a unit with at least two values")
-    return float(_alpha((counts @ types)[None, :], c)[0])
+    return float(alpha_of_coincidences((counts @ types)[None, :], c)[0])
 
 
 @lru_cache(maxsize=4096)
@@ -516,9 +517,9 @@ class VerdictMetrics:
             return _nan_estimate()
         types, counts = s.units()
         total = counts @ types
-        value = float(_alpha(total[None, :9], 3)[0])
+        value = float(alpha_of_coincidences(total[None, :9], 3)[0])
         boot = _boot_totals(types, counts, n_boot, np.random.default_rng(seed))
-        low, high = _interval(_alpha(boot[:, :9], 3), ci)
+        low, high = _interval(alpha_of_coincidences(boot[:, :9], 3), ci)
         return Estimate(value=value, ci_low=low, ci_high=high, n=round(float(total[9])))
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memearena.stats.agreement import alpha_of_coincidences
 from memearena.stats.counts import FloatArray
 from memearena.stats.errors import StatsError
 from memearena.stats.ranking import kendall_tau_scores, ndcg_scores
@@ -121,17 +122,6 @@ def cohen_kappa_codes(
     )
 
 
-def _alpha(coincidence: FloatArray, k: int) -> FloatArray:
-    o = coincidence.reshape(-1, k, k)
-    n_c = o.sum(axis=2)
-    n = n_c.sum(axis=1)
-    off = ~np.eye(k, dtype=bool)
-    observed = o[:, off].sum(axis=1)
-    expected = (n_c[:, :, None] * n_c[:, None, :])[:, off].sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 - (n - 1) * observed / expected
-
-
 def alpha_codes(
     units: Sequence[Sequence[int | None]],
     clusters: Sequence[Hashable],
@@ -160,10 +150,10 @@ def alpha_codes(
     outer[:, np.arange(k), np.arange(k)] -= counts
     rows = (outer / (m - 1)[:, None, None]).reshape(len(counts), k * k)
     sums = _cluster_sums(rows, kept)
-    value = float(_alpha(sums.sum(axis=0)[None, :], k)[0])
+    value = float(alpha_of_coincidences(sums.sum(axis=0)[None, :], k)[0])
     if not n_boot:
         return HumanEstimate(value, value, value, len(counts), len(sums))
-    boot = _alpha(_draws(len(sums), n_boot, seed) @ sums, k)
+    boot = alpha_of_coincidences(_draws(len(sums), n_boot, seed) @ sums, k)
     return HumanEstimate(value, *_interval(boot, ci), len(counts), len(sums))
 
 
