@@ -443,8 +443,10 @@ class RunStore:
             "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
             " WHERE call_id IS NOT NULL"
         )
-        # A resumed call looks its request up by key: a reply on record is never paid again.
-        db.execute("CREATE INDEX IF NOT EXISTS calls_request ON calls(request_hash)")
+        # A resumed call looks its request up by key (a reply on record is never paid again):
+        # REQUESTS_SCHEMA's calls_request_hash is that index; a second one on the same column
+        # (older run directories have it) only costs every insert.
+        db.execute("DROP INDEX IF EXISTS calls_request")
         db.executescript(REQUESTS_SCHEMA)
 
     def close(self) -> None:
