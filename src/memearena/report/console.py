@@ -88,7 +88,8 @@ def print_plan(
     table.add_row("total", "", f"{calls:,}", "", "", f"{cost:.2f}", style="bold")
     console.print(table)
     console.print(
-        "Counts assume no re-asks and no refusals; input tokens are counted on the real prompts "
+        "Counts assume no re-asks and no refusals (a model the simulator serves keeps its own "
+        "rates); input tokens are counted on the real prompts "
         "(~chars/4, 85 per image), output tokens are typical reply lengths per role. "
         "Set --max-cost to cap the real spend."
     )
