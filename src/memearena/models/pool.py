@@ -680,8 +680,10 @@ class ModelPool:
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         p = m.params if params is None else m.params.merged(params)
-        payload = None if key is None else self._payload_memo.pop(key, None)
-        if payload is None or self.check_keys:
+        kept = None if key is None else self._payload_memo.pop(key, None)
+        if kept is not None and key is not None and not self.check_keys:
+            payload = kept
+        else:
             given = key
             payload, key = self._payload_and_key(m, messages, params)
             if given is not None and given != key:
