@@ -59,7 +59,7 @@ def test_a_handed_key_is_not_hashed_again_and_names_the_record(
 @pytest.mark.parametrize("checked", [True, False])
 def test_a_key_that_is_not_the_request_s_own_is_refused(tmp_path: Path, checked: bool) -> None:
     pool, store, cache = _pool(tmp_path)
-    pool.check_keys = checked
+    pool.verify_keys = checked
     other = pool.request_key("a", _msgs("other"))
     never_keyed = "0" * 64  # no payload kept for it: the request is keyed and compared
 

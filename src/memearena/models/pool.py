@@ -193,7 +193,7 @@ class ModelPool:
     run that paid for it), or share the one call in flight; every call, cached or failed, is
     recorded in the store."""
 
-    check_keys = False
+    verify_keys = False
     """Whether a request key handed to ``complete`` is checked against its messages (tests)."""
 
     def __init__(
@@ -672,7 +672,7 @@ class ModelPool:
 
         ``key``: what ``request_key`` returned for this very request (model, params, and the
         same messages, images compared by hash), so it is not built and hashed again. Only code
-        that keyed the request passes it, never a value read from input; ``check_keys`` makes
+        that keyed the request passes it, never a value read from input; ``verify_keys`` makes
         every such key be checked against the messages."""
         if self._write_error is not None:
             self._raise_write_error()
@@ -681,7 +681,7 @@ class ModelPool:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         p = m.params if params is None else m.params.merged(params)
         kept = None if key is None else self._payload_memo.pop(key, None)
-        if kept is not None and key is not None and not self.check_keys:
+        if kept is not None and key is not None and not self.verify_keys:
             payload = kept
         else:
             given = key
