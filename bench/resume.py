@@ -6,9 +6,13 @@ For each source tree (this checkout, and a baseline checkout's ``src`` given wit
 is new; simulated models), then ``--noops`` re-runs of the same command on the same directory,
 which find every step on record. Reported: CPU (user + sys) of the fresh run and of each no-op
 re-run, medians, and their ratio (target: the no-op at most 2% of the fresh run). CPU, not wall
-time: the machine may be shared; the load average is printed with each run.
+time: the machine may be shared; the load average is printed with each run. The processes keep
+their compiled bytecode (in a private cache folder, as an installed package has its ``.pyc``),
+so a no-op is not charged for compiling every module again; ``--no-bytecode`` compiles on every
+start instead (as with ``PYTHONDONTWRITEBYTECODE``).
 
     nice python bench/resume.py [--memes 192] [--rounds 2] [--noops 3] [--baseline-src DIR]
+                                [--no-bytecode]
 """
 
 from __future__ import annotations
@@ -36,10 +40,16 @@ def _config(data: Path, into: Path) -> Path:
     return path
 
 
-def _run(src: str, config: Path, out: Path) -> tuple[float, float]:
-    """(CPU s, wall s) of one `memearena arena CONFIG --out OUT` process."""
+def _run(src: str, config: Path, out: Path, pycache: Path | None) -> tuple[float, float]:
+    """(CPU s, wall s) of one `memearena arena CONFIG --out OUT` process (its bytecode kept
+    under ``pycache``, or never written when None)."""
     t = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=src)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, "-m", "memearena", "arena", str(config), "--out", str(out)]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -58,6 +68,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--noops", type=int, default=3)
     ap.add_argument("--baseline-src", help="a baseline checkout's src folder (e.g. main's)")
+    ap.add_argument("--no-bytecode", action="store_true", help="compile every module each start")
     a = ap.parse_args()
     from scale import write_memes
 
@@ -69,19 +80,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memearena-resume-") as d:
         tmp = Path(d)
         config = _config(write_memes(tmp / "data", a.memes).parent, tmp)
+        pycache = None if a.no_bytecode else tmp / "pycache"
         for r in range(a.rounds):
             for name, src in trees.items() if r % 2 == 0 else reversed(trees.items()):
                 out = tmp / f"run-{name}"
                 shutil.rmtree(out, ignore_errors=True)
-                cpu, wall = _run(src, config, out)
+                cpu, wall = _run(src, config, out, pycache)
                 fresh[name].append(cpu)
                 load = os.getloadavg()[0]  # the machine may be shared
                 print(f"round {r} {name}: fresh {cpu:.2f} s CPU, {wall:.1f} s, load {load:.1f}")
                 for _ in range(a.noops):
-                    cpu, wall = _run(src, config, out)
+                    cpu, wall = _run(src, config, out, pycache)
                     noop[name].append(cpu)
                     print(f"round {r} {name}: no-op CPU {cpu:.3f} s, wall {wall:.2f} s", flush=True)
-    print(f"no-op resume vs fresh run, {a.memes} memes, CPU medians (target <= 2%):")
+    kept = "compiled on every start" if a.no_bytecode else "bytecode kept"
+    print(f"no-op resume vs fresh run, {a.memes} memes, {kept}, CPU medians (target <= 2%):")
     for name in trees:
         f, n = statistics.median(fresh[name]), statistics.median(noop[name])
         print(

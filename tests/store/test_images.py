@@ -8,6 +8,8 @@ import hashlib
 import stat
 from pathlib import Path
 
+import pytest
+
 from memearena.store.images import ImageStore, data_url_bytes, find_image
 from memearena.store.runstore import RunStore
 
@@ -60,3 +62,20 @@ def test_the_run_store_keeps_images_beside_its_database(tmp_path: Path) -> None:
     finally:
         store.close()
     assert find_image(tmp_path / "run", _sha(PNG)) is not None
+
+
+def test_an_image_already_kept_is_not_looked_up_on_disk_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    store = ImageStore(tmp_path)
+    kept = store.put_data_url(_sha(PNG), url)
+    assert kept is not None
+
+    def no_disk(*_: object) -> None:
+        raise AssertionError("looked up on disk again")
+
+    monkeypatch.setattr("memearena.store.images.find_image", no_disk)
+    monkeypatch.setattr("memearena.store.images.data_url_bytes", no_disk)
+    assert store.put_data_url(_sha(PNG), url) == kept
+    assert store.put_data_url(_sha(PNG), url) == kept

@@ -34,7 +34,7 @@ from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, st
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
 from memearena.engine.protocol import Method, MethodRun, RunContext
-from memearena.engine.registry import get_method, method_names
+from memearena.engine.registry import get_method, load_view, method_names
 from memearena.engine.rundir import open_run_dir, run_facts
 from memearena.engine.status import RunStatus, directory_status, print_run_status
 from memearena.engine.steps import StageCount, counting_steps
@@ -341,9 +341,12 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
 
 
 def write_run_report(run_dir: Path, board: dict[str, Any]) -> Path:
-    """``run_dir/report.html`` from ``board``, with every registered method's section."""
+    """``run_dir/report.html`` from ``board``, with every registered method's section (only
+    the methods' views are imported for it: a run of one method loads no other's stages)."""
+    import memearena.engine.profile  # noqa: F401  (registers the report's profile part)
+
     for name in method_names():
-        get_method(name)  # importing a method registers its view's report section
+        load_view(name)  # a method's view registers its report section
     return write_report(run_dir, board)
 
 

@@ -4,8 +4,9 @@ A method is its package plus one line here (or one :func:`register_method` call 
 or a test): the package, the class in its ``method.py`` (implementing
 :class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``;
 a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``), an
-``html/`` folder the templates of its viewer pages and report partial, ``pages.py`` its viewer
-pages and ``sim.py`` its part of the simulated world. All are imported by name when first
+``html/`` folder the templates of its viewer pages and report partial, ``view.py`` its console
+summary and report section (registered on import), ``pages.py`` its viewer pages and ``sim.py``
+its part of the simulated world. All are imported by name when first
 needed, so the engine, the config, the simulator, the CLI, the notebook API, the viewer and the
 report name no method: they read this registry. The order of registration is the order
 configs, the viewer and the notebook list methods in (the report orders its sections by their
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MethodSpec",
     "get_method",
+    "load_view",
     "method_html",
     "method_names",
     "method_pages",
@@ -141,6 +143,17 @@ def load(where: str) -> Any:
     """The object at ``module:attr``."""
     module, _, attr = where.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def load_view(name: str) -> None:
+    """Import method ``name``'s view (its package's ``view.py``, which registers its report
+    section) without its stages and simulated part; a package without a ``view.py`` has its
+    method module imported instead (importing it registers its view)."""
+    spec = method_spec(name)
+    if _in_package(spec.package, "view.py") is not None:
+        importlib.import_module(f"{spec.package}.view")
+    else:
+        load(spec.method)
 
 
 def get_method(name: str) -> type[Method]:

@@ -193,6 +193,9 @@ class ModelPool:
     run that paid for it), or share the one call in flight; every call, cached or failed, is
     recorded in the store."""
 
+    verify_keys = False
+    """Whether a request key handed to ``complete`` is checked against its messages (tests)."""
+
     def __init__(
         self,
         models: Mapping[str, ModelConfig],
@@ -289,6 +292,10 @@ class ModelPool:
         # prove those objects are still the ones keyed (an id is only unique while its object
         # lives; a dead one's id may be reused), so nothing keeps a message's image alive.
         self._request_memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], str, str]] = {}
+        # The payload of each key request_key returned, for a ``complete`` handed that key (its
+        # messages may be other objects: the same prompt with the image's data in place of its
+        # hash). A payload is what hashes to its key, so it stands for no other request.
+        self._payload_memo: dict[str, str] = {}
         # A commit that failed with no call waiting on it: raised by the next call or aclose.
         self._write_error: Exception | None = None
         if store is not None:
@@ -591,6 +598,10 @@ class ModelPool:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         payload = self._payload(m, messages, params)
         key = payload_key(payload)
+        by_key = self._payload_memo
+        by_key[key] = payload
+        if len(by_key) > REQUEST_MEMO_SIZE:
+            del by_key[next(iter(by_key))]
         memo = self._request_memo
         try:
             refs = tuple([weakref.ref(x) for x in messages])
@@ -650,20 +661,33 @@ class ModelPool:
         *,
         role: str,
         params: GenParams | None = None,
+        key: str | None = None,
     ) -> Completion:
         """One model call through the whole stack. Returns once the call's record (and cache
         entry) is queued for the next group commit, which comes before any request sent after
         (see the module docstring). Raises ModelError once retries are spent (the failure is
         committed first), EndpointError when the model's endpoint cannot serve it at all,
         BudgetExceeded (nothing recorded, nothing sent) once the spend cap is reached, and
-        StoreError when an earlier group commit failed."""
+        StoreError when an earlier group commit failed.
+
+        ``key``: what ``request_key`` returned for this very request (model, params, and the
+        same messages, images compared by hash), so it is not built and hashed again. Only code
+        that keyed the request passes it, never a value read from input; ``verify_keys`` makes
+        every such key be checked against the messages."""
         if self._write_error is not None:
             self._raise_write_error()
         m = self._models.get(model)
         if m is None:
             raise ModelError(f"unknown model {model!r}; define it under 'models'")
         p = m.params if params is None else m.params.merged(params)
-        payload, key = self._payload_and_key(m, messages, params)
+        kept = None if key is None else self._payload_memo.pop(key, None)
+        if kept is not None and key is not None and not self.verify_keys:
+            payload = kept
+        else:
+            given = key
+            payload, key = self._payload_and_key(m, messages, params)
+            if given is not None and given != key:
+                raise ModelError(f"{model}: the request key handed in is not this request's")
         t0 = time.perf_counter()
         self._keep_request(key, role, payload)
         self._keep_images(messages)

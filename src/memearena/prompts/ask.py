@@ -25,8 +25,10 @@ class ModelPoolLike(Protocol):
         *,
         role: str,
         params: GenParams | None = None,
+        key: str | None = None,
     ) -> Completion:
-        """One completion; raises ModelError on permanent failure, BudgetExceeded on budget."""
+        """One completion; raises ModelError on permanent failure, BudgetExceeded on budget.
+        ``key``: the request's key as the pool computed it, when the caller has it."""
         ...
 
 
@@ -60,16 +62,23 @@ async def ask(
     *,
     max_reasks: int = 2,
     params: GenParams | None = None,
+    key: str | None = None,
 ) -> AskResult[T]:
     """Call ``model`` as ``role`` and parse its output; on a ParseError show the model its output
-    and the reason and ask again, at most ``max_reasks`` times. BudgetExceeded propagates."""
+    and the reason and ask again, at most ``max_reasks`` times. BudgetExceeded propagates.
+
+    ``key``: ``pool.request_key(model, messages, params)`` when the caller computed it (the
+    first request is then not keyed again; a re-ask is another request, keyed by the pool)."""
     convo = list(messages)
     raw: list[str] = []
     reason = ""
     asked: list[list[Message]] = []  # the requests whose replies did not parse
     for attempt in range(1, max_reasks + 2):
         try:
-            completion = await pool.complete(model, convo, role=role, params=params)
+            if key is not None and attempt == 1:
+                completion = await pool.complete(model, convo, role=role, params=params, key=key)
+            else:
+                completion = await pool.complete(model, convo, role=role, params=params)
         except ModelError as e:
             return AskResult(None, raw, f"model error: {e}", False, attempt)
         raw.append(completion.text)

@@ -76,15 +76,19 @@ class ImageStore:
 
     def __init__(self, run_dir: Path) -> None:
         self.dir = Path(run_dir)
-        self._known: set[str] = set()
+        # The file of each hash this store wrote or found on disk: an image sent in a thousand
+        # calls costs one disk check, not one per call (a file removed behind the store's back
+        # is not noticed by ``put_data_url``; ``put`` checks the disk again).
+        self._known: dict[str, Path] = {}
         self._refused: set[str] = set()
 
     def has(self, sha256: str) -> bool:
         """Whether the image with this hash is kept (checked on disk once per hash)."""
         if sha256 in self._known:
             return True
-        if find_image(self.dir, sha256) is not None:
-            self._known.add(sha256)
+        found = find_image(self.dir, sha256)
+        if found is not None:
+            self._known[sha256] = found
             return True
         return False
 
@@ -110,16 +114,19 @@ class ImageStore:
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-        self._known.add(sha256)
+        self._known[sha256] = path
         return path
 
     def put_data_url(self, sha256: str, url: str) -> Path | None:
         """Keep the image a message part sends as ``url`` under its hash, unless it is kept
         already (decoded only then: an image sent in a thousand calls is decoded once)."""
+        known = self._known.get(sha256)
+        if known is not None:
+            return known
         if sha256 in self._refused:
             return None
         if self.has(sha256):
-            return find_image(self.dir, sha256)
+            return self._known[sha256]
         data = data_url_bytes(url)
         kept = None if data is None else self.put(sha256, data)
         if kept is None:  # not a data URL, or its bytes are not the hash: never kept

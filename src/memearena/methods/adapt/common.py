@@ -342,7 +342,14 @@ class AdaptContext:
                 kind,
                 fingerprint,
                 lambda: ask(
-                    self.pool, model, role, messages, parser, max_reasks=reasks, params=params
+                    self.pool,
+                    model,
+                    role,
+                    messages,
+                    parser,
+                    max_reasks=reasks,
+                    params=params,
+                    key=fingerprint,
                 ),
                 # The reply itself is on record with its call (``calls.response``): the artifact
                 # keeps what the stages read, not a second copy of it.

@@ -496,7 +496,8 @@ class ArenaPipeline:
         msgs = build_messages(
             "arena/context.j2", image=job.key_image(), meme_text=meme.text, n_contexts=n
         )
-        key = artifact_key(meme.uid, self.pool.request_key(model, msgs))
+        rk = self.pool.request_key(model, msgs)
+        key = artifact_key(meme.uid, rk)
         art = await self._step(
             job,
             "contexts",
@@ -509,6 +510,7 @@ class ArenaPipeline:
                 job.with_image(msgs),
                 lambda t: parse_contexts(t, n),
                 max_reasks=self.acfg.max_reasks,
+                key=rk,
             ),
             lambda v, _: {"contexts": [c.model_dump() for c in v]},
             required=True,  # an unparseable context is asked again on a re-run
@@ -533,22 +535,29 @@ class ArenaPipeline:
                 task=t.task,
             )
             for target in self.acfg.targets:
-                key = artifact_key(t.meme.uid, t.level, target, self.pool.request_key(target, msgs))
-                plans.append((key, self._answer_call(job, target, msgs), _encode_answer))
+                rk = self.pool.request_key(target, msgs)
+                key = artifact_key(t.meme.uid, t.level, target, rk)
+                plans.append((key, self._answer_call(job, target, msgs, rk), _encode_answer))
                 coords.append((t.level, target))
         arts = await self._steps(job, "answers", "answer", plans)
         return {c: (p[0], a) for c, p, a in zip(coords, plans, arts, strict=True)}
 
     def _answer_call(
-        self, job: _MemeJob, target: str, msgs: list[Message]
+        self, job: _MemeJob, target: str, msgs: list[Message], rk: str
     ) -> Callable[[], Awaitable[AskResult[Any]]]:
         return lambda: ask(
-            self.pool, target, "arena.answer", job.with_image(msgs), parse_answer, max_reasks=0
+            self.pool,
+            target,
+            "arena.answer",
+            job.with_image(msgs),
+            parse_answer,
+            max_reasks=0,
+            key=rk,
         )
 
     # ---------------------------------------------------------------- stage 2
     def _guideline_call(
-        self, job: _MemeJob, judge: str, role: str, msgs: list[Message]
+        self, job: _MemeJob, judge: str, role: str, msgs: list[Message], rk: str
     ) -> Callable[[], Awaitable[AskResult[str]]]:
         return lambda: ask(
             self.pool,
@@ -557,6 +566,7 @@ class ArenaPipeline:
             job.with_image(msgs),
             parse_guideline,
             max_reasks=self.acfg.max_reasks,
+            key=rk,
         )
 
     async def fused_guideline(
@@ -575,12 +585,13 @@ class ArenaPipeline:
         msgs = build_messages(
             "arena/guideline_draft.j2", image=job.key_image(), meme_text=meme.text
         )
+        rk = self.pool.request_key(plan.drafter, msgs)
         draft = await self._step(
             job,
             "guidelines",
             "guideline_round",
-            artifact_key(meme.uid, 0, plan.drafter, self.pool.request_key(plan.drafter, msgs)),
-            self._guideline_call(job, plan.drafter, "arena.guideline_draft", msgs),
+            artifact_key(meme.uid, 0, plan.drafter, rk),
+            self._guideline_call(job, plan.drafter, "arena.guideline_draft", msgs, rk),
             lambda v, _: {"judge": plan.drafter, "analysis": None, "guideline": v},
             required=True,
         )
@@ -609,15 +620,14 @@ class ArenaPipeline:
                 guideline=current,
                 analysis=analysis["text"],
             )
-            key = artifact_key(
-                meme.uid, rnd, judge, f"{pick[0]}:{pick[1]}", self.pool.request_key(judge, msgs)
-            )
+            rk = self.pool.request_key(judge, msgs)
+            key = artifact_key(meme.uid, rnd, judge, f"{pick[0]}:{pick[1]}", rk)
             art = await self._step(
                 job,
                 "guidelines",
                 "guideline_round",
                 key,
-                self._guideline_call(job, judge, "arena.guideline_refine", msgs),
+                self._guideline_call(job, judge, "arena.guideline_refine", msgs, rk),
                 _encode_round(judge, pick),
             )
             if art is None:  # a model failure: the chain cannot go on without this round
@@ -636,14 +646,16 @@ class ArenaPipeline:
             "arena/guideline_draft.j2", image=job.key_image(), meme_text=meme.text
         )
         judges = list(self.acfg.judges)
-        plans: list[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]] = [
-            (
-                artifact_key(meme.uid, j, self.pool.request_key(j, msgs)),
-                self._guideline_call(job, j, "arena.guideline_self", msgs),
-                lambda v, _: {"guideline": v},
+        plans: list[tuple[str, Callable[[], Awaitable[AskResult[Any]]], Any]] = []
+        for j in judges:
+            rk = self.pool.request_key(j, msgs)
+            plans.append(
+                (
+                    artifact_key(meme.uid, j, rk),
+                    self._guideline_call(job, j, "arena.guideline_self", msgs, rk),
+                    lambda v, _: {"guideline": v},
+                )
             )
-            for j in judges
-        ]
         arts = await self._steps(job, "guidelines", "guideline_self", plans)
         return {j: (a.get("guideline") if a else None) for j, a in zip(judges, arts, strict=True)}
 
@@ -744,7 +756,9 @@ class ArenaPipeline:
                 params = self._verdict_params(j)
                 fingerprint = self.pool.request_key(j, msgs, params)
                 key = artifact_key(setting, meme.uid, t.level, first, second, j, fingerprint)
-                plans.append((key, self._verdict_call(job, j, msgs, params, quoted), encode))
+                plans.append(
+                    (key, self._verdict_call(job, j, msgs, params, fingerprint, quoted), encode)
+                )
         arts = await self._steps(job, "judgments", "verdict", plans, window=_VERDICT_WINDOW)
         rendered.clear()
         out: list[JudgedPair] = []
@@ -771,6 +785,7 @@ class ArenaPipeline:
         judge: str,
         msgs: list[Message],
         params: GenParams | None,
+        rk: str | None = None,
         quoted: tuple[str, ...] = (),
     ) -> Callable[[], Awaitable[AskResult[Any]]]:
         return lambda: ask(
@@ -781,6 +796,7 @@ class ArenaPipeline:
             lambda t: parse_verdicts(t, self.acfg.criteria, quoted=quoted),
             max_reasks=self.acfg.max_reasks,
             params=params,
+            key=rk,
         )
 
     def battle_rows(self, setting: str, jp: JudgedPair) -> list[dict[str, Any]]:
