@@ -167,7 +167,12 @@ MemeJob = Any
 
 
 def _rating_call(
-    pipe: Pipeline, job: MemeJob, judge: str, msgs: list[Message], quoted: tuple[str, ...]
+    pipe: Pipeline,
+    job: MemeJob,
+    judge: str,
+    msgs: list[Message],
+    quoted: tuple[str, ...],
+    rk: str,
 ) -> Callable[[], Awaitable[AskResult[dict[str, int]]]]:
     return lambda: ask(
         pipe.pool,
@@ -176,6 +181,7 @@ def _rating_call(
         job.with_image(msgs),
         lambda t: parse_ratings(t, quoted=quoted),
         max_reasks=pipe.acfg.max_reasks,
+        key=rk,
     )
 
 
@@ -198,8 +204,9 @@ async def rate_rounds(pipe: Pipeline, job: MemeJob, chain: Sequence[tuple[int, s
         )
         quoted = (text, meme.text)
         for j, judge in enumerate(judges):
-            key = artifact_key(meme.uid, "rating", judge, pipe.pool.request_key(judge, msgs))
-            plans.append((key, _rating_call(pipe, job, judge, msgs, quoted), _encode(judge)))
+            rk = pipe.pool.request_key(judge, msgs)
+            key = artifact_key(meme.uid, "rating", judge, rk)
+            plans.append((key, _rating_call(pipe, job, judge, msgs, quoted, rk), _encode(judge)))
             where.append((rounds, j))
     arts = await pipe._steps(job, "guidelines", KIND, plans)
     rows: list[tuple[str, int, str | None, str | None, str | None]] = []
