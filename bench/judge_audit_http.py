@@ -8,11 +8,14 @@ on all alike.
 Reported per run, from the run's own ``run.db`` (every call paid: start = ``created_at -
 latency_s``, end = ``created_at``):
 
-* wall time of the whole command and its stage floor: calls x latency / ``judge_audit.window``
-  (no schedule of those calls through that window finishes sooner), with wall / floor;
-* the child's CPU per call and its CPU against the floor;
-* the mean call's time from its step's start to its reply is not recorded by the store, so the
-  figure here is the calls in flight on average over the model stages;
+* wall time of the whole command and its stage floor: the sum over the stages (calls by role)
+  of the larger of calls x latency / the stage's window (``judge_audit.window``; a quarter of it
+  for the responses and descriptions, whose jobs are memes) and the busiest model's calls x
+  latency / its concurrency (the stages run one after the other, and no schedule of a stage's
+  calls through those bounds finishes sooner), with wall / floor;
+* the child's CPU per call and its CPU against the floor, and the CPU of its main thread (the
+  event loop's: the CPU that the calls wait behind; work in other threads does not) per call;
+* the calls in flight on average over the model stages;
 * the leaderboard's Judge audit figures and a digest of the set of request keys
   (``calls.request_hash``): a change of where the image work runs must leave both equal to the
   baseline's (checked: a mismatch is printed as such).
@@ -47,13 +50,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from http_adapt import _free_port, _wait  # noqa: E402
 
-# The child: the CLI, with the image worker count set when the tree has the knob.
+# The child: the CLI, with the image worker count set when the tree has the knob (``pN``: N
+# worker processes instead of threads, started by a fork server, for the comparison only).
 _CHILD = (
-    "import sys\n"
+    "import atexit, sys, time\n"
+    "atexit.register(lambda: print('LOOP_CPU', time.thread_time(), file=sys.stderr))\n"
     "w = sys.argv.pop(1)\n"
     "if w != '-':\n"
     "    import memearena.methods.judge_audit.stages as s\n"
-    "    s.image_workers = lambda: int(w)\n"
+    "    s.image_workers = lambda: int(w.lstrip('p'))\n"
+    "    if w.startswith('p'):\n"
+    "        import concurrent.futures as cf, multiprocessing as mp, types\n"
+    "        ctx = mp.get_context('forkserver')\n"
+    "        ctx.set_forkserver_preload(['memearena.methods.judge_audit.stages'])\n"
+    "        pool = lambda n, **_: cf.ProcessPoolExecutor(n, mp_context=ctx)\n"
+    "        s.concurrent = types.SimpleNamespace(futures=types.SimpleNamespace(\n"
+    "            ThreadPoolExecutor=pool, Future=cf.Future))\n"
     "from memearena.cli import main\n"
     "sys.argv[0] = 'memearena'\n"
     "main()\n"
@@ -80,20 +92,30 @@ def http_config(data: Path, base_url: str, concurrency: int) -> dict[str, Any]:
     return cfg
 
 
-def calls(db: Path) -> dict[str, Any]:
-    """Calls paid, the average in flight over the model stages, and the request keys' digest."""
+def calls(db: Path, latency: float, window: int, concurrency: int) -> dict[str, Any]:
+    """Calls paid, the stage floor, the average in flight over the model stages, and the
+    request keys' digest."""
     con = sqlite3.connect(db)
     try:
         rows = con.execute(
-            "SELECT created_at - latency_s, created_at, attempts, request_hash FROM calls "
-            "WHERE status NOT IN ('cached', 'budget')"
+            "SELECT created_at - latency_s, created_at, attempts, request_hash, role, model "
+            "FROM calls WHERE status NOT IN ('cached', 'budget')"
         ).fetchall()
     finally:
         con.close()
     start = min(r[0] for r in rows)
     end = max(r[1] for r in rows)
     keys = sorted({str(r[3]) for r in rows})
+    per: dict[str, dict[str, int]] = {}
+    for r in rows:
+        m = per.setdefault(r[4], {})
+        m[r[5]] = m.get(r[5], 0) + int(r[2])
+    floor = 0.0
+    for role, models in per.items():
+        w = max(1, window // 4) if role.endswith(("respond", "describe")) else window
+        floor += latency * max(sum(models.values()) / w, max(models.values()) / concurrency)
     return {
+        "floor": floor,
         "calls": sum(int(r[2]) for r in rows),
         "in_flight": sum(r[1] - r[0] for r in rows) / (end - start),
         "keys": len(keys),
@@ -120,7 +142,7 @@ def figures(run_dir: Path) -> str:
 
 
 def one_run(
-    src: str, workers: str, cfg_path: Path, out: Path, window: int, latency: float
+    src: str, workers: str, cfg_path: Path, out: Path, window: int, latency: float, conc: int
 ) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=src)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,15 +162,17 @@ def one_run(
             f"{src}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
     run_dir = next(p.parent for p in out.rglob("run.db"))
-    got = calls(run_dir / "run.db")
+    got = calls(run_dir / "run.db", latency, window, conc)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    floor = got["calls"] * latency / window
+    loop_cpu = float(proc.stderr.rsplit("LOOP_CPU", 1)[1].split()[0])
+    floor = got["floor"]
     return {
         "wall": wall,
-        "floor": floor,
         "ratio": wall / floor,
         "cpu_floor": cpu / floor,
         "cpu_ms_per_call": 1000 * cpu / got["calls"],
+        "loop_cpu_ms_per_call": 1000 * loop_cpu / got["calls"],
+        "loop_cpu_floor": loop_cpu / floor,
         "load": (round(load0, 2), round(os.getloadavg()[0], 2)),
         **got,
         "figures": figures(run_dir),
@@ -206,7 +230,8 @@ def main() -> None:
             for r in range(a.repeats):
                 for name in names if r % 2 == 0 else names[::-1]:
                     path, workers = srcs[name]
-                    got = one_run(path, workers, cfg_path, tmp / f"out-{name}-{r}", window, latency)
+                    out = tmp / f"out-{name}-{r}"
+                    got = one_run(path, workers, cfg_path, out, window, latency, a.concurrency)
                     runs[name].append(got)
                     print(json.dumps({"src": name, **got}), flush=True)
         finally:
@@ -228,7 +253,8 @@ def main() -> None:
         same = {(x["keys_digest"], x["figures"]) for x in rs} == base_sets
         print(
             f"  {name:<8} wall {med('wall')} s  floor {med('floor')} s  wall/floor {med('ratio')}"
-            f"  CPU/floor {med('cpu_floor')}  CPU {med('cpu_ms_per_call')} ms/call  in flight "
+            f"  CPU/floor {med('cpu_floor')}  CPU {med('cpu_ms_per_call')} ms/call  loop thread "
+            f"{med('loop_cpu_ms_per_call')} ms/call, /floor {med('loop_cpu_floor')}  in flight "
             f"{med('in_flight')} of {window}  calls {sorted({x['calls'] for x in rs})}  "
             f"keys+figures {'= ' + base if same else 'DIFFER from ' + base}"
         )
