@@ -48,6 +48,7 @@ __all__ = [
     "AESTHETIC_EDITS",
     "GENERATORS",
     "GEOMETRIC_EDITS",
+    "IMAGE_VARIANTS",
     "INSERTED_KEY",
     "SHOWS_KEY",
     "AuditImage",
@@ -58,6 +59,7 @@ __all__ = [
     "Transformed",
     "Triplet",
     "image_metadata",
+    "image_variant",
     "insert_text",
     "perturb",
     "same_scene",
@@ -829,3 +831,31 @@ def perturb(bias_type: str, triplet: Triplet, ctx: PerturbContext) -> Triplet:
     if gen is None:
         raise DataError(f"unknown bias type {bias_type!r}")
     return gen(triplet, ctx)
+
+
+IMAGE_VARIANTS = frozenset({"visual_transformation", "texture_insertion"})
+"""The bias types whose variant is new pixels (decoded, edited, encoded and hashed): CPU work
+that ``image_variant`` runs away from the event loop."""
+
+
+def image_variant(
+    bias_type: str,
+    query: str,
+    image: AuditImage | None,
+    root: Path,
+    seed: str,
+    shows: str,
+    max_cover: float,
+) -> tuple[AuditImage | None, dict[str, str]] | str:
+    """The variant image of an ``IMAGE_VARIANTS`` type and the generator's notes, or why it
+    cannot be built (a DataError's message). Every argument is plain data and the image store is
+    content-addressed with atomic writes, so this runs in any worker thread or process and gives
+    the very bytes ``perturb`` gives on the same item with ``random.Random(seed)``."""
+    ctx = PerturbContext(
+        store=ImageStore(root), rng=random.Random(seed), shows=shows, max_cover=max_cover
+    )
+    try:
+        got = perturb(bias_type, Triplet(query, image, ""), ctx)
+    except DataError as e:
+        return str(e)
+    return got.image, dict(ctx.notes)

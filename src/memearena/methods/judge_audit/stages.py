@@ -11,7 +11,9 @@ outcomes, never numbers.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
+import os
 import random
 import re
 from collections import deque
@@ -50,11 +52,13 @@ from memearena.methods.judge_audit.judge import (
     score_messages,
 )
 from memearena.methods.judge_audit.perturb import (
+    IMAGE_VARIANTS,
     AuditImage,
     ImageStore,
     PerturbContext,
     SceneFingerprint,
     Triplet,
+    image_variant,
     perturb,
     same_scene,
     scene_fingerprint,
@@ -165,6 +169,14 @@ _Judged = tuple[str, tuple[dict[str, Any] | None, ...], tuple[str | None, str | 
 _LOOKUP_CHUNK = 480
 """Score steps looked up in the store at a time (one query)."""
 
+_Variant = tuple[AuditImage | None, dict[str, str]] | str
+"""``image_variant``'s answer: the variant image and notes, or why it cannot be built."""
+
+
+def image_workers() -> int:
+    """Worker threads for the audit's image work: the cores, at most 4 (0: on the loop)."""
+    return min(4, os.cpu_count() or 1)
+
 
 def _text(text: str) -> str:
     if not text.strip():
@@ -184,6 +196,8 @@ class JudgeAuditPipeline:
         store: RunStore,
         image_dir: Path,
         progress: StageProgress | None = None,
+        *,
+        workers: int | None = None,
     ) -> None:
         if cfg.judge_audit is None:
             raise ConfigError("config: 'judge_audit' section is missing")
@@ -195,6 +209,13 @@ class JudgeAuditPipeline:
         self.store = store
         self.images = ImageStore(image_dir)
         self.progress = progress or StageProgress(enabled=False)
+        # Image work (originals, variants, scene fingerprints) runs in this many threads while
+        # the loop keeps the calls going (0: on the loop). Every result is a pure function of
+        # the item, so where it runs never changes a byte, a key or a figure.
+        self.workers = image_workers() if workers is None else workers
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._variants: dict[tuple[str, str], concurrent.futures.Future[_Variant]] = {}
+        self._scenes: dict[str, concurrent.futures.Future[SceneFingerprint]] = {}
         describer = self.acfg.describer_model()
         if self.memes and "detail_description" in self.acfg.bias_types and describer is None:
             raise ConfigError(
@@ -412,7 +433,7 @@ class JudgeAuditPipeline:
 
         async def one(meme: Meme) -> list[BaseItem]:
             try:
-                image = meme_image(meme, self.images, self.cfg.image)
+                image = await self._off(meme_image, meme, self.images, self.cfg.image)
             except DataError as e:
                 self.store.record_error("meme", meme.uid, str(e))
                 self.progress.drop("responses", per)  # none of its steps is made
@@ -426,6 +447,8 @@ class JudgeAuditPipeline:
                 if text is None:
                     self.progress.drop("responses", 1 if want_text else 0)
                     continue
+                if not out:
+                    self._start_image_work(meme, image, q)
                 t_text = (
                     await self._response(meme, responder, None, tq, text_only=True)
                     if want_text
@@ -443,6 +466,39 @@ class JudgeAuditPipeline:
             bases.extend(got)
         bases.sort(key=lambda b: (b.meme.uid, b.responder))
         return bases
+
+    async def _off(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the image workers (on the loop when there are none)."""
+        if self._executor is None:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _start_image_work(self, meme: Meme, image: AuditImage | None, query: str) -> None:
+        """Starts, in the image workers, what the next stage will need of a meme that has a
+        base item: its image variants (the types the integrality check keeps, as
+        ``meme_pairs`` asks them) and its scene fingerprint. Only memes with a base item: an
+        image stored that no pair uses would be a change to the run's files."""
+        ex = self._executor
+        if ex is None or image is None:
+            return
+        acfg = self.acfg
+        for bias_type in acfg.bias_types:
+            if bias_type not in IMAGE_VARIANTS:
+                continue
+            if integrality_check(bias_type, query, meme.text) is not None:
+                continue
+            self._variants[(meme.uid, bias_type)] = ex.submit(
+                image_variant,
+                bias_type,
+                query,
+                image,
+                self.images.root,
+                f"{self.cfg.seed}\x1f{bias_type}\x1f{meme.uid}",
+                meme.text or meme.uid,
+                acfg.texture_max_cover,
+            )
+        if DONOR_TYPES.intersection(acfg.bias_types) and image.sha256 not in self._scenes:
+            self._scenes[image.sha256] = ex.submit(_fingerprint, image)
 
     # ---------------------------------------------------------------- stage 2
     def _donor(self, uid: str, donors: _Donors, bias_type: str) -> Triplet | None:
@@ -465,7 +521,11 @@ class JudgeAuditPipeline:
         by_uid: dict[str, BaseItem] = {}
         for b in bases:
             by_uid.setdefault(b.meme.uid, b)
-        donors = _Donors(by_uid, self.acfg.donor_group_field)
+        donors = _Donors(
+            by_uid,
+            self.acfg.donor_group_field,
+            known={sha: f.result() for sha, f in self._scenes.items()},
+        )
         if outcome is not None:
             outcome.donor_checks = donors.checks  # counted as the pairs are generated
         memo_uid: str | None = None
@@ -492,6 +552,15 @@ class JudgeAuditPipeline:
                 if memo_uid != base.meme.uid:
                     memo_uid, memo = base.meme.uid, {}
                 got = memo.get(bias_type)
+                made = self._variants.pop((base.meme.uid, bias_type), None)
+                if got is None and made is not None:
+                    # Built in the image workers (``image_variant``: the same generator on
+                    # the same item with the same seed).
+                    res = made.result()
+                    if isinstance(res, str):
+                        got = memo[bias_type] = res
+                    else:
+                        got = memo[bias_type] = (replace(ref, image=res[0]), res[1])
                 if got is None:
                     ctx = PerturbContext(
                         store=self.images,
@@ -784,8 +853,20 @@ class JudgeAuditPipeline:
             families={n: (m.family or n) for n, m in self.cfg.models.items()},
         )
         self._unstored = _unstored_kinds(self.store)
+        if self.workers > 0:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self.workers, thread_name_prefix="judge-audit-image"
+            )
         try:
             bases = await self.prepare()
+            # The image work still running is awaited off the loop (nothing else runs now),
+            # so ``meme_pairs`` finds it done.
+            pending: list[concurrent.futures.Future[Any]] = [
+                *self._variants.values(),
+                *self._scenes.values(),
+            ]
+            if pending:
+                await asyncio.wait([asyncio.wrap_future(f) for f in pending])
             n_meme_pairs = len(bases) * len(self.acfg.bias_types)
             self.progress.stage(
                 "judgments", 2 * (n_meme_pairs + len(self.rows)) * len(self.acfg.judges)
@@ -797,6 +878,12 @@ class JudgeAuditPipeline:
                 await self.classic(bases, out)
         except BudgetExceeded as e:
             out.stopped = str(e)
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True, cancel_futures=True)
+                self._executor = None
+            self._variants.clear()
+            self._scenes.clear()
         return out
 
 
@@ -841,7 +928,12 @@ class _Donors:
     redrawn (and counted) while related, up to ``_DONOR_TRIES`` times."""
 
     def __init__(
-        self, by_uid: dict[str, BaseItem], group_field: str | None, *, scenes: bool = True
+        self,
+        by_uid: dict[str, BaseItem],
+        group_field: str | None,
+        *,
+        scenes: bool = True,
+        known: dict[str, SceneFingerprint] | None = None,
     ) -> None:
         self.items = list(by_uid.values())
         self.at = {u: i for i, u in enumerate(by_uid)}
@@ -852,7 +944,8 @@ class _Donors:
         self.group_field = group_field
         self.scenes = scenes
         """Whether draws showing the same scene are rejected (off: the content hash only)."""
-        self._scenes: dict[str, SceneFingerprint] = {}
+        # Fingerprints already computed (``known``: by the image workers), by image hash.
+        self._scenes: dict[str, SceneFingerprint] = dict(known or {})
         self.checks: dict[str, int] = {
             "drawn": 0,
             "rejected_same_scene": 0,
@@ -915,6 +1008,10 @@ class _Donors:
             self.checks[why] += 1
         self.checks["no_unrelated_donor"] += 1
         return None
+
+
+def _fingerprint(image: AuditImage) -> SceneFingerprint:
+    return scene_fingerprint(image.load())
 
 
 def _example_key(pair: AuditPair) -> str:
