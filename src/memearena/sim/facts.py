@@ -1,7 +1,7 @@
 """What the simulated world and its per-method parts share: the facts of one meme, the
 profile of one simulated model, the seeded digest every draw is made from, and the reading of
-one delimited block of a prompt. The parts (``adapt.py``, ``judge_audit.py``) see the world only
-through :class:`WorldCore`, so that neither imports the world's internals."""
+one delimited block of a prompt. The parts (each method's ``methods/<name>/sim.py``) see the
+world only through :class:`WorldCore`, so that neither imports the world's internals."""
 
 from __future__ import annotations
 
