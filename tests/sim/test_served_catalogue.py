@@ -59,3 +59,42 @@ def test_sim_serve_answers_for_the_judge_audit_demo_judges() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_sim_serve_idempotency_flag_answers_a_repeated_key_unbilled() -> None:
+    import json
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memearena.cli", "sim-serve", "--port", str(port), "--idempotency"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        client = openai.OpenAI(base_url=base, api_key="x", max_retries=0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.models.list()
+                break
+            except openai.APIConnectionError:
+                assert time.monotonic() < deadline, "sim-serve did not start"
+                time.sleep(0.1)
+        headers = {"X-Memearena-Role": "ping", "Idempotency-Key": "memearena-test-1"}
+        replies = [
+            client.chat.completions.create(
+                model="sim-aurora",
+                messages=[{"role": "user", "content": "ping"}],
+                extra_headers=headers,
+            )
+            for _ in range(2)
+        ]
+        assert replies[0].choices[0].message.content == replies[1].choices[0].message.content
+        with urllib.request.urlopen(f"{base}/stats") as resp:
+            stats = json.loads(resp.read())
+        assert stats["replayed"] == 1, stats
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -126,6 +126,13 @@ def sim_serve(
         Path | None,
         typer.Option("--config", help="Also serve this run config's provider: sim models."),
     ] = None,
+    idempotency: Annotated[
+        bool,
+        typer.Option(
+            "--idempotency",
+            help="Answer a repeated Idempotency-Key with the reply already billed (unbilled).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the simulated world as an OpenAI-compatible endpoint (with injected faults)."""
     from memearena.config import load_config
@@ -138,7 +145,8 @@ def sim_serve(
     # Announced once listening: a bad option or a port in use is one error line, no banner.
     banner = (
         f"simulated OpenAI-compatible server on http://{host}:{port}/v1 "
-        f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}) — simulated models only"
+        f"(latency {latency_ms} ms, fail-rate {fail_rate}, seed {seed}"
+        f"{', idempotency keys honoured' if idempotency else ''}) — simulated models only"
     )
     serve_world(
         host=host,
@@ -148,6 +156,7 @@ def sim_serve(
         seed=seed,
         config=cfg,
         banner=banner,
+        idempotency=idempotency,
     )
 
 

@@ -38,6 +38,7 @@ def serve_world(
     seed: int,
     config: RunConfig | None = None,
     banner: str | None = None,
+    idempotency: bool = False,
 ) -> None:
     """Serve the demo world (or ``config``'s simulated models) until interrupted; a request for
     a model the world does not serve gets a 404, as OpenAI answers."""
@@ -61,4 +62,5 @@ def serve_world(
         seed=seed,
         models=names,
         banner=banner,
+        idempotency=idempotency,
     )
