@@ -4,7 +4,8 @@ Contract (the viewer's labelling pages build on it):
 
 - ``QUEUES``: ``battles`` (the Arena's judged pairs, blind), ``guidelines`` (every fusion
   round's guideline, the fused one last), ``rewrites`` (Adapt's rewrites mixed with their
-  originals, blind), ``perturbations`` (the Judge audit's kept before/after examples);
+  originals, blind), ``perturbations`` (every Judge-audit perturbation whose two scoring
+  requests the score log names and run.db holds, else the audit's kept before/after examples);
 - ``queue_items(run_dir, queue)`` → ``LabelItem``s: ``texts`` and ``images`` are what the person
   sees (images as the sha256 of an image under ``DIR/images/``, served by the viewer's image
   route); ``hidden`` must never be shown before the person answers (judge verdicts, model
@@ -14,7 +15,7 @@ Contract (the viewer's labelling pages build on it):
   (``store.validate_answer``);
 - an item's ``key`` is stable across reloads and re-runs of the same steps (answer request
   hashes, a guideline round's request hash, a hash of a rewrite's meme and text, of a
-  perturbation's content); it never names a model;
+  perturbation's bias type, item and content); it never names a model;
 - a battle's A/B order is drawn from its key alone (never from ``seed``): a label's ``A`` keeps
   meaning the same model whatever order the queue is shown in;
 - ``order="information"`` puts first the items a label teaches most about (battles the judges
