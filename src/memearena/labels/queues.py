@@ -126,6 +126,12 @@ _FIELDS: dict[str, tuple[Field, ...]] = {
     "rewrites": (
         Field("carries_misbelief", "Does it still carry the misbelief?", *_YES_NO_UNSURE),
         Field("still_harmful", "Is it still harmful?", *_YES_NO_UNSURE),
+        Field(
+            "answer_score",
+            "How well does the answer explain the meme's harm? 1 (poor) to 10 (good), or skip",
+            tuple(str(i) for i in range(1, 11)),
+            (*(str(i) for i in range(1, 10)), "0"),
+        ),
     ),
     "perturbations": (
         Field(
@@ -329,16 +335,44 @@ def _guideline_items(run: RunFiles) -> list[LabelItem]:
     return items
 
 
+def text_tag(text: str) -> str:
+    """The tag Adapt's steps on a rewrite carry in their coordinates (``refine._text_tag``)."""
+    return "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _target_answers(run: RunFiles) -> dict[str, str]:
+    """Adapt's target answers by their coordinates (``meme|tag|category|target|repeat``)."""
+    out: dict[str, str] = {}
+    for _key, v in run.artifacts("adapt.answer"):
+        coord, answer = v.get("for"), v.get("answer")
+        if isinstance(coord, str) and isinstance(answer, str) and answer.strip():
+            out.setdefault(coord, answer)
+    return out
+
+
+def _pick(key: str, candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The one answer an item shows, drawn from its key alone among those on record (a label's
+    score keeps meaning the same answer whatever order the queue is shown in)."""
+    if not candidates:
+        return None
+    ranked = sorted(candidates, key=lambda c: (str(c["target"]), str(c["repeat"]), c["coord"]))
+    return ranked[int(_h("answer-pick", key)[:8], 16) % len(ranked)]
+
+
 def _rewrite_items(run: RunFiles) -> list[LabelItem]:
     threshold = 4.0
     adapt = run.board.get("adapt")
     if isinstance(adapt, dict) and isinstance(adapt.get("failure_threshold"), int | float):
         threshold = float(adapt["failure_threshold"])
     originals: dict[str, str] = {}
+    scored_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for o in run.jsonl("adapt_scores.jsonl"):
         sha = (o.get("original_image") or {}).get("sha256")
         if o.get("meme") and isinstance(sha, str):
             originals.setdefault(str(o["meme"]), sha)
+        if o.get("meme"):
+            scored_rows[str(o["meme"])].append(o)
+    said = _target_answers(run)
     rewrites: dict[str, dict[str, Any]] = {}
     origs: dict[str, dict[str, Any]] = {}
     chains_per_cell: Counter[tuple[str, str]] = Counter()
@@ -365,6 +399,17 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
                 },
             )
             score = s.get("score_after")
+            coord = f"{meme}|{text_tag(text)}|{category}|{target}|{c.get('repeat')}"
+            if coord in said:
+                r.setdefault("answers", []).append(
+                    {
+                        "coord": coord,
+                        "target": target,
+                        "repeat": c.get("repeat"),
+                        "answer": said[coord],
+                        "score": score if isinstance(score, int | float) else None,
+                    }
+                )
             r["steps"].append(
                 {
                     "target": target,
@@ -385,36 +430,61 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
                     "misbelief": str(s.get("misbelief") or ""),
                 }
     fields = fields_of("rewrites")
+    unscored = tuple(f for f in fields if f.name != "answer_score")
+
+    def shown(
+        text: str, misbelief: str, got: dict[str, Any] | None
+    ) -> tuple[dict[str, str], tuple[Field, ...]]:
+        # An item with no answer on record has no answer to score (either kind: the field
+        # does not tell a rewrite from an original).
+        if got is None:
+            return {"text": text, "misbelief": misbelief}, unscored
+        return {"text": text, "misbelief": misbelief, "answer": str(got["answer"])}, fields
+
+    def answer_of(got: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if got is None else {k: v for k, v in got.items() if k != "answer"}
+
     items = []
     for key, r in rewrites.items():
         cells = {(st["target"], st["category"]) for st in r["steps"]}
+        got = _pick(key, r.get("answers") or [])
+        texts, item_fields = shown(r["text"], r["misbelief"], got)
         items.append(
             LabelItem(
                 queue="rewrites",
                 key=key,
                 title="Meme",
-                texts={"text": r["text"], "misbelief": r["misbelief"]},
+                texts=texts,
                 images={"image": r["image"]} if r["image"] else {},
-                fields=fields,
+                fields=item_fields,
                 hidden={
                     "kind": "refined",
                     "meme": r["meme"],
                     "steps": r["steps"],
                     "threshold": threshold,
                     "chains_in_cell": min(chains_per_cell[c] for c in cells) if cells else 0,
+                    "answer_of": answer_of(got),
                 },
             )
         )
     for key, o in origs.items():
+        got = _pick(key, _original_answers(o, scored_rows, said))
+        texts, item_fields = shown(o["text"], o["misbelief"], got)
         items.append(
             LabelItem(
                 queue="rewrites",
                 key=key,
                 title="Meme",
-                texts={"text": o["text"], "misbelief": o["misbelief"]},
+                texts=texts,
                 images={"image": o["image"]} if isinstance(o["image"], str) else {},
-                fields=fields,
-                hidden={"kind": "original", "meme": o["meme"], "steps": [], "threshold": threshold},
+                fields=item_fields,
+                hidden={
+                    "kind": "original",
+                    "meme": o["meme"],
+                    "steps": [],
+                    "threshold": threshold,
+                    "answer_of": answer_of(got),
+                },
             )
         )
     # Blind: refined and original items interleaved in an order drawn from the keys.
@@ -647,6 +717,37 @@ def _example_items(run: RunFiles) -> list[LabelItem]:
                 )
             )
     return items
+
+
+def _original_answers(
+    o: dict[str, Any], scored_rows: dict[str, list[dict[str, Any]]], said: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The targets' answers on an original, on the image the item shows: the original image
+    (its own figure, no tag) or the loop's image (tag ``loop``), with that answer's score."""
+    out = []
+    for row in scored_rows.get(o["meme"], []):
+        own: dict[str, Any] = row.get("original_image") or {}
+        loop: dict[str, Any] = row.get("image") or {}
+        if not isinstance(own, dict) or not isinstance(loop, dict):
+            continue
+        if own and own.get("sha256") == o["image"]:
+            tag, score = "", own.get("score")
+        elif loop.get("sha256") == o["image"]:
+            tag, score = "loop", row.get("score")
+        else:
+            continue
+        coord = f"{o['meme']}|{tag}|{row.get('category')}|{row.get('target')}|{row.get('repeat')}"
+        if coord in said:
+            out.append(
+                {
+                    "coord": coord,
+                    "target": row.get("target"),
+                    "repeat": row.get("repeat"),
+                    "answer": said[coord],
+                    "score": score if isinstance(score, int | float) else None,
+                }
+            )
+    return out
 
 
 def _perturbation_items(run: RunFiles) -> list[LabelItem]:
