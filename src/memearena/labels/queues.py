@@ -21,6 +21,8 @@ Contract (the viewer's labelling pages build on it):
 - ``order="information"`` puts first the items a label teaches most about (battles the judges
   disagree on most; rewrites whose weakness claim rests on few chains; guidelines of the fused
   round; perturbations whose judges moved most).
+- a ``rewrites`` item shows one target answer on record (drawn from its key) with an optional
+  1-10 ``answer_score``; the scorer panel's score of it is hidden (``answer_of``).
 """
 
 from __future__ import annotations
