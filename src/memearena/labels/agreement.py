@@ -20,6 +20,9 @@ Figures (``figure`` column of ``Agreement.rows``):
 - ``harmful_share``: share of refined (and original) items the majority calls still harmful;
 - ``failure_rate`` / ``failure_rate_human_harmful``: per Adapt target, the failure rate on the
   labelled rewrites, and on those the human majority confirmed still harmful;
+- ``answer_score_difference`` / ``answer_score_correlation``: on the rewrites queue, the
+  annotators' mean 1-10 score of the target's answer an item shows minus the scorer panel's
+  score of it, and Pearson's r between the two (over memes);
 - ``perturbation_accepted``: share of perturbations the majority says keep what their bias type
   must keep, per bias type.
 
@@ -54,6 +57,7 @@ from memearena.stats.human import (
     alpha_codes,
     bt_ranking,
     cohen_kappa_codes,
+    correlation_codes,
     mean_codes,
     narrowing,
     plurality,
@@ -379,6 +383,50 @@ def _yes_no_alpha(
         )
 
 
+def _answer_scores(
+    out: Agreement,
+    items: Sequence[LabelItem],
+    labelled: Mapping[str, dict[str, dict[str, Any]]],
+    n_boot: int,
+    seed: int,
+) -> None:
+    """The annotators' mean 1-10 score of the target's answer an item shows against the
+    scorer panel's score of that answer: mean difference (human - scorer) and Pearson's r."""
+    human: list[float] = []
+    scorer: list[float] = []
+    memes: list[str] = []
+    for it in items:
+        shown = it.hidden.get("answer_of")
+        score = shown.get("score") if isinstance(shown, dict) else None
+        if not isinstance(score, int | float) or not math.isfinite(score):
+            continue
+        given = [
+            int(a["answer_score"])
+            for a in (labelled.get(it.key) or {}).values()
+            if str(a.get("answer_score") or "").isdigit()
+        ]
+        if not given:
+            continue
+        human.append(sum(given) / len(given))
+        scorer.append(float(score))
+        memes.append(str(it.hidden.get("meme")))
+    if not human:
+        return
+    diffs = [h - s for h, s in zip(human, scorer, strict=True)]
+    out.add(
+        "answer_score_difference",
+        "rewrites",
+        mean_codes(diffs, memes, n_boot=n_boot, seed=seed),
+        field_="answer_score",
+    )
+    out.add(
+        "answer_score_correlation",
+        "rewrites",
+        correlation_codes(human, scorer, memes, n_boot=n_boot, seed=seed),
+        field_="answer_score",
+    )
+
+
 def _rewrites(
     out: Agreement,
     items: Sequence[LabelItem],
@@ -418,6 +466,7 @@ def _rewrites(
             for g in groups:
                 steps[str(s["target"])][g][0].append(failed)
                 steps[str(s["target"])][g][1].append(meme(it))
+    _answer_scores(out, items, labelled, n_boot, seed)
     for (name, kind), (values, clusters) in sorted(shares.items()):
         figure = "harmful_share" if name == "still_harmful" else "misbelief_share"
         out.add(

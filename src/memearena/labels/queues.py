@@ -4,7 +4,8 @@ Contract (the viewer's labelling pages build on it):
 
 - ``QUEUES``: ``battles`` (the Arena's judged pairs, blind), ``guidelines`` (every fusion
   round's guideline, the fused one last), ``rewrites`` (Adapt's rewrites mixed with their
-  originals, blind), ``perturbations`` (the Judge audit's kept before/after examples);
+  originals, blind), ``perturbations`` (every Judge-audit perturbation whose two scoring
+  requests the score log names and run.db holds, else the audit's kept before/after examples);
 - ``queue_items(run_dir, queue)`` → ``LabelItem``s: ``texts`` and ``images`` are what the person
   sees (images as the sha256 of an image under ``DIR/images/``, served by the viewer's image
   route); ``hidden`` must never be shown before the person answers (judge verdicts, model
@@ -14,12 +15,14 @@ Contract (the viewer's labelling pages build on it):
   (``store.validate_answer``);
 - an item's ``key`` is stable across reloads and re-runs of the same steps (answer request
   hashes, a guideline round's request hash, a hash of a rewrite's meme and text, of a
-  perturbation's content); it never names a model;
+  perturbation's bias type, item and content); it never names a model;
 - a battle's A/B order is drawn from its key alone (never from ``seed``): a label's ``A`` keeps
   meaning the same model whatever order the queue is shown in;
 - ``order="information"`` puts first the items a label teaches most about (battles the judges
   disagree on most; rewrites whose weakness claim rests on few chains; guidelines of the fused
   round; perturbations whose judges moved most).
+- a ``rewrites`` item shows one target answer on record (drawn from its key) with an optional
+  1-10 ``answer_score``; the scorer panel's score of it is hidden (``answer_of``).
 """
 
 from __future__ import annotations
@@ -125,6 +128,12 @@ _FIELDS: dict[str, tuple[Field, ...]] = {
     "rewrites": (
         Field("carries_misbelief", "Does it still carry the misbelief?", *_YES_NO_UNSURE),
         Field("still_harmful", "Is it still harmful?", *_YES_NO_UNSURE),
+        Field(
+            "answer_score",
+            "How well does the answer explain the meme's harm? 1 (poor) to 10 (good), or skip",
+            tuple(str(i) for i in range(1, 11)),
+            (*(str(i) for i in range(1, 10)), "0"),
+        ),
     ),
     "perturbations": (
         Field(
@@ -328,16 +337,44 @@ def _guideline_items(run: RunFiles) -> list[LabelItem]:
     return items
 
 
+def text_tag(text: str) -> str:
+    """The tag Adapt's steps on a rewrite carry in their coordinates (``refine._text_tag``)."""
+    return "rw:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _target_answers(run: RunFiles) -> dict[str, str]:
+    """Adapt's target answers by their coordinates (``meme|tag|category|target|repeat``)."""
+    out: dict[str, str] = {}
+    for _key, v in run.artifacts("adapt.answer"):
+        coord, answer = v.get("for"), v.get("answer")
+        if isinstance(coord, str) and isinstance(answer, str) and answer.strip():
+            out.setdefault(coord, answer)
+    return out
+
+
+def _pick(key: str, candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The one answer an item shows, drawn from its key alone among those on record (a label's
+    score keeps meaning the same answer whatever order the queue is shown in)."""
+    if not candidates:
+        return None
+    ranked = sorted(candidates, key=lambda c: (str(c["target"]), str(c["repeat"]), c["coord"]))
+    return ranked[int(_h("answer-pick", key)[:8], 16) % len(ranked)]
+
+
 def _rewrite_items(run: RunFiles) -> list[LabelItem]:
     threshold = 4.0
     adapt = run.board.get("adapt")
     if isinstance(adapt, dict) and isinstance(adapt.get("failure_threshold"), int | float):
         threshold = float(adapt["failure_threshold"])
     originals: dict[str, str] = {}
+    scored_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for o in run.jsonl("adapt_scores.jsonl"):
         sha = (o.get("original_image") or {}).get("sha256")
         if o.get("meme") and isinstance(sha, str):
             originals.setdefault(str(o["meme"]), sha)
+        if o.get("meme"):
+            scored_rows[str(o["meme"])].append(o)
+    said = _target_answers(run)
     rewrites: dict[str, dict[str, Any]] = {}
     origs: dict[str, dict[str, Any]] = {}
     chains_per_cell: Counter[tuple[str, str]] = Counter()
@@ -364,6 +401,17 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
                 },
             )
             score = s.get("score_after")
+            coord = f"{meme}|{text_tag(text)}|{category}|{target}|{c.get('repeat')}"
+            if coord in said:
+                r.setdefault("answers", []).append(
+                    {
+                        "coord": coord,
+                        "target": target,
+                        "repeat": c.get("repeat"),
+                        "answer": said[coord],
+                        "score": score if isinstance(score, int | float) else None,
+                    }
+                )
             r["steps"].append(
                 {
                     "target": target,
@@ -384,36 +432,61 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
                     "misbelief": str(s.get("misbelief") or ""),
                 }
     fields = fields_of("rewrites")
+    unscored = tuple(f for f in fields if f.name != "answer_score")
+
+    def shown(
+        text: str, misbelief: str, got: dict[str, Any] | None
+    ) -> tuple[dict[str, str], tuple[Field, ...]]:
+        # An item with no answer on record has no answer to score (either kind: the field
+        # does not tell a rewrite from an original).
+        if got is None:
+            return {"text": text, "misbelief": misbelief}, unscored
+        return {"text": text, "misbelief": misbelief, "answer": str(got["answer"])}, fields
+
+    def answer_of(got: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if got is None else {k: v for k, v in got.items() if k != "answer"}
+
     items = []
     for key, r in rewrites.items():
         cells = {(st["target"], st["category"]) for st in r["steps"]}
+        got = _pick(key, r.get("answers") or [])
+        texts, item_fields = shown(r["text"], r["misbelief"], got)
         items.append(
             LabelItem(
                 queue="rewrites",
                 key=key,
                 title="Meme",
-                texts={"text": r["text"], "misbelief": r["misbelief"]},
+                texts=texts,
                 images={"image": r["image"]} if r["image"] else {},
-                fields=fields,
+                fields=item_fields,
                 hidden={
                     "kind": "refined",
                     "meme": r["meme"],
                     "steps": r["steps"],
                     "threshold": threshold,
                     "chains_in_cell": min(chains_per_cell[c] for c in cells) if cells else 0,
+                    "answer_of": answer_of(got),
                 },
             )
         )
     for key, o in origs.items():
+        got = _pick(key, _original_answers(o, scored_rows, said))
+        texts, item_fields = shown(o["text"], o["misbelief"], got)
         items.append(
             LabelItem(
                 queue="rewrites",
                 key=key,
                 title="Meme",
-                texts={"text": o["text"], "misbelief": o["misbelief"]},
+                texts=texts,
                 images={"image": o["image"]} if isinstance(o["image"], str) else {},
-                fields=fields,
-                hidden={"kind": "original", "meme": o["meme"], "steps": [], "threshold": threshold},
+                fields=item_fields,
+                hidden={
+                    "kind": "original",
+                    "meme": o["meme"],
+                    "steps": [],
+                    "threshold": threshold,
+                    "answer_of": answer_of(got),
+                },
             )
         )
     # Blind: refined and original items interleaved in an order drawn from the keys.
@@ -421,7 +494,179 @@ def _rewrite_items(run: RunFiles) -> list[LabelItem]:
     return items
 
 
-def _perturbation_items(run: RunFiles) -> list[LabelItem]:
+AUDIT_SCORES = "judge_audit_scores.jsonl"
+"""The Judge audit's score log: one row per scored pair, naming both scoring requests."""
+MAX_AUDIT_PAIRS = 50_000
+"""Distinct scored pairs (item, bias type, biased request) read from the score log at most: a
+larger log is cut there (the queue's work stays bounded)."""
+
+
+def _request_view(payload: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """A stored request as the judge saw it: its texts joined, its images' sha256 in order."""
+    texts: list[str] = []
+    images: list[str] = []
+    for m in payload.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "image" and isinstance(part.get("sha256"), str):
+                images.append(part["sha256"])
+            elif part.get("type") == "text":
+                texts.append(str(part.get("text") or ""))
+    return "\n\n".join(texts), tuple(images)
+
+
+def text_diff(a: str, b: str) -> tuple[str, str]:
+    """The lines where ``a`` and ``b`` differ (common leading and trailing lines cut), each
+    under the last non-blank common line before them (the section it falls in)."""
+    la, lb = a.split("\n"), b.split("\n")
+    n = min(len(la), len(lb))
+    head = 0
+    while head < n and la[head] == lb[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and la[-1 - tail] == lb[-1 - tail]:
+        tail += 1
+    context = next((la[i] for i in range(head - 1, -1, -1) if la[i].strip()), None)
+
+    def middle(lines: list[str]) -> str:
+        body = "\n".join(lines[head : len(lines) - tail]).strip("\n")
+        shown = body if body.strip() else "(nothing)"
+        return f"{context}\n{shown}" if context is not None else shown
+
+    return middle(la), middle(lb)
+
+
+def _image_names(prefix: str, shas: tuple[str, ...]) -> dict[str, str]:
+    return {(prefix if i == 0 else f"{prefix} {i + 1}"): sha for i, sha in enumerate(shas)}
+
+
+def _audit_rows(run: RunFiles) -> list[dict[str, Any]]:
+    """The score log's distinct pairs that name both requests, in log order (bounded)."""
+    seen: set[tuple[str, str, str]] = set()
+    rows = []
+    for r in run.jsonl(AUDIT_SCORES):
+        u, b = r.get("unbiased_request"), r.get("biased_request")
+        if not (isinstance(u, str) and u and isinstance(b, str) and b):
+            continue
+        coord = (str(r.get("id")), str(r.get("bias_type")), b)
+        if coord in seen:
+            continue
+        seen.add(coord)
+        rows.append(r)
+        if len(rows) >= MAX_AUDIT_PAIRS:
+            break
+    return rows
+
+
+def _audit_rows_named(run: RunFiles) -> bool:
+    """Whether the score log's first row names its requests (a log is written by one run)."""
+    for r in run.jsonl(AUDIT_SCORES):
+        return bool(r.get("unbiased_request") and r.get("biased_request"))
+    return False
+
+
+def _logged_perturbation_items(run: RunFiles) -> list[LabelItem]:
+    """One item per distinct perturbation on record in the score log: the pairs of every judge
+    (and of every responder with the same response) that showed the same two requests' content
+    are one item, their scores kept hidden."""
+    rows = _audit_rows(run)
+    if not rows:
+        return []
+    # A request is read once however many pairs share it (an unperturbed item serves every
+    # bias type): (its texts, its images, a hash of its texts).
+    views: dict[str, tuple[str, tuple[str, ...], str] | None] = {}
+
+    def view(key: str) -> tuple[str, tuple[str, ...], str] | None:
+        if key not in views:
+            payload = run.request(key)
+            got = _request_view(payload) if payload is not None else None
+            views[key] = None if got is None else (*got, _h(got[0]))
+        return views[key]
+
+    fields = fields_of("perturbations")
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        u, b = view(str(r["unbiased_request"])), view(str(r["biased_request"]))
+        if u is None or b is None:
+            continue  # a request not on record (an older store): nothing to show
+        bias_type, item = str(r.get("bias_type")), str(r.get("id"))
+        key = _h(
+            "perturbation-request",
+            bias_type,
+            item,
+            u[2],
+            *u[1],
+            "\x1e",
+            b[2],
+            *b[1],
+        )[:40]
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {
+                "bias_type": bias_type,
+                "item": item,
+                "u": u,
+                "b": b,
+                "responders": [],
+                "scores": {},
+                "requests": [],
+            }
+        responder = r.get("responder")
+        if responder is not None and str(responder) not in g["responders"]:
+            g["responders"].append(str(responder))
+        status = r.get("status")
+        g["scores"][str(r.get("judge"))] = {
+            "unbiased": r.get("unbiased_score"),
+            "biased": r.get("biased_score"),
+            "status": status if isinstance(status, list) else None,
+        }
+        g["requests"].append([str(r["unbiased_request"]), str(r["biased_request"])])
+    items = []
+    for key, g in groups.items():
+        bias_type = g["bias_type"]
+        (ut, ui, _), (bt, bi, _) = g["u"], g["b"]
+        texts = {
+            "bias_type": bias_type.replace("_", " "),
+            "must_keep": BIAS_KEEPS.get(bias_type, ""),
+        }
+        if ut != bt:
+            texts["request_original"], texts["request_perturbed"] = text_diff(ut, bt)
+        else:  # only the image changed: what the judge read beside it, to judge it against
+            texts["request"] = ut
+        images = (
+            {**_image_names("original", ui), **_image_names("perturbed", bi)}
+            if ui != bi
+            else _image_names("image", ui)
+        )
+        items.append(
+            LabelItem(
+                queue="perturbations",
+                key=key,
+                title=f"Perturbation: {bias_type.replace('_', ' ')}",
+                texts=texts,
+                images=images,
+                fields=fields,
+                hidden={
+                    "bias_type": bias_type,
+                    "item": g["item"],
+                    "responder": g["responders"][0] if g["responders"] else None,
+                    "responders": g["responders"],
+                    "scores": g["scores"],
+                    "requests": g["requests"],
+                },
+            )
+        )
+    return items
+
+
+def _example_items(run: RunFiles) -> list[LabelItem]:
+    """The audit's kept examples (``judge_audit.examples``): the queue of a run whose score
+    log does not name its requests."""
     ja = run.board.get("judge_audit")
     examples = ja.get("examples") if isinstance(ja, dict) else None
     if not isinstance(examples, dict):
@@ -476,6 +721,42 @@ def _perturbation_items(run: RunFiles) -> list[LabelItem]:
     return items
 
 
+def _original_answers(
+    o: dict[str, Any], scored_rows: dict[str, list[dict[str, Any]]], said: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The targets' answers on an original, on the image the item shows: the original image
+    (its own figure, no tag) or the loop's image (tag ``loop``), with that answer's score."""
+    out = []
+    for row in scored_rows.get(o["meme"], []):
+        own: dict[str, Any] = row.get("original_image") or {}
+        loop: dict[str, Any] = row.get("image") or {}
+        if not isinstance(own, dict) or not isinstance(loop, dict):
+            continue
+        if own and own.get("sha256") == o["image"]:
+            tag, score = "", own.get("score")
+        elif loop.get("sha256") == o["image"]:
+            tag, score = "loop", row.get("score")
+        else:
+            continue
+        coord = f"{o['meme']}|{tag}|{row.get('category')}|{row.get('target')}|{row.get('repeat')}"
+        if coord in said:
+            out.append(
+                {
+                    "coord": coord,
+                    "target": row.get("target"),
+                    "repeat": row.get("repeat"),
+                    "answer": said[coord],
+                    "score": score if isinstance(score, int | float) else None,
+                }
+            )
+    return out
+
+
+def _perturbation_items(run: RunFiles) -> list[LabelItem]:
+    """Every perturbation on record in the score log, else the kept examples."""
+    return _logged_perturbation_items(run) or _example_items(run)
+
+
 _BUILDERS = {
     "battles": _battle_items,
     "guidelines": _guideline_items,
@@ -528,7 +809,7 @@ def available_queues(run_dir: Path) -> list[str]:
         if run.has("adapt_chains.jsonl"):
             out.append("rewrites")
         ja = run.board.get("judge_audit")
-        if isinstance(ja, dict) and ja.get("examples"):
+        if (isinstance(ja, dict) and ja.get("examples")) or _audit_rows_named(run):
             out.append("perturbations")
         return out
     finally:

@@ -9,6 +9,8 @@ sums, so each figure's interval is over the unit that was sampled.
   human majority) on k categories;
 - ``alpha_codes``: Krippendorff's α (nominal) among raters with missing values;
 - ``mean_codes``: a mean (or a proportion, for 0/1 values) over items;
+- ``correlation_codes``: Pearson's r of paired values over items (e.g. a human score and a
+  scorer's score of the same answer);
 - ``bt_ranking`` / ``ranking_agreement``: a Bradley–Terry ranking fitted to pairwise counts,
   and the NDCG and Kendall τ of other rankings against it, per bootstrap round;
 - ``plurality``: the majority label of a unit (None when the top is shared);
@@ -32,6 +34,7 @@ __all__ = [
     "alpha_codes",
     "bt_ranking",
     "cohen_kappa_codes",
+    "correlation_codes",
     "mean_codes",
     "narrowing",
     "plurality",
@@ -180,6 +183,40 @@ def mean_codes(
     with np.errstate(invalid="ignore", divide="ignore"):
         low, high = _interval(boot[:, 0] / boot[:, 1], ci)
     return HumanEstimate(value, low, high, len(values), len(sums))
+
+
+def _pearson(sums: FloatArray) -> FloatArray:
+    """Pearson's r from summed columns (x, y, x², y², xy, n), one row per bootstrap round."""
+    x, y, xx, yy, xy, n = (sums[..., i] for i in range(6))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = xy - x * y / n
+        var = (xx - x * x / n) * (yy - y * y / n)
+        return np.where(var > 0, cov / np.sqrt(np.where(var > 0, var, 1.0)), np.nan)
+
+
+def correlation_codes(
+    x: Sequence[float],
+    y: Sequence[float],
+    clusters: Sequence[Hashable],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> HumanEstimate:
+    """Pearson's r of paired per-item values, bootstrap over clusters (NaN when either side
+    is constant: no correlation is defined)."""
+    if not len(x) == len(y) == len(clusters):
+        raise StatsError("correlation: x, y and the clusters need one entry per item")
+    if not len(x):
+        return _nan()
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    rows = np.column_stack([a, b, a * a, b * b, a * b, np.ones(len(a))])
+    sums = _cluster_sums(rows, clusters)
+    value = float(_pearson(sums.sum(axis=0)))
+    if not n_boot:
+        return HumanEstimate(value, value, value, len(a), len(sums))
+    low, high = _interval(_pearson(_draws(len(sums), n_boot, seed) @ sums), ci)
+    return HumanEstimate(value, low, high, len(a), len(sums))
 
 
 def plurality(values: Sequence[Hashable]) -> Hashable | None:
