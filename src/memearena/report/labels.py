@@ -22,6 +22,8 @@ _TITLES = {
     "failure_rate": "failure rate, labelled rewrites",
     "failure_rate_human_harmful": "failure rate, rewrites humans confirmed harmful",
     "perturbation_accepted": "perturbations accepted (human majority)",
+    "answer_score_difference": "answer score, annotators minus scorers (1-10)",
+    "answer_score_correlation": "answer score, Pearson r of annotators and scorers",
 }
 
 

@@ -102,6 +102,8 @@ FIGURE_TITLES = {
     "failure_rate": "Adapt failure rate on the labelled rewrites",
     "failure_rate_human_harmful": "Adapt failure rate on rewrites humans confirmed harmful",
     "perturbation_accepted": "Share of perturbations humans accepted",
+    "answer_score_difference": "Annotators' 1-10 score of a target's answer minus the scorers'",
+    "answer_score_correlation": "Pearson r of the annotators' and the scorers' 1-10 scores",
 }
 """Headings of the agreement figures (``memearena.labels.agreement``); another figure is shown
 under its own name."""
