@@ -66,6 +66,7 @@ def demo_config(*, seed: int = 0, bootstrap: int = 1000, null_world: bool = Fals
             judges=list(DEMO_JUDGES),
             context_model=DEMO_CONTEXT_MODEL,
             bootstrap=bootstrap,
+            rate_fusion_rounds=True,  # the panel's fusion-convergence view, shown by the demo
         ),
         judge_audit=demo_audit_config(list(DEMO_JUDGES), bootstrap=bootstrap),
     )
