@@ -24,6 +24,7 @@ __all__ = [
     "MAX_BLOCK_CHARS",
     "extract_json_objects",
     "final_block",
+    "own_object",
     "parse_answer",
     "parse_contexts",
     "parse_guideline",
@@ -125,7 +126,7 @@ def _objects_with_key(text: str, key: str) -> Iterator[dict[str, Any]]:
             yield obj
 
 
-def _own_object(text: str, key: str) -> dict[str, Any]:
+def own_object(text: str, key: str) -> dict[str, Any]:
     """The agent's own JSON object holding ``key``: the final fenced block (or the whole reply),
     with no other object holding ``key`` anywhere before it."""
     how = f'end your reply with one fenced json block holding the "{key}" object, after all else'
@@ -155,7 +156,7 @@ def _own_object(text: str, key: str) -> dict[str, Any]:
 
 
 def _own_value(text: str, key: str, validate: Callable[[Any], T]) -> T:
-    obj = _own_object(text, key)
+    obj = own_object(text, key)
     try:
         return validate(obj[key])
     except ParseError as e:
@@ -220,7 +221,7 @@ def parse_verdicts(
         raise ValueError("criteria must not be empty")
     # A verdict comes only from the judge's own final block: a response or meme that quotes
     # verdict JSON must yield the judge's verdict or a counted parse failure, never the quoted one.
-    own = _own_object(text, "verdicts")["verdicts"]  # read once: checked, then validated
+    own = own_object(text, "verdicts")["verdicts"]  # read once: checked, then validated
     if quoted:
         for q in quoted:
             if any(own in _values_of(obj, "verdicts") for obj in _objects_with_key(q, "verdicts")):

@@ -22,10 +22,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memearena.errors import ParseError
-from memearena.jsonsafe import loads_bounded
 from memearena.models.types import Message
 from memearena.prompts import AskResult, ask, build_messages
-from memearena.prompts.parsers import MAX_BLOCK_CHARS, extract_json_objects, final_block
+from memearena.prompts.parsers import extract_json_objects, own_object
 from memearena.store import artifact_key
 
 if TYPE_CHECKING:
@@ -123,25 +122,7 @@ def parse_ratings(text: str, *, quoted: Sequence[str] = ()) -> dict[str, int]:
     reply that is only that object); ParseError otherwise. ``quoted``: the raw texts the judge
     was shown (the guideline, the meme's text): a final block repeating a ratings object written
     in one of them is a copied forgery."""
-    how = 'end your reply with one fenced json block holding the "ratings" object, after all else'
-    stripped = text.strip()
-    block = final_block(stripped)
-    if block is None:
-        if not stripped.startswith("{"):
-            raise ParseError(f"no final json block; {how}")
-        body, before = stripped, ""
-    else:
-        body, before = block
-    if len(body) > MAX_BLOCK_CHARS:
-        raise ParseError(f"the final block is longer than {MAX_BLOCK_CHARS:,} characters")
-    try:
-        obj = loads_bounded(body, max_bytes=4 * MAX_BLOCK_CHARS)
-    except ValueError:
-        raise ParseError(f"the final block is not one valid JSON object; {how}") from None
-    if not isinstance(obj, dict) or _KEY not in obj:
-        raise ParseError(f'the final block has no "ratings" field; {how}')
-    if _written_ratings(before):
-        raise ParseError('a "ratings" object appears before the final block: write one, at the end')
+    obj = own_object(text, _KEY)  # the judge's own block, no ratings object before it
     own = obj[_KEY]
     if any(own in _written_ratings(q) for q in quoted):
         raise ParseError(
