@@ -12,7 +12,7 @@ import pytest
 
 from memearena.labels import LabelStore, queue_items
 from memearena.labels.agreement import agreement
-from memearena.labels.queues import text_tag
+from memearena.methods.adapt.labelling import text_tag
 from memearena.stats.human import correlation_codes
 
 

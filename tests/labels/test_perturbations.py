@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memearena.labels import available_queues, queue_items
-from memearena.labels.queues import BIAS_KEEPS, text_diff
 from memearena.labels.runfiles import RunFiles
+from memearena.methods.judge_audit.labelling import BIAS_KEEPS, text_diff
 from memearena.store.images import IMAGES_DIR
 
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from memearena.cli.main import app
 from memearena.labels import LabelStore, available_queues, queue_items
 from memearena.labels.agreement import agreement
-from memearena.labels.queues import information, rewrite_key
+from memearena.labels.queues import information
+from memearena.methods.adapt.labelling import rewrite_key
 
 
 def test_battles_are_blind_and_keep_their_order_across_reloads(small_arena: Path) -> None:

@@ -5,12 +5,13 @@ or a test): the package, the class in its ``method.py`` (implementing
 :class:`memearena.engine.protocol.Method`) and the config section model in its ``config.py``;
 a ``templates/`` folder in the package holds its prompt templates (``<name>/<file>.j2``), an
 ``html/`` folder the templates of its viewer pages and report partial, ``view.py`` its console
-summary and report section (registered on import), ``pages.py`` its viewer pages and ``sim.py``
-its part of the simulated world. All are imported by name when first
-needed, so the engine, the config, the simulator, the CLI, the notebook API, the viewer and the
-report name no method: they read this registry. The order of registration is the order
-configs, the viewer and the notebook list methods in (the report orders its sections by their
-own ``order``)."""
+summary and report section (registered on import), ``pages.py`` its viewer pages,
+``labelling.py`` its human-label queues and their agreement figures, ``tables.py`` its export
+tables and ``sim.py`` its part of the simulated world. All are imported by name when first
+needed, so the engine, the config, the simulator, the CLI, the notebook API, the viewer, the
+report, the labels and the export name no method: they read this registry. The order of
+registration is the order configs, the viewer, the notebook, the label queues and the export
+tables list methods in (the report orders its sections by their own ``order``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ __all__ = [
     "method_html",
     "method_names",
     "method_pages",
+    "method_queues",
     "method_spec",
+    "method_tables",
     "register_method",
     "unregister_method",
 ]
@@ -124,6 +127,26 @@ def method_pages(name: str) -> Any | None:
     if spec is None or _in_package(spec.package, "pages.py") is None:
         return None
     return load(f"{spec.package}.pages:PAGES")
+
+
+def method_queues(name: str) -> tuple[Any, ...]:
+    """Method ``name``'s human-label queues (``QUEUES`` of its package's ``labelling.py``, each
+    a ``memearena.labels.queues.LabelQueue``), imported when first asked for; () when it has
+    none or is not registered."""
+    spec = _METHODS.get(name)
+    if spec is None or _in_package(spec.package, "labelling.py") is None:
+        return ()
+    return tuple(load(f"{spec.package}.labelling:QUEUES"))
+
+
+def method_tables(name: str) -> Any | None:
+    """Method ``name``'s export tables (``TABLES`` of its package's ``tables.py``, a
+    ``memearena.export.MethodTables``), imported when first asked for; None when it has none
+    or is not registered."""
+    spec = _METHODS.get(name)
+    if spec is None or _in_package(spec.package, "tables.py") is None:
+        return None
+    return load(f"{spec.package}.tables:TABLES")
 
 
 def method_names() -> list[str]:

@@ -1,5 +1,6 @@
-"""Labels in and out: CSV export and import of every queue, the Adapt sheet's import, and the
-``labels`` section of ``leaderboard.json`` (with the report re-rendered).
+"""Labels in and out: CSV export and import of every queue, a method's own labelling sheet's
+import (``LabelQueue.sheet``), and the ``labels`` section of ``leaderboard.json`` (with the
+report re-rendered).
 
 CSV schema (one row per item and annotator; UTF-8, header row first):
 
@@ -26,25 +27,26 @@ from pathlib import Path
 from typing import Any
 
 from memearena.labels.errors import LabelError
-from memearena.labels.queues import QUEUES, LabelItem, fields_of, queue_items
+from memearena.labels.queues import LabelItem, fields_of, label_queues, queue_items
 from memearena.labels.store import LabelStore
 from memearena.report.safe import FORMULA_PREFIXES, csv_safe
 
 __all__ = [
-    "ADAPT_UI",
     "MAX_CSV_BYTES",
     "export_csv",
     "import_adapt_sheet",
     "import_csv",
+    "import_sheet",
+    "read_csv",
+    "unescape_cell",
     "write_labels_section",
 ]
 
 MAX_CSV_BYTES = 64 << 20
 IMPORTED_UI = "csv-import"
-ADAPT_UI = "adapt-sheet"
 
 
-def _unescape(cell: str) -> str:
+def unescape_cell(cell: str) -> str:
     """A cell as it was before ``csv_safe`` (its apostrophe before a formula prefix removed)."""
     if cell.startswith("'") and cell[1:].startswith(FORMULA_PREFIXES):
         return cell[1:]
@@ -108,7 +110,9 @@ def export_csv(run_dir: Path, queue: str, out: Path) -> int:
     return n
 
 
-def _read(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """A CSV's header and its rows with their line numbers (bounded: ``MAX_CSV_BYTES``; an
+    unreadable file is one LabelError line naming it)."""
     try:
         if path.stat().st_size > MAX_CSV_BYTES:
             raise LabelError(f"{path}: larger than {MAX_CSV_BYTES >> 20} MiB")
@@ -130,7 +134,7 @@ def import_csv(
 ) -> tuple[int, int]:
     """Append the labels of a CSV (see the module) to ``DIR/labels.sqlite``: (written,
     skipped rows). All rows or none."""
-    header, rows = _read(path)
+    header, rows = read_csv(path)
     need = ["item_key"]
     if queue is None:
         need.append("queue")
@@ -141,19 +145,20 @@ def import_csv(
         raise LabelError(f"{path}:1: no annotator column: give the annotator's name")
     out: list[dict[str, Any]] = []
     skipped = 0
+    queues = label_queues()
     for line, r in rows:
-        q = queue or _unescape((r.get("queue") or "").strip())
-        if q not in QUEUES:
-            raise LabelError(f"{path}:{line}: queue: {q[:40]!r} is not one of {', '.join(QUEUES)}")
+        q = queue or unescape_cell((r.get("queue") or "").strip())
+        if q not in queues:
+            raise LabelError(f"{path}:{line}: queue: {q[:40]!r} is not one of {', '.join(queues)}")
         answer = {}
         for f in fields_of(q):
-            cell = _unescape((r.get(f.name) or "").strip())
+            cell = unescape_cell((r.get(f.name) or "").strip())
             if cell:
                 answer[f.name] = cell
         if not answer:
             skipped += 1
             continue
-        who = _unescape((r.get("annotator") or "").strip()) or (annotator or "")
+        who = unescape_cell((r.get("annotator") or "").strip()) or (annotator or "")
         created = (r.get("created") or "").strip()
         try:
             when = float(created) if created else None
@@ -164,11 +169,11 @@ def import_csv(
         out.append(
             {
                 "queue": q,
-                "item_key": _unescape((r.get("item_key") or "").strip()),
+                "item_key": unescape_cell((r.get("item_key") or "").strip()),
                 "annotator": who,
                 "answer": answer,
                 "created": when,
-                "ui_version": _unescape((r.get("ui_version") or "").strip()) or IMPORTED_UI,
+                "ui_version": unescape_cell((r.get("ui_version") or "").strip()) or IMPORTED_UI,
                 "line": line,
             }
         )
@@ -190,59 +195,28 @@ def import_csv(
     return written, skipped
 
 
-_YES = {"1", "yes", "y", "true", "harmful"}
-_NO = {"0", "no", "n", "false", "harmless", "not harmful"}
-
-
-def import_adapt_sheet(run_dir: Path, sheet: Path, *, annotator: str) -> tuple[int, int, list[str]]:
-    """The filled-in Adapt labelling sheet (``adapt_human_labels.csv``, items named through
-    ``DIR/adapt_human_key.csv``) as ``rewrites`` labels (``still_harmful``) of ``annotator``:
-    (written, unlabelled rows, problems). A row whose item is not in the key, or whose
-    ``harmful`` cell is not yes/no, is listed in problems and not written."""
-    from memearena.labels.queues import rewrite_key
-
-    key_path = Path(run_dir) / "adapt_human_key.csv"
-    header, key_rows = _read(key_path)
-    for c in ("item", "kind", "meme", "text"):
-        if c not in header:
-            raise LabelError(f"{key_path}:1: missing column {c}")
-    key = {r["item"]: r for _, r in key_rows}
-    header, rows = _read(sheet)
-    for c in ("item", "harmful"):
-        if c not in header:
-            raise LabelError(f"{sheet}:1: missing column {c}")
-    out: list[dict[str, Any]] = []
-    problems: list[str] = []
-    unlabelled = 0
-    for line, r in rows:
-        item = (r.get("item") or "").strip()
-        raw = (r.get("harmful") or "").strip().lower()
-        if not raw:
-            unlabelled += 1
-            continue
-        k = key.get(item)
-        if k is None:
-            problems.append(f"{sheet}:{line}: unknown item {item[:40]!r}")
-            continue
-        if raw not in _YES and raw not in _NO:
-            problems.append(f"{sheet}:{line}: harmful must be 1/0 or yes/no, got {raw[:20]!r}")
-            continue
-        meme, text = _unescape(k["meme"]), _unescape(k["text"])
-        out.append(
-            {
-                "queue": "rewrites",
-                "item_key": rewrite_key(k["kind"], meme, text),
-                "annotator": annotator,
-                "answer": {"still_harmful": "yes" if raw in _YES else "no"},
-                "ui_version": ADAPT_UI,
-            }
-        )
+def import_sheet(run_dir: Path, sheet: Path, *, annotator: str) -> tuple[int, int, list[str]]:
+    """A method's own labelling sheet, filled in (``LabelQueue.sheet``: the queue that declares
+    one, or among several the one whose columns the sheet's header holds), as labels of
+    ``annotator``: (written, unlabelled rows, problems). A problem row is listed and not
+    written; the rest are written all or none."""
+    with_sheet = [q for q in label_queues().values() if q.sheet is not None]
+    if len(with_sheet) > 1:
+        header, _ = read_csv(sheet)
+        with_sheet = [q for q in with_sheet if q.sheet and set(q.sheet.columns) <= set(header)]
+    if not with_sheet or with_sheet[0].sheet is None:
+        raise LabelError(f"{sheet}: not a labelling sheet of any queue")
+    out, unlabelled, problems = with_sheet[0].sheet.read(Path(run_dir), sheet, annotator)
     store = LabelStore(run_dir)
     try:
         written = store.add_many(out)
     finally:
         store.close()
     return written, unlabelled, problems
+
+
+import_adapt_sheet = import_sheet
+"""The name ``memearena labels import`` calls :func:`import_sheet` by."""
 
 
 def write_labels_section(run_dir: Path, doc: dict[str, Any]) -> Path:

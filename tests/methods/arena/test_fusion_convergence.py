@@ -12,7 +12,6 @@ import pytest
 from memearena.config import DatasetConfig, RunConfig, SimModelConfig
 from memearena.engine.lifecycle import plan_method, run_method
 from memearena.errors import ParseError
-from memearena.labels.queues import GUIDELINE_AXES
 from memearena.methods.arena.config import ArenaConfig
 from memearena.methods.arena.convergence import (
     AXES,
@@ -21,6 +20,7 @@ from memearena.methods.arena.convergence import (
     defang_ratings,
     parse_ratings,
 )
+from memearena.methods.arena.labelling import GUIDELINE_AXES
 from memearena.prompts import build_messages
 from memearena.store import RunStore
 
