@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from memearena.cli import app
 from memearena.engine.results import MissingExtraError
-from memearena.export import TABLES, export_table, exports_doc
+from memearena.export import export_table, exports_doc, tables
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ responder)."""
 
 def test_every_table_loads_from_parquet_and_joins_to_calls(demo_run: Path, tmp_path: Path) -> None:
     frames = {}
-    for table in TABLES:
+    for table in tables():
         out = tmp_path / f"{table}.parquet"
         result = runner.invoke(
             app,
@@ -41,7 +41,7 @@ def test_every_table_loads_from_parquet_and_joins_to_calls(demo_run: Path, tmp_p
         )
         assert result.exit_code == 0, result.output
         frame = pd.read_parquet(out)
-        assert list(frame.columns) == [c.name for c in TABLES[table].columns], table
+        assert list(frame.columns) == [c.name for c in tables()[table].columns], table
         assert len(frame) > 0, table
         frames[table] = frame
     sent = set(frames["calls"]["request_hash"])
@@ -119,7 +119,7 @@ def test_without_pyarrow_parquet_is_one_line_naming_the_extra(
     [
         ("labels", "no labels in this run"),
         ("scores", "no Adapt scores in this run"),
-        ("battels", "--table: must be one of calls, requests, battles"),
+        ("battels", "--table: must be one of calls, requests, answers, battles"),
     ],
 )
 def test_a_table_the_run_lacks_is_one_line(tmp_path: Path, table: str, message: str) -> None:
@@ -132,7 +132,7 @@ def test_a_table_the_run_lacks_is_one_line(tmp_path: Path, table: str, message: 
 def test_the_exports_page_documents_every_table() -> None:
     committed = (REPO / "docs" / "exports.md").read_text(encoding="utf-8")
     assert committed == exports_doc(), "stale: python -m memearena.export > docs/exports.md"
-    for table in (*TABLES, "labels"):
+    for table in (*tables(), "labels"):
         assert f"`{table}`" in committed
 
 
@@ -141,4 +141,4 @@ def test_the_calls_schema_is_the_store_s_call_record() -> None:
 
     from memearena.store import CallRecord
 
-    assert [c.name for c in TABLES["calls"].columns] == [f.name for f in fields(CallRecord)]
+    assert [c.name for c in tables()["calls"].columns] == [f.name for f in fields(CallRecord)]

@@ -73,7 +73,7 @@ def test_labels_export_as_csv_and_parquet(tmp_path: Path) -> None:
 def test_the_labels_schema_is_the_label_store_s_record() -> None:
     from dataclasses import fields
 
-    from memearena.export import LABELS
+    from memearena.export import labels_table
     from memearena.labels import Label
 
-    assert [c.name for c in LABELS.columns] == [f.name for f in fields(Label)]
+    assert [c.name for c in labels_table().columns] == [f.name for f in fields(Label)]

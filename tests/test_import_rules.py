@@ -38,10 +38,12 @@ NOT_STAGES = {
     "sim",
     "result",
     "pages",
+    "labelling",
+    "tables",
 }
 """Modules of a method package that are not stages (``published``: an analysis of logs;
 ``sim``: the method's part of the simulated world; ``result``: its notebook result; ``pages``:
-its viewer pages)."""
+its viewer pages; ``labelling``: its human-label queues; ``tables``: its export tables)."""
 ENGINE_FOR_STAGES = {f"{PKG}.engine.steps", f"{PKG}.engine.progress", f"{PKG}.engine"}
 """The engine primitives stages may use (the rest of engine/ is the lifecycle)."""
 
@@ -349,10 +351,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("prompts", "data"),
     ("sim",),
     ("engine",),
-    ("labels",),
+    ("labels", "export"),
     ("view",),
     ("methods", "methods.adapt", "methods.arena", "methods.judge_audit"),
-    ("api", "demo", "export"),
+    ("api", "demo"),
     ("cli",),
     ("", "__main__"),
 )
