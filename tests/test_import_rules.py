@@ -12,12 +12,16 @@ nothing is imported). Every import counts — module level, inside functions and
 - no module imports another module's private (``_name``) name;
 - no import circles, between modules or between folders;
 - no import runs back up the layer order (``LAYERS``), and the simulator, the config, the
-  notebook API and the CLI's main module name no method.
+  notebook API and the CLI's main module name no method;
+- the labels and the export import no method and name none in their code: no method's name,
+  label queue, export table or file appears in a string they hold (each method declares those
+  in its own ``labelling.py`` and ``tables.py``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -175,6 +179,12 @@ def is_pages(name: str) -> bool:
     return len(p) == 4 and p[1] == "methods" and p[3] == "pages"
 
 
+def is_queues_or_tables(name: str) -> bool:
+    """A method's label queues or export tables (read by the labels and the export)."""
+    p = _parts(name)
+    return len(p) == 4 and p[1] == "methods" and p[3] in ("labelling", "tables")
+
+
 def is_method_module(name: str) -> bool:
     p = _parts(name)
     return len(p) == 4 and p[1] == "methods" and p[3] == "method"
@@ -228,6 +238,29 @@ def test_viewer_pages_never_import_the_lifecycle_a_stage_the_plug_in_or_the_simu
         is_pages,
         lambda d: is_lifecycle(d) or is_stage(d) or is_method_module(d) or is_sim(d),
     )
+    assert bad == []
+
+
+def test_label_queues_and_export_tables_read_the_run_only() -> None:
+    """A method's ``labelling.py`` and ``tables.py`` read a finished run's files: no lifecycle
+    (the result readers of ``engine/results.py`` apart), stage, plug-in, simulator or other
+    method."""
+    bad = _violations(
+        is_queues_or_tables,
+        lambda d: (
+            (is_lifecycle(d) and d != f"{PKG}.engine.results")
+            or is_stage(d)
+            or is_method_module(d)
+            or is_sim(d)
+        ),
+    )
+    bad += [
+        str(e)
+        for e in _edges()
+        if is_queues_or_tables(e.src)
+        and is_method_package(e.dst)
+        and _parts(e.dst)[2] != _parts(e.src)[2]
+    ]
     assert bad == []
 
 
@@ -417,3 +450,101 @@ def test_the_simulator_and_the_config_name_no_method() -> None:
         and is_method_package(e.dst)
     ]
     assert bad == []
+
+
+# ---- the labels and the export name no method ---------------------------------------------
+
+
+def _labels_or_export(name: str) -> bool:
+    return _parts(name)[1:2] in (["labels"], ["export"])
+
+
+def _code_strings(name: str) -> Iterator[tuple[str, int]]:
+    """The string constants of a module's code (f-strings' literal parts too), documentation
+    (a string standing as a statement) left out."""
+    tree = _tree(name)
+    docs = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.value, node.lineno
+
+
+def _first_strings(module: str, call: str, keyword: str | None = None) -> set[str]:
+    """The first argument (or ``keyword=``) of every ``call(...)`` in a module, where a string."""
+    out = set()
+    for node in ast.walk(_tree(module)):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == call):
+            continue
+        args = [k.value for k in node.keywords if k.arg == keyword] + node.args[:1]
+        out |= {a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return out
+
+
+def method_vocabulary() -> set[str]:
+    """What names a method: its registered name (spelt as a word too), and the label queues,
+    export tables and files its own ``labelling.py`` and ``tables.py`` declare."""
+    words = set()
+    for method in _first_strings(f"{PKG}.engine.registry", "register_method"):
+        words |= {method, method.replace("_", "-"), method.replace("_", " ")}
+    for m in _modules():
+        p = _parts(m)
+        if len(p) == 4 and p[1] == "methods" and p[3] == "labelling":
+            words |= _first_strings(m, "LabelQueue", "name")
+        if len(p) == 4 and p[1] == "methods" and p[3] == "tables":
+            words |= _first_strings(m, "Table")
+        if len(p) == 4 and p[1] == "methods" and p[3] in ("labelling", "tables"):
+            words |= {s for s, _ in _code_strings(m) if re.fullmatch(r"[\w.-]+\.(jsonl|csv)", s)}
+    return words
+
+
+KEPT_NAMES = {f"{PKG}.labels.files": {"import_adapt_sheet"}}
+"""Names kept for a caller outside these modules: ``memearena labels import`` (cli/labels.py)
+calls ``import_sheet`` by its older name."""
+
+
+def test_the_labels_and_the_export_import_no_method() -> None:
+    bad = _violations(
+        _labels_or_export, lambda d: is_method_package(d) or d == f"{PKG}.methods.base"
+    )
+    assert bad == []
+
+
+def test_the_labels_and_the_export_name_no_method() -> None:
+    words = method_vocabulary()
+    assert {"arena", "battles", "rewrites", "perturbations", "audit_scores"} <= words
+    assert "adapt_chains.jsonl" in words and "judge_audit_scores.jsonl" in words
+    pattern = re.compile(
+        r"(?<![a-z0-9])(" + "|".join(map(re.escape, sorted(words))) + r")(?![a-z0-9])"
+    )
+    bad = [
+        f"{m}:{line}: {s[:60]!r}"
+        for m in _modules()
+        if _labels_or_export(m)
+        for s, line in _code_strings(m)
+        if pattern.search(s.lower()) and s not in KEPT_NAMES.get(m, set())
+    ]
+    methods = _first_strings(f"{PKG}.engine.registry", "register_method")
+    named = [
+        f"{m}:{node.lineno}: {node.name}"
+        for m in _modules()
+        if _labels_or_export(m)
+        for node in ast.walk(_tree(m))
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+        and any(w in node.name.lower() for w in methods)
+    ]
+    named += [
+        f"{m}:{node.lineno}: {t.id}"
+        for m in _modules()
+        if _labels_or_export(m)
+        for node in ast.walk(_tree(m))
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+        and any(w in t.id.lower() for w in methods)
+        and t.id not in KEPT_NAMES.get(m, set())
+    ]
+    assert bad + named == []
