@@ -1,9 +1,10 @@
 """A fourth method is its package plus one registry line: ``echo_method/`` (beside this file:
 config section, prompt templates, one stage calling a simulated model, an analysis, a part of
-the simulated world, a report partial and a viewer page, each a file of its own package) is
-registered by the single ``register_method`` call below, and then runs, resumes, dry-runs,
-reports, shows in the viewer with a page of its own, opens with ``open_run`` and has its CLI
-command and notebook twins, with no other file changed."""
+the simulated world, a report partial, a viewer page, an export table and a label queue, each a
+file of its own package) is registered by the single ``register_method`` call below, and then
+runs, resumes, dry-runs, reports, shows in the viewer with a page of its own, opens with
+``open_run``, has its CLI command and notebook twins, exports its table and offers its queue to
+label (with its agreement figure), with no other file changed."""
 
 from __future__ import annotations
 
@@ -156,3 +157,45 @@ def test_it_shows_in_the_viewer_with_a_page_of_its_own(echo: None, tmp_path: Pat
     assert calls.count("echo.restate") >= MEMES
     # A call of its role links back to its page.
     assert '<a class="back" href="/r/0/echo#restated">its restatement</a>' in call
+
+
+def test_it_exports_its_own_table_and_offers_its_own_label_queue(
+    echo: None, tmp_path: Path
+) -> None:
+    from memearena.cli import app
+    from memearena.export import export_table, exports_doc, table_rows, tables
+    from memearena.labels import agreement, available_queues, queue_items, queue_names
+    from memearena.labels.simulated import simulate_labels
+    from memearena.sim.annotators import demo_annotators
+
+    run = tmp_path / "run"
+    run_method("echo", parse_config(_raw()), run, show_progress=False)
+
+    # Its table: after every built-in one, documented, rows joining to the calls that made them.
+    assert list(tables())[-1] == "restatements" and "## `restatements`" in exports_doc()
+    cols, rows = table_rows(run, "restatements")
+    got = list(rows)
+    sent = {r["request_hash"] for r in table_rows(run, "calls")[1]}
+    assert cols == ["meme", "text", "request_hash"] and len(got) == MEMES
+    assert {r["request_hash"] for r in got} <= sent and len({r["meme"] for r in got}) == MEMES
+    assert all(str(r["text"]).startswith("The meme says:") for r in got)
+    n, written = export_table(run, "restatements", "csv", tmp_path / "r.csv")
+    assert n == MEMES and written is not None
+    assert written.read_text(encoding="utf-8").startswith("meme,text,request_hash\n")
+    shown = CliRunner().invoke(app, ["export", str(run), "--table", "restatements", "--to", "-"])
+    assert shown.exit_code == 0 and shown.output.count('"request_hash"') == MEMES, shown.output
+
+    # Its queue: listed after the built-in ones, labelled by the simulated annotators, with its
+    # own agreement figure (an interval over memes).
+    assert queue_names()[-1] == "restatements" and "restatements" in available_queues(run)
+    items = queue_items(run, "restatements")
+    assert len(items) == MEMES and all("meme" not in it.texts for it in items)
+    planted = simulate_labels(run, demo_annotators(3), seed=0)
+    assert planted.labels == 3 * MEMES and "restatements.faithful" in planted.alpha
+    (share,) = agreement(run, n_boot=200).figure("faithful_share", queue="restatements")
+    assert share["n"] == MEMES and share["clusters"] == MEMES
+    assert share["ci_low"] <= share["value"] <= share["ci_high"]
+
+    # Unregistered, it leaves neither.
+    unregister_method("echo")
+    assert "restatements" not in tables() and "restatements" not in queue_names()
