@@ -199,3 +199,19 @@ def test_it_exports_its_own_table_and_offers_its_own_label_queue(
     # Unregistered, it leaves neither.
     unregister_method("echo")
     assert "restatements" not in tables() and "restatements" not in queue_names()
+
+
+def test_a_queue_or_table_two_methods_declare_is_refused(echo: None) -> None:
+    from memearena.errors import MemearenaError
+    from memearena.export import tables
+    from memearena.labels import LabelError, queue_names
+
+    register_method("echo_again", "echo_method", "Echo", "EchoConfig")
+    try:
+        with pytest.raises(LabelError, match="'restatements' is declared by both echo and"):
+            queue_names()
+        with pytest.raises(MemearenaError, match="'restatements' of echo_again is declared twice"):
+            tables()
+    finally:
+        unregister_method("echo_again")
+    assert queue_names()[-1] == "restatements"
