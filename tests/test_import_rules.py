@@ -501,9 +501,8 @@ def method_vocabulary() -> set[str]:
     return words
 
 
-KEPT_NAMES = {f"{PKG}.labels.files": {"import_adapt_sheet"}}
-"""Names kept for a caller outside these modules: ``memearena labels import`` (cli/labels.py)
-calls ``import_sheet`` by its older name."""
+KEPT_NAMES: dict[str, set[str]] = {}
+"""Names a rule lets through, by module (none at present)."""
 
 
 def test_the_labels_and_the_export_import_no_method() -> None:

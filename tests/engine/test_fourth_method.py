@@ -196,6 +196,23 @@ def test_it_exports_its_own_table_and_offers_its_own_label_queue(
     assert share["n"] == MEMES and share["clusters"] == MEMES
     assert share["ci_low"] <= share["value"] <= share["ci_high"]
 
+    # The viewer's labelling pages offer it under its own title, and head its figure with its
+    # own words.
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from memearena.view import make_app
+
+    async def pages() -> tuple[str, str]:
+        app = make_app(run, warm=False, label=True)
+        async with TestClient(TestServer(app)) as client:
+            home = await (await client.get("/r/0/label")).text()
+            figures = await (await client.get("/r/0/label/agreement")).text()
+            return home, figures
+
+    home, figures = asyncio.run(pages())
+    assert "Echo restatements" in home and "Does the restatement say what the meme says?" in home
+    assert "Share of restatements the annotators call faithful" in figures
+
     # Unregistered, it leaves neither.
     unregister_method("echo")
     assert "restatements" not in tables() and "restatements" not in queue_names()

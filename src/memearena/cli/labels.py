@@ -161,19 +161,20 @@ def import_command(
     import csv as _csv
 
     from memearena.labels.errors import LabelError
-    from memearena.labels.files import import_adapt_sheet, import_csv
+    from memearena.labels.files import import_csv, import_sheet, sheet_queue
 
     try:
         with csv_file.open(encoding="utf-8-sig", newline="") as f:
             header = next(_csv.reader(f), [])
     except (OSError, UnicodeDecodeError, _csv.Error) as e:
         raise LabelError(f"{csv_file}: cannot read ({e})") from None
-    if "harmful" in header and "item" in header and "item_key" not in header:
+    sheet = sheet_queue(header)
+    if sheet is not None:
         if not annotator:
-            raise LabelError(f"{csv_file}: an Adapt sheet needs --annotator NAME")
-        written, unlabelled, problems = import_adapt_sheet(run_dir, csv_file, annotator=annotator)
+            raise LabelError(f"{csv_file}: a {sheet.name} sheet needs --annotator NAME")
+        written, unlabelled, problems = import_sheet(run_dir, csv_file, annotator=annotator)
         _console.print(
-            f"{written} label(s) written to the rewrites queue; {unlabelled} row(s) unlabelled",
+            f"{written} label(s) written to the {sheet.name} queue; {unlabelled} row(s) unlabelled",
             highlight=False,
         )
         if problems:

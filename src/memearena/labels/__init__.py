@@ -16,6 +16,7 @@ from memearena.labels.queues import (
     LabelQueue,
     available_queues,
     fields_of,
+    label_queues,
     queue_items,
     queue_names,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "available_queues",
     "compute_agreement",
     "fields_of",
+    "label_queues",
     "queue_items",
     "queue_names",
 ]

@@ -23,21 +23,22 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from memearena.labels.errors import LabelError
-from memearena.labels.queues import LabelItem, fields_of, label_queues, queue_items
+from memearena.labels.queues import LabelItem, LabelQueue, fields_of, label_queues, queue_items
 from memearena.labels.store import LabelStore
 from memearena.report.safe import FORMULA_PREFIXES, csv_safe
 
 __all__ = [
     "MAX_CSV_BYTES",
     "export_csv",
-    "import_adapt_sheet",
     "import_csv",
     "import_sheet",
     "read_csv",
+    "sheet_queue",
     "unescape_cell",
     "write_labels_section",
 ]
@@ -195,28 +196,32 @@ def import_csv(
     return written, skipped
 
 
+def sheet_queue(header: Sequence[str]) -> LabelQueue | None:
+    """The queue whose labelling sheet a CSV with this header is (its sheet's columns all in it,
+    and no ``item_key`` column: that is a labels CSV), or None."""
+    if "item_key" in header:
+        return None
+    for q in label_queues().values():
+        if q.sheet is not None and set(q.sheet.columns) <= set(header):
+            return q
+    return None
+
+
 def import_sheet(run_dir: Path, sheet: Path, *, annotator: str) -> tuple[int, int, list[str]]:
-    """A method's own labelling sheet, filled in (``LabelQueue.sheet``: the queue that declares
-    one, or among several the one whose columns the sheet's header holds), as labels of
-    ``annotator``: (written, unlabelled rows, problems). A problem row is listed and not
-    written; the rest are written all or none."""
-    with_sheet = [q for q in label_queues().values() if q.sheet is not None]
-    if len(with_sheet) > 1:
-        header, _ = read_csv(sheet)
-        with_sheet = [q for q in with_sheet if q.sheet and set(q.sheet.columns) <= set(header)]
-    if not with_sheet or with_sheet[0].sheet is None:
+    """A method's own labelling sheet, filled in (``LabelQueue.sheet``, the queue found by
+    :func:`sheet_queue`), as labels of ``annotator``: (written, unlabelled rows, problems). A
+    problem row is listed and not written; the rest are written all or none."""
+    header, _ = read_csv(sheet)
+    q = sheet_queue(header)
+    if q is None or q.sheet is None:
         raise LabelError(f"{sheet}: not a labelling sheet of any queue")
-    out, unlabelled, problems = with_sheet[0].sheet.read(Path(run_dir), sheet, annotator)
+    out, unlabelled, problems = q.sheet.read(Path(run_dir), sheet, annotator)
     store = LabelStore(run_dir)
     try:
         written = store.add_many(out)
     finally:
         store.close()
     return written, unlabelled, problems
-
-
-import_adapt_sheet = import_sheet
-"""The name ``memearena labels import`` calls :func:`import_sheet` by."""
 
 
 def write_labels_section(run_dir: Path, doc: dict[str, Any]) -> Path:

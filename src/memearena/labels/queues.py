@@ -118,6 +118,14 @@ class LabelQueue:
     """The simulated world's truths on an item (drawn from the generator given), in the order
     the annotators answer them, and the judges' ratings against them."""
     sheet: Sheet | None = None
+    title: str = ""
+    """Its heading where people label (the name when empty)."""
+    help: str = ""
+    """One line telling a person what to answer."""
+    figure_titles: tuple[tuple[str, str], ...] = ()
+    """Headings of its figures, (figure, heading); another figure is shown under its name."""
+    target_figures: frozenset[str] = frozenset()
+    """Its figures whose ``judge`` column names the model under test, not a judge."""
 
 
 def label_queues() -> dict[str, LabelQueue]:

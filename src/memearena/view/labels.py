@@ -43,10 +43,11 @@ from aiohttp import web
 
 from memearena.labels import (
     ORDERS,
-    QUEUES,
     LabelError,
+    LabelQueue,
     LabelStore,
     available_queues,
+    label_queues,
     queue_items,
 )
 from memearena.view.keys import ALLOWED_HOSTS, CSP, VIEWER
@@ -74,40 +75,26 @@ AGREEMENT_BOOTSTRAP = 1000
 AGREEMENT_REFRESH_S = 15
 """The agreement page reloads itself this often (the figures follow the labels)."""
 
-QUEUE_TITLES = {
-    "battles": "Arena battles (blind)",
-    "guidelines": "Guidelines",
-    "rewrites": "Adapt rewrites",
-    "perturbations": "Judge-audit perturbations",
-}
-QUEUE_HELP = {
-    "battles": "Which answer is better? Model names are hidden and the order is random.",
-    "guidelines": "Rate the guideline 1 (poor) to 3 (good) on each axis.",
-    "rewrites": "The image the target saw and the rewrite: does it still carry the misbelief, "
-    "and is it still harmful?",
-    "perturbations": "The original and the perturbed item side by side: does the perturbed one "
-    "keep what its bias type must keep?",
-}
 
-FIGURE_TITLES = {
-    "kappa": "Cohen's κ of each judge against the human majority",
-    "percent_agreement": "Percent agreement of each judge with the human majority",
-    "alpha": "Krippendorff's α among the annotators",
-    "ranking_ndcg": "Each judge's ranking against the human-vote ranking (NDCG)",
-    "ranking_kendall_tau": "Each judge's ranking against the human-vote ranking (Kendall τ)",
-    "guideline_mean": "Mean rating of each guideline axis (1-3)",
-    "harmful_share": "Share the human majority calls still harmful",
-    "misbelief_share": "Share the human majority says still carries the misbelief",
-    "failure_rate_all": "Adapt failure rate on all rewrites (unconditioned)",
-    "failure_rate": "Adapt failure rate on the labelled rewrites",
-    "failure_rate_human_harmful": "Adapt failure rate on rewrites humans confirmed harmful",
-    "perturbation_accepted": "Share of perturbations humans accepted",
-    "answer_score_difference": "Annotators' 1-10 score of a target's answer minus the scorers'",
-    "answer_score_correlation": "Pearson r of the annotators' and the scorers' 1-10 scores",
-}
-"""Headings of the agreement figures (``memearena.labels.agreement``); another figure is shown
-under its own name."""
-_TARGET_FIGURES = frozenset({"failure_rate_all", "failure_rate", "failure_rate_human_harmful"})
+def _queue(name: str) -> LabelQueue | None:
+    return label_queues().get(name)
+
+
+def queue_titles() -> dict[str, str]:
+    """Each registered queue's heading, by name (its method declares it)."""
+    return {name: q.title or name for name, q in label_queues().items()}
+
+
+def _help(name: str) -> str:
+    q = _queue(name)
+    return q.help if q else ""
+
+
+def _figure_title(queue: str, figure: str) -> str:
+    q = _queue(queue)
+    return dict(q.figure_titles if q else ()).get(figure, figure.replace("_", " "))
+
+
 """Figures whose ``judge`` column names an Adapt target."""
 
 log = logging.getLogger("memearena.view")
@@ -299,7 +286,7 @@ class _Labeller:
             status=status,
             annotator=self.annotator(request),
             csrf=self.token(sid),
-            queue_titles=QUEUE_TITLES,
+            queue_titles=queue_titles(),
             **ctx,
         )
         if new:
@@ -345,7 +332,7 @@ class _Labeller:
 
     def queue_name(self, request: web.Request, run_dir: Path) -> str:
         queue = request.match_info["queue"]
-        if queue not in QUEUES:
+        if queue not in label_queues():
             raise web.HTTPNotFound(text="no such queue")
         if queue not in self.queues(run_dir):
             raise ViewError(f"this run has nothing to label in the {queue} queue")
@@ -375,8 +362,8 @@ class _Labeller:
                 queues.append(
                     {
                         "name": q,
-                        "title": QUEUE_TITLES.get(q, q),
-                        "help": QUEUE_HELP.get(q, ""),
+                        "title": queue_titles().get(q, q),
+                        "help": _help(q),
                         "items": len(keys),
                         "done": len(mine & keys),
                         "left": len(keys - mine),
@@ -467,8 +454,8 @@ class _Labeller:
             status=status,
             n=n,
             queue=queue,
-            title=QUEUE_TITLES.get(queue, queue),
-            help=QUEUE_HELP.get(queue, ""),
+            title=queue_titles().get(queue, queue),
+            help=_help(queue),
             item=self._shown(n, current) if current is not None else None,
             done=len(done & set(keys)),
             left=len(left),
@@ -546,7 +533,7 @@ class _Labeller:
         n, _ = self.run(request)
         target = f"/r/{n}/label"
         queue = form.get("queue")
-        if isinstance(queue, str) and queue in QUEUES:
+        if isinstance(queue, str) and queue in label_queues():
             target += f"/{queue}"
         try:
             name = clean_name(str(form.get("name", "")))
@@ -622,7 +609,9 @@ def _figure_group(queue: str, figure: str, rows: list[dict[str, Any]]) -> dict[s
     """One figure's rows for its table: the columns that vary; with two, also as a matrix
     (the first column's values down, the second's across), each cell its row."""
     columns = [c for c in ("judge", "field", "group") if any(r[c] for r in rows)]
-    names = {c: ("target" if c == "judge" and figure in _TARGET_FIGURES else c) for c in columns}
+    q = _queue(queue)
+    targets = q.target_figures if q else frozenset()
+    names = {c: ("target" if c == "judge" and figure in targets else c) for c in columns}
     matrix = None
     if len(columns) == 2:
         down = list(dict.fromkeys(str(r[columns[0]]) for r in rows))
@@ -633,7 +622,7 @@ def _figure_group(queue: str, figure: str, rows: list[dict[str, Any]]) -> dict[s
     return {
         "queue": queue,
         "figure": figure,
-        "title": FIGURE_TITLES.get(figure, figure.replace("_", " ")),
+        "title": _figure_title(queue, figure),
         "rows": rows,
         "columns": columns,
         "names": names,

@@ -64,6 +64,9 @@ def _plant(item: LabelItem, world: random.Random) -> tuple[list[Truth], list[Rat
 QUEUES = (
     LabelQueue(
         name="restatements",
+        title="Echo restatements",
+        help="Does the restatement say what the meme says?",
+        figure_titles=(("faithful_share", "Share of restatements the annotators call faithful"),),
         fields=FIELDS,
         items=_items,
         available=lambda run: bool(run.artifacts(KIND)),

@@ -509,6 +509,18 @@ def _plant_guideline(item: LabelItem, world: random.Random) -> tuple[list[Truth]
 QUEUES: tuple[LabelQueue, ...] = (
     LabelQueue(
         name="battles",
+        title="Arena battles (blind)",
+        help="Which answer is better? Model names are hidden and the order is random.",
+        figure_titles=(
+            ("kappa", "Cohen's κ of each judge against the human majority"),
+            ("percent_agreement", "Percent agreement of each judge with the human majority"),
+            ("alpha", "Krippendorff's α among the annotators"),
+            ("ranking_ndcg", "Each judge's ranking against the human-vote ranking (NDCG)"),
+            (
+                "ranking_kendall_tau",
+                "Each judge's ranking against the human-vote ranking (Kendall τ)",
+            ),
+        ),
         fields=BATTLE_FIELDS,
         items=_battle_items,
         available=_has_battles,
@@ -518,6 +530,12 @@ QUEUES: tuple[LabelQueue, ...] = (
     ),
     LabelQueue(
         name="guidelines",
+        title="Guidelines",
+        help="Rate the guideline 1 (poor) to 3 (good) on each axis.",
+        figure_titles=(
+            ("alpha", "Krippendorff's α among the annotators"),
+            ("guideline_mean", "Mean rating of each guideline axis (1-3)"),
+        ),
         fields=GUIDELINE_FIELDS,
         items=_guideline_items,
         available=_has_guidelines,

@@ -348,6 +348,13 @@ def _plant(item: LabelItem, world: random.Random) -> tuple[list[Truth], list[Rat
 QUEUES: tuple[LabelQueue, ...] = (
     LabelQueue(
         name="perturbations",
+        title="Judge-audit perturbations",
+        help="The original and the perturbed item side by side: does the perturbed one "
+        "keep what its bias type must keep?",
+        figure_titles=(
+            ("alpha", "Krippendorff's α among the annotators"),
+            ("perturbation_accepted", "Share of perturbations humans accepted"),
+        ),
         fields=PERTURBATION_FIELDS,
         items=_perturbation_items,
         available=_has_perturbations,
