@@ -129,8 +129,10 @@ def load_rating_systems(fastchat: Path, into: Path) -> Any:
     if source.is_file():
         text = source.read_text()
     else:
+        # A bare clone, or a folder holding one as `repo` (how mirrors of it are kept).
+        git_dir = fastchat / "repo" if (fastchat / "repo" / "HEAD").is_file() else fastchat
         text = subprocess.run(
-            ["git", "--git-dir", str(fastchat), "show", f"HEAD:{RATING_SYSTEMS}"],
+            ["git", "--git-dir", str(git_dir), "show", f"HEAD:{RATING_SYSTEMS}"],
             check=True,
             capture_output=True,
             text=True,

@@ -571,9 +571,19 @@ def _fast_struct(fields: Sequence[str]) -> tuple[type, list[str]]:
     return msgspec.defstruct("BattleLine", spec, rename=rename, gc=False), attrs
 
 
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _too_deep(chunk: bytes, rows: int, array: bool) -> bool:
     """Conservative depth check: flat lines are fine; otherwise count brackets per line."""
-    if b"[" not in chunk and chunk.count(b"{") == rows:  # one object a line, nothing nested
+    # One "{" a line and no "[": nothing nested. The braces are counted by numpy (a vectorised
+    # compare), a few times faster than bytes.count on a chunk of megabytes.
+    if b"[" not in chunk and np.count_nonzero(np.frombuffer(chunk, np.uint8) == 123) == rows:
         return False
     if array:
         return True  # nested elements: the exact path decides
@@ -624,13 +634,11 @@ class _FastDecoders:
 
 def _fast_chunk(chunk: bytes, decoders: _FastDecoders, out: _Builder) -> bool:
     """Decode a chunk of whole lines on the fast path; False when the exact path must read it."""
-    if _BOM in chunk:  # a BOM inside (concatenated files): the exact path strips it
+    # ASCII text holds no byte-order mark: only other text is searched for one (a BOM inside,
+    # from concatenated files, is stripped by the exact path) and checked as UTF-8 (msgspec does
+    # not check bytes inside fields it skips).
+    if not chunk.isascii() and (_BOM in chunk or not _is_utf8(chunk)):
         return False
-    if not chunk.isascii():
-        try:
-            chunk.decode("utf-8")  # msgspec does not check bytes inside fields it skips
-        except UnicodeDecodeError:
-            return False
     decoded = decoders.decode(chunk)
     if decoded is None:
         return False
@@ -878,12 +886,11 @@ def _fork_run(
 
 def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) -> bool:
     """A whole JSON array on the fast path; False when the exact path must read it."""
-    if _BOM in data:
+    if not data.isascii() and (_BOM in data or not _is_utf8(data)):
         return False
     try:
-        data.decode("utf-8")
         rows = msgspec.json.Decoder(list[struct]).decode(data)  # type: ignore[valid-type]
-    except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
     return not _too_deep(data, len(rows), array=True) and _add_rows(rows, attrs, out)
 
