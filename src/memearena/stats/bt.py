@@ -150,10 +150,14 @@ class _Problem:
         self.abs_inc_t = abs(self.inc_t)
         self.gauge = (prior == 0).astype(np.float64)
         if ties == "half":
-            self.a, self.b, self.t = w_ij + 0.5 * t, w_ji + 0.5 * t, np.zeros_like(t)
+            half = 0.5 * t
+            # No tie term: `t` has no rounds' columns, and n = a + b (adding zero ties would
+            # change no bit: a + b >= 0).
+            self.a, self.b, self.t = w_ij + half, w_ji + half, t[:, :0]
+            self.n = self.a + self.b
         else:
             self.a, self.b, self.t = w_ij, w_ji, t
-        self.n = self.a + self.b + self.t
+            self.n = self.a + self.b + self.t
         self.dim = m if ties == "half" else m + 1
         # Davidson's ν has no finite MLE without ties (or without decisive results): pin it.
         self.kappa_fixed = np.zeros(len(prior), dtype=bool)
@@ -197,11 +201,14 @@ class _Problem:
             dtype=np.float64,
         )
 
-    def subset(self, rows: IntArray) -> _Problem:
-        """The same problem restricted to some rounds."""
+    def _columns(self) -> tuple[str, ...]:
+        return ("a", "b", "n") if self.ties == "half" else ("a", "b", "t", "n")
+
+    def subset(self, rows: IntArray | slice) -> _Problem:
+        """The same problem restricted to some rounds (a slice of them: views, no copies)."""
         sub = _Problem.__new__(_Problem)
         sub.__dict__.update(self.__dict__)
-        for name in ("a", "b", "t", "n"):
+        for name in self._columns():
             setattr(sub, name, getattr(self, name)[:, rows])
         for name in ("prior", "gauge", "kappa_fixed", "kappa_value"):
             setattr(sub, name, getattr(self, name)[rows])
@@ -209,8 +216,8 @@ class _Problem:
 
     def mean(self) -> _Problem:
         """One round holding the average counts of all rounds (their common centre)."""
-        sub = self.subset(np.zeros(1, dtype=np.int64))
-        for name in ("a", "b", "t", "n"):
+        sub = self.subset(slice(0, 1))
+        for name in self._columns():
             setattr(sub, name, getattr(self, name).mean(axis=1, keepdims=True))
         return sub
 
@@ -218,9 +225,13 @@ class _Problem:
         """Gradient of the log-likelihood and the Hessian's diagonal (ties="half" only): the
         cheap part of a step, O(pairs × rounds)."""
         theta = x[:, : self.m]
-        s = expit(self.differences(x))
-        grad = self.scatter(self.a - self.n * s)
-        s *= 1.0 - s
+        s = self.differences(x)
+        expit(s, out=s)
+        # The same operations as `a - n·s`, then `s·(1 − s)·n`, into one scratch array: large
+        # temporaries cost page faults on every step.
+        scratch = np.multiply(self.n, s)
+        grad = self.scatter(np.subtract(self.a, scratch, out=scratch))
+        s *= np.subtract(1.0, s, out=scratch)
         s *= self.n
         diag = self.scatter(s, signed=False)
         sp = expit(theta)
@@ -293,7 +304,7 @@ def _chord(
     rounds = len(problem.prior)
     if _CHORD_THREADS < 2 or rounds < 2 * _CHORD_SPLIT_ROUNDS:
         return _chord_steps(problem, x_c, inverse, diag_c, tol)
-    halves = np.array_split(np.arange(rounds), _CHORD_THREADS)
+    halves = [slice(h[0], h[-1] + 1) for h in np.array_split(np.arange(rounds), _CHORD_THREADS)]
     with ThreadPoolExecutor(max_workers=len(halves) - 1) as pool:
         rest = [
             pool.submit(_chord_steps, problem.subset(h), x_c, inverse, diag_c, tol)
