@@ -689,22 +689,31 @@ def _add_rows(rows: list[Any], attrs: Sequence[str], out: _Builder, known: bool 
         new = names.difference(out.index)
         if any(not name.strip() or _has_surrogate(name) for name in new):
             return False
-    columns = []
-    for k, attr in enumerate(attrs):
-        coded = _column_codes(list(map(attrgetter(attr), rows)), out.fields[k], out.labels[k])
-        if coded is None:
-            return False
-        columns.append(coded)
+    labelled = [len(table) for table in out.labels]
+
+    def refuse() -> bool:
+        # Nothing added: neither the names nor the field values of this chunk stay coded (the
+        # exact path codes those of its valid lines, in their order).
+        for name in new:
+            del out.index[name]
+        for table, size in zip(out.labels, labelled, strict=True):
+            for key in list(table)[size:]:
+                del table[key]
+        return False
+
     for name in new:  # sorted later: the order met only fixes codes that are remapped
         out.index[name] = len(out.index)
     n = len(rows)
     a = np.fromiter(map(out.index.__getitem__, map(get_a, rows)), np.int32, n)
     b = np.fromiter(map(out.index.__getitem__, map(get_b, rows)), np.int32, n)
     if (a == b).any():
-        if new:  # nothing added: the names of this chunk are not coded
-            for name in new:
-                del out.index[name]
-        return False
+        return refuse()
+    columns = []
+    for k, attr in enumerate(attrs):
+        coded = _column_codes(list(map(attrgetter(attr), rows)), out.fields[k], out.labels[k])
+        if coded is None:
+            return refuse()
+        columns.append(coded)
     winners = map(_WINNER_CODE.__getitem__, map(attrgetter("winner"), rows))
     out.a.append(a)
     out.b.append(b)
