@@ -413,17 +413,11 @@ class BattleTable:
         from memearena.stats.counts import PairCounts  # counts.py imports this module
 
         m = len(self.models)
-        a = self.model_a.astype(np.int64)
-        b = self.model_b.astype(np.int64)
-        size = m * m
-
-        def table(mask: NDArray[np.bool_], rows: NDArray[np.int64], cols: NDArray[np.int64]) -> Any:
-            flat = np.bincount(rows[mask] * m + cols[mask], minlength=size)
-            return flat.reshape(m, m).astype(np.float64)
-
-        wins = table(self.outcome == 0, a, b) + table(self.outcome == 1, b, a)
-        ties = table(self.outcome >= 2, a, b)
-        return PairCounts.from_arrays(self.models, wins, ties + ties.T)
+        # One count per (model_a, model_b, kind): kind 0 model_a won, 1 model_b won, 2 a tie.
+        key = (self.model_a.astype(np.int64) * m + self.model_b) * 3 + np.minimum(self.outcome, 2)
+        cells = np.bincount(key, minlength=3 * m * m).reshape(m, m, 3).astype(np.float64)
+        ties = cells[:, :, 2]
+        return PairCounts.from_arrays(self.models, cells[:, :, 0] + cells[:, :, 1].T, ties + ties.T)
 
     def take(self, rows: NDArray[np.intp]) -> BattleTable:
         """The battles at `rows` (in that order); `models` shrinks to those still present."""
@@ -510,8 +504,9 @@ class _Builder:
         b = np.concatenate(self.b) if self.b else np.zeros(0, np.int32)
         outcome = np.concatenate(self.outcome) if self.outcome else np.zeros(0, np.int8)
         # Sorted names; a name seen only on a line that was then refused has no battle: dropped.
-        used = np.unique(np.concatenate([a, b]))
         first_seen = list(self.index)
+        met = np.bincount(a, minlength=len(first_seen)) + np.bincount(b, minlength=len(first_seen))
+        used = np.flatnonzero(met)
         names = sorted(first_seen[k] for k in used)
         remap = np.full(len(first_seen), -1, dtype=np.int32)
         for new, name in enumerate(names):
