@@ -2,18 +2,26 @@
 
 Run:  python bench/ranking.py --fastchat DIR              # all sizes, 1000 rounds, medians of 3
       python bench/ranking.py --fastchat DIR --sizes 50x1000000 --repeats 3 --baseline-repeats 1
+      python bench/ranking.py --fastchat DIR --sizes 50x1000000 --baseline-src ../main/src
       python bench/ranking.py --readers            # battle-file readers on the largest file
       python bench/ranking.py --blas               # batched solves with BLAS pinned or not
-DIR is a FastChat checkout (`git clone https://github.com/lm-sys/FastChat`) or a bare clone of it;
-FastChat is never a dependency: its `fastchat/serve/monitor/rating_systems.py` is loaded from DIR
-(it needs pandas, scipy and tqdm: `pip install -e ".[notebook]" tqdm`).
+DIR is a FastChat checkout (`git clone https://github.com/lm-sys/FastChat`) or a bare clone of it
+(or a folder holding that clone as `repo`); FastChat is never a dependency: its
+`fastchat/serve/monitor/rating_systems.py` is loaded from DIR (it needs pandas, scipy and tqdm:
+`pip install -e ".[notebook]" tqdm`).
+
+memearena runs from `--src` (default: this checkout's `src`), and `--baseline-src` names another
+source tree (e.g. main's) timed in the same runs, interleaved, for a before/after. Each tree runs
+from a copy of its package compiled to bytecode, as an installed package is: with
+PYTHONDONTWRITEBYTECODE set, a run from the bare tree compiles every memearena module it imports
+each time (about 0.1 s of CPU); `--no-bytecode` times the tree as it is.
 
 Arenas are skewed as real ones are: each battle's two models are drawn with log-normal
 popularity (σ = --sigma), so many pairs never meet and rare models have a handful of battles;
 outcomes follow Bradley–Terry with about 20% ties. Each arena is written as a JSONL battle file
 (Chatbot Arena format) and both sides run as separate processes on it:
 
-* memearena: `python -m memearena rank FILE --bootstrap N --json`.
+* memearena: `python -m memearena rank FILE --bootstrap N --json`, for each tree.
 * FastChat: how its leaderboard code ranks a battle file: `pandas.read_json(lines=True)`, then
   `rating_systems.compute_elo`, `compute_bt` and `compute_bootstrap_bt` (one multinomial draw of
   all rounds, a `multiprocessing.Pool(os.cpu_count())` of L-BFGS-B fits), percentiles of the
@@ -21,11 +29,13 @@ outcomes follow Bradley–Terry with about 20% ties. Each arena is written as a 
   already fills every core, and BLAS threads inside each small fit only oversubscribe them
   (20x slower per fit on a loaded machine).
 
-Reported per size: wall time (median of --repeats), CPU time (user + sys, the process and its
-pool workers), peak RSS (largest single process), the ratio FastChat ÷ memearena, the largest
-difference between the two point estimates (memearena's is the exact MLE; FastChat's L-BFGS
-stops at gtol), and each side's parts, timed in one more run of each. The machine may be
-shared: the load average is printed at the start and end of each size.
+Reported per size and tree: wall time (median of --repeats), CPU time (user + sys, the process
+and its reading processes or pool workers), peak RSS (largest single process), the ratio
+FastChat ÷ memearena, the largest difference between the two point estimates (memearena's is
+the exact MLE; FastChat's L-BFGS stops at gtol), every run's wall and CPU, and each side's parts
+as wall/CPU seconds, timed in one more run of each (memearena's online Elo and bootstrap draws
+overlap the rest in the command; they are timed alone after it too). The machine may be shared:
+the load average is printed at the start and end of each size; CPU ratios are the steadier.
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,8 +124,9 @@ def load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def parts_line(parts: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+def parts_line(parts: dict[str, list[float]]) -> str:
+    """Each part as wall/CPU seconds."""
+    return ", ".join(f"{k} {wall:.2f}/{cpu:.2f}" for k, (wall, cpu) in parts.items())
 
 
 # --- FastChat's code, loaded from a checkout ------------------------------------------------------
@@ -129,8 +142,10 @@ def load_rating_systems(fastchat: Path, into: Path) -> Any:
     if source.is_file():
         text = source.read_text()
     else:
+        # A bare clone, or a folder holding one as `repo` (how mirrors of it are kept).
+        git_dir = fastchat / "repo" if (fastchat / "repo" / "HEAD").is_file() else fastchat
         text = subprocess.run(
-            ["git", "--git-dir", str(fastchat), "show", f"HEAD:{RATING_SYSTEMS}"],
+            ["git", "--git-dir", str(git_dir), "show", f"HEAD:{RATING_SYSTEMS}"],
             check=True,
             capture_output=True,
             text=True,
@@ -143,19 +158,19 @@ def load_rating_systems(fastchat: Path, into: Path) -> Any:
 def fastchat_rank(path: Path, rounds: int, fastchat: Path) -> dict[str, Any]:
     """FastChat's leaderboard computation on a battle file, its parts timed."""
     with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
+        t0 = clock()
         rs = load_rating_systems(fastchat, Path(d))
         import pandas as pd
 
-        t1 = time.perf_counter()
+        t1 = clock()
         battles = pd.read_json(path, lines=True)
-        t2 = time.perf_counter()
+        t2 = clock()
         elo = rs.compute_elo(battles)
-        t3 = time.perf_counter()
+        t3 = clock()
         bt = rs.compute_bt(battles)
-        t4 = time.perf_counter()
+        t4 = clock()
         boot = rs.compute_bootstrap_bt(battles, num_round=rounds)
-        t5 = time.perf_counter()
+        t5 = clock()
     low, high = boot.quantile(0.025), boot.quantile(0.975)
     rows = [
         {
@@ -168,35 +183,56 @@ def fastchat_rank(path: Path, rounds: int, fastchat: Path) -> dict[str, Any]:
         for m in bt.index
     ]
     parts = {
-        "imports": t1 - t0,
-        "read_json": t2 - t1,
-        "compute_elo": t3 - t2,
-        "compute_bt": t4 - t3,
-        "compute_bootstrap_bt": t5 - t4,
+        "imports": span(t0, t1),
+        "read_json": span(t1, t2),
+        "compute_elo": span(t2, t3),
+        "compute_bt": span(t3, t4),
+        "compute_bootstrap_bt": span(t4, t5),
     }
     return {"models": rows, "parts": parts}
 
 
-def ours_parts(path: Path, rounds: int) -> dict[str, float]:
-    """memearena's parts in one process, as `rank --json` runs them."""
-    t0 = time.perf_counter()
-    from memearena.cli.rank import rank_command  # noqa: F401  (what the command imports)
+def clock() -> tuple[float, float]:
+    """(wall s, CPU s of this process and its reaped children: forked readers, pool workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return time.perf_counter(), cpu
+
+
+def span(start: tuple[float, float], end: tuple[float, float]) -> list[float]:
+    return [end[0] - start[0], end[1] - start[1]]
+
+
+def ours_parts(path: Path, rounds: int) -> dict[str, list[float]]:
+    """memearena's parts in one process, as `rank --json` runs them ([wall, CPU] each), then
+    two of them again alone (in the command they overlap the rest)."""
+    t0 = clock()
+    import memearena.cli.main  # noqa: F401  (what the command imports)
+    from memearena.cli import rank as cli_rank
+    from memearena.stats import bt
     from memearena.stats.battles import read_battle_table
     from memearena.stats.elo import online_elo_codes
     from memearena.stats.rank_table import rank_table
 
-    t1 = time.perf_counter()
-    table = read_battle_table(path)
-    t2 = time.perf_counter()
+    t1 = clock()
+    workers = cli_rank._cores() if hasattr(cli_rank, "_cores") else 1
+    table = read_battle_table(path, workers=workers)
+    t2 = clock()
     rank_table(table, bootstrap=rounds, seed=0)
-    t3 = time.perf_counter()
+    t3 = clock()
     online_elo_codes(table.model_a, table.model_b, table.score_a, len(table.models))
-    t4 = time.perf_counter()
+    t4 = clock()
+    bt.resample(table.counts(), rounds, 0)
+    t5 = clock()
     return {
-        "imports": t1 - t0,
-        "read": t2 - t1,
-        "counts, BT, bootstrap, online Elo (overlapped)": t3 - t2,
-        "online Elo alone": t4 - t3,
+        "imports": span(t0, t1),
+        f"read (up to {workers} processes)": span(t1, t2),
+        "counts + BT + bootstrap + online Elo": span(t2, t3),
+        "[alone: online Elo": span(t3, t4),
+        "bootstrap draws]": span(t4, t5),
     }
 
 
@@ -210,18 +246,55 @@ def baseline_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment that runs memearena from `tree` (a folder holding the package)."""
+    return dict(os.environ, PYTHONPATH=str(tree))
+
+
+def prepare_tree(src: Path, into: Path, bytecode: bool) -> Path:
+    """The tree to time: `src` as it is, or (`bytecode`) a copy of its package compiled to
+    bytecode, as an installed package is (pip compiles on install), so that a run does not
+    compile memearena's modules when PYTHONDONTWRITEBYTECODE is set."""
+    if not (src / "memearena" / "__init__.py").is_file():
+        raise SystemExit(f"{src}: no memearena package in this folder")
+    if not bytecode:
+        return src
+    shutil.copytree(src / "memearena", into / "memearena", ignore=shutil.ignore_patterns("*.pyc"))
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(into / "memearena")],
+        check=True,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""),
+    )
+    return into
+
+
+def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
     if not args.no_baseline and args.fastchat is None:
         raise SystemExit("--fastchat DIR (a FastChat checkout or clone) or --no-baseline")
+    named = [("memearena", args.src)]
+    if args.baseline_src is not None:
+        named.append(("baseline-src", args.baseline_src))
+    trees = {
+        name: prepare_tree(src.resolve(), tmp / f"tree-{k}", not args.no_bytecode)
+        for k, (name, src) in enumerate(named)
+    }
+    fastchat_repeats = 0 if args.no_baseline else args.baseline_repeats or args.repeats
     print(
         f"rank --bootstrap {args.rounds} --json vs FastChat's rating_systems "
         f"(compute_elo + compute_bt + compute_bootstrap_bt, BLAS "
         f"{'as found' if args.baseline_blas_as_found else 'pinned to 1 thread'}), whole "
-        f"process; memearena median of {args.repeats}, FastChat of "
-        f"{args.baseline_repeats or args.repeats}; cores: {os.cpu_count()}"
+        f"process; memearena median of {args.repeats}, FastChat of {fastchat_repeats}; "
+        f"cores: {os.cpu_count()}"
     )
+    for name, src in named:
+        how = "as it is" if args.no_bytecode else "a bytecode-compiled copy, as installed"
+        print(f"  {name}: {src.resolve()} ({how})")
     header = (
-        f"{'models × battles':>18} {'met':>4} | {'memearena wall':>14} {'cpu':>6} {'RSS':>7} | "
+        f"{'models × battles':>18} {'met':>4} {'tree':>12} | {'wall':>7} {'cpu':>6} {'RSS':>7} | "
         f"{'FastChat wall':>13} {'cpu':>6} {'RSS':>7} | {'÷ wall':>6} {'÷ cpu':>6} | {'Δ point':>8}"
     )
     print(header)
@@ -229,7 +302,7 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
         m, n = (int(v) for v in size.split("x"))
         path = tmp / f"arena-{m}x{n}.jsonl"
         met = write_arena(path, m, n, args.sigma, args.seed)
-        ours_out, theirs_out = tmp / "ours.json", tmp / "theirs.json"
+        theirs_out = tmp / "theirs.json"
         at_start = load()
         ours_cmd = [
             sys.executable, "-m", "memearena", "rank", str(path),
@@ -239,49 +312,59 @@ def compare_sizes(args: argparse.Namespace, tmp: Path) -> None:
             sys.executable, __file__, "--fastchat-run", str(path),
             "--rounds", str(args.rounds), "--fastchat", str(args.fastchat),
         ]  # fmt: skip
-        # Interleaved: each FastChat run between memearena runs, so both see the same load.
-        ours_runs, theirs_runs = [], []
-        for k in range(max(args.repeats, 0 if args.no_baseline else args.baseline_repeats or 0)):
-            if k < args.repeats:
-                ours_runs.append(run(ours_cmd, ours_out))
-            if not args.no_baseline and k < (args.baseline_repeats or args.repeats):
+        # Interleaved: each tree's run and each FastChat run in turn, so all see the same load.
+        ours_runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        outputs = {name: tmp / f"ours-{name}.json" for name in trees}
+        theirs_runs = []
+        for k in range(max(args.repeats, fastchat_repeats)):
+            for name, tree in trees.items():
+                if k < args.repeats:
+                    ours_runs[name].append(run(ours_cmd, outputs[name], tree_env(tree)))
+            if k < fastchat_repeats:
                 theirs_runs.append(run(theirs_cmd, theirs_out, baseline_env(args)))
-        ours = {key: statistics.median(r[key] for r in ours_runs) for key in ours_runs[0]}
-        rows = json.loads(ours_out.read_text())["models"]
-        parts_out = tmp / "parts.json"
-        run(
-            [sys.executable, __file__, "--ours-parts", str(path), "--rounds", str(args.rounds)],
-            parts_out,
-        )
-        our_parts = json.loads(parts_out.read_text())
-        if args.no_baseline:
-            flags = sum(not r["mle"] for r in rows)
-            print(
-                f"{m:>6} × {n:>9,} {met:>4.0%} | {ours['wall']:>12.2f} s {ours['cpu']:>5.1f}s "
-                f"{ours['rss']:>5.0f}MB | rows flagged mle=false: {flags}",
-                flush=True,
+        theirs = median_of(theirs_runs) if theirs_runs else None
+        result = json.loads(theirs_out.read_text()) if theirs_runs else None
+        for name, tree in trees.items():
+            ours = median_of(ours_runs[name])
+            rows = json.loads(outputs[name].read_text())["models"]
+            parts_out = tmp / "parts.json"
+            part_cmd = [
+                sys.executable,
+                __file__,
+                "--ours-parts",
+                str(path),
+                "--rounds",
+                str(args.rounds),
+            ]
+            run(part_cmd, parts_out, tree_env(tree))
+            our_parts = json.loads(parts_out.read_text())
+            ours_line = (
+                f"{m:>6} × {n:>9,} {met:>4.0%} {name:>12} | {ours['wall']:>5.2f} s "
+                f"{ours['cpu']:>5.2f}s {ours['rss']:>5.0f}MB"
             )
-            print(f"    memearena parts (s): {parts_line(our_parts)}; load {at_start} → {load()}")
-            path.unlink()
-            continue
-        theirs = {key: statistics.median(r[key] for r in theirs_runs) for key in theirs_runs[0]}
-        result = json.loads(theirs_out.read_text())
-        a = {r["model"]: r["bt"] for r in rows}
-        prior = "" if all(r["mle"] for r in rows) else " (no MLE: memearena used the weak prior)"
-        b = {r["model"]: r["bt"] for r in result["models"]}
-        delta = max(abs(a[k] - b[k]) for k in a)
-        print(
-            f"{m:>6} × {n:>9,} {met:>4.0%} | {ours['wall']:>12.2f} s {ours['cpu']:>5.1f}s "
-            f"{ours['rss']:>5.0f}MB | {theirs['wall']:>11.2f} s {theirs['cpu']:>5.1f}s "
-            f"{theirs['rss']:>5.0f}MB | {theirs['wall'] / ours['wall']:>6.1f} "
-            f"{theirs['cpu'] / ours['cpu']:>6.1f} | {delta:>6.3f} Elo{prior}",
-            flush=True,
-        )
-        walls = ", ".join(f"{r['wall']:.2f}" for r in ours_runs)
-        their_walls = ", ".join(f"{r['wall']:.1f}" for r in theirs_runs)
-        print(f"    memearena walls (s): {walls}; FastChat walls (s): {their_walls}")
-        print(f"    memearena parts (s): {parts_line(our_parts)}")
-        print(f"    FastChat parts (s): {parts_line(result['parts'])}")
+            walls = ", ".join(f"{r['wall']:.2f}" for r in ours_runs[name])
+            cpus = ", ".join(f"{r['cpu']:.2f}" for r in ours_runs[name])
+            if theirs is None or result is None:
+                flags = sum(not r["mle"] for r in rows)
+                print(f"{ours_line} | rows flagged mle=false: {flags}", flush=True)
+            else:
+                a = {r["model"]: r["bt"] for r in rows}
+                b = {r["model"]: r["bt"] for r in result["models"]}
+                delta = max(abs(a[k] - b[k]) for k in a)
+                prior = "" if all(r["mle"] for r in rows) else " (no MLE: weak prior used)"
+                print(
+                    f"{ours_line} | {theirs['wall']:>11.2f} s {theirs['cpu']:>5.1f}s "
+                    f"{theirs['rss']:>5.0f}MB | {theirs['wall'] / ours['wall']:>6.1f} "
+                    f"{theirs['cpu'] / ours['cpu']:>6.1f} | {delta:>6.3f} Elo{prior}",
+                    flush=True,
+                )
+            print(f"    {name} walls (s): {walls}; CPU (s): {cpus}")
+            print(f"    {name} parts (wall/CPU s): {parts_line(our_parts)}")
+        if theirs_runs and result is not None:
+            their_walls = ", ".join(f"{r['wall']:.1f}" for r in theirs_runs)
+            their_cpus = ", ".join(f"{r['cpu']:.1f}" for r in theirs_runs)
+            print(f"    FastChat walls (s): {their_walls}; CPU (s): {their_cpus}")
+            print(f"    FastChat parts (wall/CPU s): {parts_line(result['parts'])}")
         print(f"    load average (1/5/15 min): {at_start} at start, {load()} at the end")
         path.unlink()
 
@@ -393,6 +476,23 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true", help="time memearena only")
     parser.add_argument("--blas", action="store_true", help="BLAS threads pinned vs not")
     parser.add_argument("--fastchat", type=Path, help="a FastChat checkout or bare clone")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "src",
+        help="the memearena source tree to time (default: this checkout's src)",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="another memearena source tree timed in the same run, interleaved (e.g. main's)",
+    )
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="run memearena from the source tree as it is (default: from a bytecode-compiled "
+        "copy, as installed)",
+    )
     parser.add_argument(
         "--baseline-blas-as-found",
         action="store_true",

@@ -201,7 +201,9 @@ LINES = st.sampled_from(
 
 def columns(table: BattleTable) -> tuple[object, ...]:
     g = table.fields["g"]
-    return (as_rows(table), table.skipped, [g.labels[c] for c in g.codes], g.present)
+    # The labels themselves too: codes in order of first appearance among the lines read, and
+    # none left behind by a chunk the fast path gave back to the exact one.
+    return (as_rows(table), table.skipped, [g.labels[c] for c in g.codes], g.present, g.labels)
 
 
 @settings(max_examples=60, deadline=None)
@@ -237,6 +239,39 @@ def test_group_by_keeps_file_order_and_labels_missing_values(tmp_path: Path) -> 
     assert groups["j1"].models == ("x", "y")
     counts = groups[None].counts()
     assert counts.models == ("x", "y", "z") and counts.total == 3
+
+
+@pytest.mark.parametrize("chunk", [1, 60, 1 << 20])
+def test_plain_text_read_from_views_agrees_with_the_exact_path(chunk: int) -> None:
+    deep = '{"model_a": "x", "model_b": "y", "winner": "tie", "d": ' + '{"k": ' * 40 + "1"
+    lines = [
+        *(json.dumps(r) for r in GOOD),
+        deep + "}" * 41,  # nested past the bound with objects only: still plain text
+        '{"model_a": "q", "model_b": "q", "winner": "tie", "g": "late"}',
+        "oops",
+        "",
+        '{"model_a": "x", "model_b": "w", "winner": "tie", "g": "g1"}',
+    ]
+    data = "\n".join(lines).encode()
+    assert battles_module._plain(data)  # ASCII, no "[": chunks are views of the file
+    with mock.patch.object(battles_module, "_fast_chunk", return_value=False):
+        exact = parse_battle_table(data, source="f", fields=["g"], skip_bad=True)
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", chunk):
+        fast = parse_battle_table(data, source="f", fields=["g"], skip_bad=True)
+    assert columns(fast) == columns(exact)
+    assert [s.line for s in fast.skipped] == [5, 6, 7]
+
+
+def test_a_chunk_given_back_to_the_exact_path_leaves_no_label_behind() -> None:
+    lines = [
+        '{"model_a": "w", "model_b": "x", "winner": "model_b", "g": [1, {"k": 2.5}]}',
+        "oops",
+        '{"model_a": "q", "model_b": "q", "winner": "tie"}',  # decodes, then is refused
+    ]
+    with mock.patch.object(battles_module, "_CHUNK_BYTES", 97):  # the last line alone
+        table = parse_battle_table("\n".join(lines).encode(), fields=["g"], skip_bad=True)
+    assert table.fields["g"].labels == ('[1, {"k": 2.5}]',)
+    assert [s.line for s in table.skipped] == [2, 3]
 
 
 @pytest.mark.parametrize("late", ['{"model_a": "new", "model_b": "x", "winner": "tie"}', "bad"])

@@ -318,6 +318,41 @@ def test_batched_mle_check_matches_one_search_per_round(m: int, n: int, seed: in
     np.testing.assert_array_equal(_mle_exists_draws(counts, draws, certificate), expected)
 
 
+def test_past_the_dense_limit_the_certificate_labels_components_with_the_graph_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memearena.stats import bt
+    from memearena.stats.bt import _certificate, _mle_exists_draws, _pair_tables, resample
+
+    counts = skewed(np.random.default_rng(1), 40, 3000)
+    counts = counts.subset(counts.components()[0])
+    draws = resample(counts, 120, 1)
+    i, j, tables = _pair_tables(counts, draws)
+    expected = reference_mle_exists(tables, i, j, counts.n_models)
+    monkeypatch.setattr(bt, "_CLOSURE_MODELS", 4)
+    certificate = _certificate(counts)
+    assert certificate is not None
+    np.testing.assert_array_equal(_mle_exists_draws(counts, draws, certificate), expected)
+
+
+def test_a_well_met_arena_is_certified_without_a_graph_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memearena.stats import bt
+    from memearena.stats.bt import _certificate, _mle_exists_draws, resample
+
+    counts = skewed(np.random.default_rng(4), 30, 200_000)
+    counts = counts.subset(counts.components()[0])
+    certificate = _certificate(counts)
+    assert certificate is not None and len(certificate.weak_out[1]) > 0  # weak models too
+
+    def no_search(*_: object) -> None:
+        raise AssertionError("a certified round was searched")
+
+    monkeypatch.setattr(bt, "_mle_exists", no_search)
+    assert _mle_exists_draws(counts, resample(counts, 50, 0), certificate).all()
+
+
 def test_chord_steps_reach_the_newton_fit_on_a_sparse_arena() -> None:
     from memearena.stats.bt import fit_cells, resample
 
@@ -382,9 +417,11 @@ def test_the_dense_strong_connectivity_check_agrees_with_the_graph_search(
 ) -> None:
     from scipy.sparse.csgraph import connected_components
 
-    from memearena.stats.bt import _strongly_connected
+    from memearena.stats.bt import _strong_labels, _strongly_connected
 
     adjacency = np.random.default_rng(seed).random((m, m)) < density
     np.fill_diagonal(adjacency, False)
-    n, _ = connected_components(adjacency, directed=True, connection="strong")
+    n, labels = connected_components(adjacency, directed=True, connection="strong")
     assert _strongly_connected(adjacency) == (n == 1)
+    ours = _strong_labels(adjacency)  # the same partition, whatever the label values
+    assert np.array_equal(ours[:, None] == ours[None, :], labels[:, None] == labels[None, :])

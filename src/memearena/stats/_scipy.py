@@ -12,11 +12,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-def expit(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The logistic function, 1 / (1 + e^−x)."""
+def expit(x: NDArray[np.float64], out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """The logistic function, 1 / (1 + e^−x) (into `out`, which may be `x`, if given).
+
+    scipy's, not numpy's 1 / (1 + np.exp(−x)): numpy's vectorised exp differs from libm's in
+    the last bit for some inputs, and fitted ratings must not depend on the CPU's vector unit.
+    """
     from scipy.special import expit as logistic
 
-    return np.asarray(logistic(x), dtype=np.float64)
+    return np.asarray(logistic(x, out=out) if out is not None else logistic(x), dtype=np.float64)
 
 
 def ndtr(x: NDArray[np.float64]) -> NDArray[np.float64]:

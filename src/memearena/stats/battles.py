@@ -413,17 +413,11 @@ class BattleTable:
         from memearena.stats.counts import PairCounts  # counts.py imports this module
 
         m = len(self.models)
-        a = self.model_a.astype(np.int64)
-        b = self.model_b.astype(np.int64)
-        size = m * m
-
-        def table(mask: NDArray[np.bool_], rows: NDArray[np.int64], cols: NDArray[np.int64]) -> Any:
-            flat = np.bincount(rows[mask] * m + cols[mask], minlength=size)
-            return flat.reshape(m, m).astype(np.float64)
-
-        wins = table(self.outcome == 0, a, b) + table(self.outcome == 1, b, a)
-        ties = table(self.outcome >= 2, a, b)
-        return PairCounts.from_arrays(self.models, wins, ties + ties.T)
+        # One count per (model_a, model_b, kind): kind 0 model_a won, 1 model_b won, 2 a tie.
+        key = (self.model_a.astype(np.int64) * m + self.model_b) * 3 + np.minimum(self.outcome, 2)
+        cells = np.bincount(key, minlength=3 * m * m).reshape(m, m, 3).astype(np.float64)
+        ties = cells[:, :, 2]
+        return PairCounts.from_arrays(self.models, cells[:, :, 0] + cells[:, :, 1].T, ties + ties.T)
 
     def take(self, rows: NDArray[np.intp]) -> BattleTable:
         """The battles at `rows` (in that order); `models` shrinks to those still present."""
@@ -510,8 +504,9 @@ class _Builder:
         b = np.concatenate(self.b) if self.b else np.zeros(0, np.int32)
         outcome = np.concatenate(self.outcome) if self.outcome else np.zeros(0, np.int8)
         # Sorted names; a name seen only on a line that was then refused has no battle: dropped.
-        used = np.unique(np.concatenate([a, b]))
         first_seen = list(self.index)
+        met = np.bincount(a, minlength=len(first_seen)) + np.bincount(b, minlength=len(first_seen))
+        used = np.flatnonzero(met)
         names = sorted(first_seen[k] for k in used)
         remap = np.full(len(first_seen), -1, dtype=np.int32)
         for new, name in enumerate(names):
@@ -571,13 +566,26 @@ def _fast_struct(fields: Sequence[str]) -> tuple[type, list[str]]:
     return msgspec.defstruct("BattleLine", spec, rename=rename, gc=False), attrs
 
 
-def _too_deep(chunk: bytes, rows: int, array: bool) -> bool:
-    """Conservative depth check: flat lines are fine; otherwise count brackets per line."""
-    if b"[" not in chunk and chunk.count(b"{") == rows:  # one object a line, nothing nested
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _too_deep(chunk: bytes | memoryview, rows: int, array: bool, bracketless: bool = False) -> bool:
+    """Conservative depth check: flat lines are fine; otherwise count brackets per line.
+    `bracketless`: the caller knows the chunk holds no "[" (a memoryview chunk always does)."""
+    # One "{" a line and no "[": nothing nested. The braces are counted by numpy (a vectorised
+    # compare), a few times faster than bytes.count on a chunk of megabytes.
+    flat = bracketless or b"[" not in chunk
+    if flat and np.count_nonzero(np.frombuffer(chunk, np.uint8) == 123) == rows:
         return False
     if array:
         return True  # nested elements: the exact path decides
-    return any(line.count(b"{") + line.count(b"[") > MAX_DEPTH for line in chunk.split(b"\n"))
+    lines = bytes(chunk).split(b"\n")
+    return any(line.count(b"{") + line.count(b"[") > MAX_DEPTH for line in lines)
 
 
 _MAX_NAMED = 4096  # most model names typed into the fast decoder
@@ -601,7 +609,7 @@ class _FastDecoders:
         spec = [(n, name_type if n in ("model_a", "model_b") else t, d) for n, t, d in self.spec]
         return msgspec.defstruct("BattleLine", spec, rename=self.rename, gc=False)
 
-    def decode(self, chunk: bytes) -> tuple[list[Any], bool] | None:
+    def decode(self, chunk: bytes | memoryview) -> tuple[list[Any], bool] | None:
         """(rows, whether every name is already known), or None when msgspec refuses it."""
         if self.named is not None and self.misses < _MAX_MISSES:
             try:
@@ -622,22 +630,26 @@ class _FastDecoders:
             self.names = len(index)
 
 
-def _fast_chunk(chunk: bytes, decoders: _FastDecoders, out: _Builder) -> bool:
-    """Decode a chunk of whole lines on the fast path; False when the exact path must read it."""
-    if _BOM in chunk:  # a BOM inside (concatenated files): the exact path strips it
+def _fast_chunk(chunk: bytes | memoryview, decoders: _FastDecoders, out: _Builder) -> bool:
+    """Decode a chunk of whole lines on the fast path; False when the exact path must read it.
+    A memoryview chunk is a view of plain text: ASCII without "[" (see `_plain`)."""
+    plain = isinstance(chunk, memoryview)
+    # ASCII text holds no byte-order mark: only other text is searched for one (a BOM inside,
+    # from concatenated files, is stripped by the exact path) and checked as UTF-8 (msgspec does
+    # not check bytes inside fields it skips).
+    if (
+        not isinstance(chunk, memoryview)
+        and not chunk.isascii()
+        and (_BOM in chunk or not _is_utf8(chunk))
+    ):
         return False
-    if not chunk.isascii():
-        try:
-            chunk.decode("utf-8")  # msgspec does not check bytes inside fields it skips
-        except UnicodeDecodeError:
-            return False
     decoded = decoders.decode(chunk)
     if decoded is None:
         return False
     rows, known = decoded
     if not rows:
-        return not chunk.strip()
-    if _too_deep(chunk, len(rows), array=False):
+        return not bytes(chunk).strip()
+    if _too_deep(chunk, len(rows), array=False, bracketless=plain):
         return False
     if not _add_rows(rows, decoders.attrs, out, known):
         return False
@@ -681,22 +693,31 @@ def _add_rows(rows: list[Any], attrs: Sequence[str], out: _Builder, known: bool 
         new = names.difference(out.index)
         if any(not name.strip() or _has_surrogate(name) for name in new):
             return False
-    columns = []
-    for k, attr in enumerate(attrs):
-        coded = _column_codes(list(map(attrgetter(attr), rows)), out.fields[k], out.labels[k])
-        if coded is None:
-            return False
-        columns.append(coded)
+    labelled = [len(table) for table in out.labels]
+
+    def refuse() -> bool:
+        # Nothing added: neither the names nor the field values of this chunk stay coded (the
+        # exact path codes those of its valid lines, in their order).
+        for name in new:
+            del out.index[name]
+        for table, size in zip(out.labels, labelled, strict=True):
+            for key in list(table)[size:]:
+                del table[key]
+        return False
+
     for name in new:  # sorted later: the order met only fixes codes that are remapped
         out.index[name] = len(out.index)
     n = len(rows)
     a = np.fromiter(map(out.index.__getitem__, map(get_a, rows)), np.int32, n)
     b = np.fromiter(map(out.index.__getitem__, map(get_b, rows)), np.int32, n)
     if (a == b).any():
-        if new:  # nothing added: the names of this chunk are not coded
-            for name in new:
-                del out.index[name]
-        return False
+        return refuse()
+    columns = []
+    for k, attr in enumerate(attrs):
+        coded = _column_codes(list(map(attrgetter(attr), rows)), out.fields[k], out.labels[k])
+        if coded is None:
+            return refuse()
+        columns.append(coded)
     winners = map(_WINNER_CODE.__getitem__, map(attrgetter("winner"), rows))
     out.a.append(a)
     out.b.append(b)
@@ -744,11 +765,18 @@ def parse_battle_table(
             _exact(data, 0, source, skip_bad, out)
         return out.table()
     workers = min(workers, len(data) // _PARALLEL_BYTES) if hasattr(os, "fork") else 1
+    plain = _plain(data)
     if workers > 1:
-        _parse_forked(data, source, skip_bad, out, workers)
+        _parse_forked(data, source, skip_bad, out, workers, plain)
     else:
-        _parse_lines(data, 0, len(data), 1, source, skip_bad, out)
+        _parse_lines(data, 0, len(data), 1, source, skip_bad, out, plain)
     return out.table()
+
+
+def _plain(data: bytes) -> bool:
+    """Whether `data` is ASCII without "[": no byte-order mark or invalid UTF-8 inside, nothing
+    nested but objects. Two scans of the whole file (memchr speed), once, before any split."""
+    return data.isascii() and b"[" not in data
 
 
 _PARALLEL_BYTES = 16 << 20  # bytes of battle file per reading process, at least
@@ -762,12 +790,17 @@ def _parse_lines(
     source: str,
     skip_bad: bool,
     out: _Builder,
+    plain: bool = False,
 ) -> None:
     """The JSONL lines in data[begin:stop] (whole lines; the first is line `line`, None: counted
     from the start of `data`) into `out`. Lines are counted only up to a chunk the exact path
-    reads: only its records are numbered (in errors and skipped lines)."""
+    reads: only its records are numbered (in errors and skipped lines). `plain`: `data` is
+    plain text (see `_plain`)."""
     decoders = _FastDecoders(out.fields)
     counted, number = (0, 1) if line is None else (begin, line)  # data[counted] is line `number`
+    # Plain text is decoded from views of `data`: no copy of each chunk (and, in a forked
+    # reader, no fresh pages for it); any other text from copies, checked as bytes.
+    view = memoryview(data) if plain else None
     start = begin
     while start < stop:
         limit = start + _CHUNK_BYTES
@@ -776,11 +809,11 @@ def _parse_lines(
         else:  # whole lines only
             newline = data.rfind(b"\n", start, limit)
             end = newline + 1 if newline >= start else (data.find(b"\n", limit, stop) + 1 or stop)
-        chunk = data[start:end]
+        chunk = view[start:end] if view is not None else data[start:end]
         if not _fast_chunk(chunk, decoders, out):
             number += data.count(b"\n", counted, start)
             counted = start
-            _exact(chunk, number, source, skip_bad, out)
+            _exact(bytes(chunk), number, source, skip_bad, out)
         start = end
 
 
@@ -804,7 +837,9 @@ def _merge(out: _Builder, part: _Builder) -> None:
     out.skipped.extend(part.skipped)
 
 
-def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, workers: int) -> None:
+def _parse_forked(
+    data: bytes, source: str, skip_bad: bool, out: _Builder, workers: int, plain: bool = False
+) -> None:
     """Read the file's lines in `workers` runs: this process the first, forked children the
     others (each sends back its columns, or its first error). Runs are merged in file order,
     so the first error raised is the file's first."""
@@ -817,8 +852,8 @@ def _parse_forked(data: bytes, source: str, skip_bad: bool, out: _Builder, worke
     children: list[tuple[int, int]] = []
     try:
         for lo, hi in runs[1:]:  # each child numbers its lines only if it needs to
-            children.append(_fork_run(data, lo, hi, None, source, skip_bad, out.fields))
-        _parse_lines(data, runs[0][0], runs[0][1], 1, source, skip_bad, out)
+            children.append(_fork_run(data, lo, hi, None, source, skip_bad, out.fields, plain))
+        _parse_lines(data, runs[0][0], runs[0][1], 1, source, skip_bad, out, plain)
         while children:
             pid, fd = children.pop(0)
             with os.fdopen(fd, "rb") as pipe:
@@ -849,6 +884,7 @@ def _fork_run(
     source: str,
     skip_bad: bool,
     fields: Sequence[str],
+    plain: bool = False,
 ) -> tuple[int, int]:
     """Fork a child that reads data[lo:hi] and writes its columns to a pipe: (pid, read end)."""
     read_end, write_end = os.pipe()
@@ -862,7 +898,7 @@ def _fork_run(
         os.close(read_end)
         part = _Builder(fields)
         try:
-            _parse_lines(data, lo, hi, line, source, skip_bad, part)
+            _parse_lines(data, lo, hi, line, source, skip_bad, part, plain)
             reply: tuple[str, Any] = ("ok", vars(part))
         except DataError as exc:
             reply = ("error", str(exc))
@@ -878,12 +914,11 @@ def _fork_run(
 
 def _fast_array(data: bytes, struct: type, attrs: Sequence[str], out: _Builder) -> bool:
     """A whole JSON array on the fast path; False when the exact path must read it."""
-    if _BOM in data:
+    if not data.isascii() and (_BOM in data or not _is_utf8(data)):
         return False
     try:
-        data.decode("utf-8")
         rows = msgspec.json.Decoder(list[struct]).decode(data)  # type: ignore[valid-type]
-    except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
     return not _too_deep(data, len(rows), array=True) and _add_rows(rows, attrs, out)
 

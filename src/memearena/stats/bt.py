@@ -150,10 +150,14 @@ class _Problem:
         self.abs_inc_t = abs(self.inc_t)
         self.gauge = (prior == 0).astype(np.float64)
         if ties == "half":
-            self.a, self.b, self.t = w_ij + 0.5 * t, w_ji + 0.5 * t, np.zeros_like(t)
+            half = 0.5 * t
+            # No tie term: `t` has no rounds' columns, and n = a + b (adding zero ties would
+            # change no bit: a + b >= 0).
+            self.a, self.b, self.t = w_ij + half, w_ji + half, t[:, :0]
+            self.n = self.a + self.b
         else:
             self.a, self.b, self.t = w_ij, w_ji, t
-        self.n = self.a + self.b + self.t
+            self.n = self.a + self.b + self.t
         self.dim = m if ties == "half" else m + 1
         # Davidson's ν has no finite MLE without ties (or without decisive results): pin it.
         self.kappa_fixed = np.zeros(len(prior), dtype=bool)
@@ -197,11 +201,14 @@ class _Problem:
             dtype=np.float64,
         )
 
-    def subset(self, rows: IntArray) -> _Problem:
-        """The same problem restricted to some rounds."""
+    def _columns(self) -> tuple[str, ...]:
+        return ("a", "b", "n") if self.ties == "half" else ("a", "b", "t", "n")
+
+    def subset(self, rows: IntArray | slice) -> _Problem:
+        """The same problem restricted to some rounds (a slice of them: views, no copies)."""
         sub = _Problem.__new__(_Problem)
         sub.__dict__.update(self.__dict__)
-        for name in ("a", "b", "t", "n"):
+        for name in self._columns():
             setattr(sub, name, getattr(self, name)[:, rows])
         for name in ("prior", "gauge", "kappa_fixed", "kappa_value"):
             setattr(sub, name, getattr(self, name)[rows])
@@ -209,8 +216,8 @@ class _Problem:
 
     def mean(self) -> _Problem:
         """One round holding the average counts of all rounds (their common centre)."""
-        sub = self.subset(np.zeros(1, dtype=np.int64))
-        for name in ("a", "b", "t", "n"):
+        sub = self.subset(slice(0, 1))
+        for name in self._columns():
             setattr(sub, name, getattr(self, name).mean(axis=1, keepdims=True))
         return sub
 
@@ -218,9 +225,13 @@ class _Problem:
         """Gradient of the log-likelihood and the Hessian's diagonal (ties="half" only): the
         cheap part of a step, O(pairs × rounds)."""
         theta = x[:, : self.m]
-        s = expit(self.differences(x))
-        grad = self.scatter(self.a - self.n * s)
-        s *= 1.0 - s
+        s = self.differences(x)
+        expit(s, out=s)
+        # The same operations as `a - n·s`, then `s·(1 − s)·n`, into one scratch array: large
+        # temporaries cost page faults on every step.
+        scratch = np.multiply(self.n, s)
+        grad = self.scatter(np.subtract(self.a, scratch, out=scratch))
+        s *= np.subtract(1.0, s, out=scratch)
         s *= self.n
         diag = self.scatter(s, signed=False)
         sp = expit(theta)
@@ -293,7 +304,7 @@ def _chord(
     rounds = len(problem.prior)
     if _CHORD_THREADS < 2 or rounds < 2 * _CHORD_SPLIT_ROUNDS:
         return _chord_steps(problem, x_c, inverse, diag_c, tol)
-    halves = np.array_split(np.arange(rounds), _CHORD_THREADS)
+    halves = [slice(h[0], h[-1] + 1) for h in np.array_split(np.arange(rounds), _CHORD_THREADS)]
     with ThreadPoolExecutor(max_workers=len(halves) - 1) as pool:
         rest = [
             pool.submit(_chord_steps, problem.subset(h), x_c, inverse, diag_c, tol)
@@ -406,10 +417,38 @@ class _Sufficient:
 
     tree_cells: tuple[IntArray, IntArray]
     """Per tree edge, its decisive cell and its tie cell (-1: none)."""
-    weak_out: Any
-    """Sparse (cells × weak models): cells by which a weak model scores on the core."""
-    weak_in: Any
-    """Sparse (cells × weak models): cells by which the core scores on a weak model."""
+    weak_out: tuple[IntArray, IntArray]
+    """(cells, starts): the cells by which weak model k scores on the core are
+    cells[starts[k]:starts[k + 1]] (never none)."""
+    weak_in: tuple[IntArray, IntArray]
+    """(cells, starts): the cells by which the core scores on weak model k, as `weak_out`."""
+
+
+def _strong_labels(adjacency: np.ndarray) -> IntArray:
+    """A label per model, shared exactly by the models of one strongly connected component."""
+    reach = _reachability(adjacency)
+    if reach is None:  # too many models to square out densely: scipy's graph search
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components as components
+
+        _, labels = components(csr_matrix(adjacency), directed=True, connection="strong")
+        return np.asarray(labels, dtype=np.int64)
+    # u and v share a component iff each reaches the other; label: its first model.
+    return np.asarray((reach & reach.T).argmax(axis=1), dtype=np.int64)
+
+
+def _bfs_predecessors(graph: np.ndarray, root: int) -> IntArray:
+    """Breadth-first tree from `root` along the dense boolean `graph`: each model's parent
+    (the root's own entry is the root; -1: not reached)."""
+    pred = np.full(len(graph), -1, dtype=np.int64)
+    pred[root] = root
+    frontier = np.array([root])
+    while len(frontier):
+        hit = graph[frontier]
+        nodes = np.flatnonzero(hit.any(axis=0) & (pred < 0))
+        pred[nodes] = frontier[hit[:, nodes].argmax(axis=0)]
+        frontier = nodes
+    return pred
 
 
 def _certificate(counts: PairCounts) -> _Sufficient | None:
@@ -419,11 +458,8 @@ def _certificate(counts: PairCounts) -> _Sufficient | None:
     `_SOLID` times; an out-tree and an in-tree from one root inside C (2(|C|−1) solid edges)
     keep C strongly connected, and every other ("weak") model needs one edge to C and one
     from C. A round with all of these has an MLE; any other round gets the full graph search.
+    Dense numpy up to `_CLOSURE_MODELS` models: no scipy import before the rounds are fitted.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-    from scipy.sparse.csgraph import connected_components as components
-
     i_c, j_c, outcome, cell_counts = counts.cells()
     m = counts.n_models
     # Each cell is an edge u→v ("u scored on v"): i won → i→j, j won → j→i, tie → both ways.
@@ -432,39 +468,44 @@ def _certificate(counts: PairCounts) -> _Sufficient | None:
     cell = np.concatenate([np.flatnonzero(outcome != 1), np.flatnonzero(outcome != 0)])
     weight = np.zeros((m, m))
     np.add.at(weight, (src, dst), cell_counts[cell])
-    solid = csr_matrix(weight >= _SOLID)
-    _, labels = components(solid, directed=True, connection="strong")
-    core_label = np.bincount(labels).argmax()
-    core = labels == core_label
+    solid = weight >= _SOLID
+    labels = _strong_labels(solid)
+    core = labels == np.bincount(labels).argmax()
+    weak = np.flatnonzero(~core)
     if core.sum() < 2:
         return None
     root = int(np.flatnonzero(core)[0])
-    inside = solid.multiply(np.outer(core, core)).tocsr()
+    # A strongly connected component is strongly connected on its own edges.
+    inside = solid & np.outer(core, core)
     tree: list[tuple[int, int]] = []
-    for graph, forward in ((inside, True), (inside.T.tocsr(), False)):
-        _, pred = breadth_first_order(graph, root, directed=True, return_predecessors=True)
+    for graph, forward in ((inside, True), (inside.T, False)):
+        pred = _bfs_predecessors(graph, root)
         for v in np.flatnonzero(core):
             if v != root:
                 u = int(pred[v])
                 tree.append((u, int(v)) if forward else (int(v), u))
     edge_cell: dict[tuple[int, int], list[int]] = {}  # (u, v) → [decisive cell, tie cell]
-    for c, u, v in zip(cell, src, dst, strict=True):
-        slot = edge_cell.setdefault((int(u), int(v)), [-1, -1])
-        slot[1 if outcome[c] == 2 else 0] = int(c)
+    for c, u, v in zip(cell.tolist(), src.tolist(), dst.tolist(), strict=True):
+        slot = edge_cell.setdefault((u, v), [-1, -1])
+        slot[1 if outcome[c] == 2 else 0] = c
     tree_cells = np.array([edge_cell[e] for e in tree], dtype=np.int64).reshape(-1, 2)
-    weak = np.flatnonzero(~core)
     column = np.full(m, -1)
     column[weak] = np.arange(len(weak))
 
-    def incidence(from_weak: bool) -> Any:
+    def links(from_weak: bool) -> tuple[IntArray, IntArray] | None:
         a, b = (src, dst) if from_weak else (dst, src)
         keep = ~core[a] & core[b]
-        return csr_matrix(
-            (np.ones(keep.sum()), (cell[keep], column[a[keep]])),
-            shape=(len(cell_counts), len(weak)),
-        )
+        owner = column[a[keep]]
+        per = np.bincount(owner, minlength=len(weak))
+        if (per == 0).any():  # a weak model with no such edge: no round can be certified
+            return None
+        order = np.argsort(owner, kind="stable")
+        return cell[keep][order], np.cumsum(per) - per
 
-    return _Sufficient((tree_cells[:, 0], tree_cells[:, 1]), incidence(True), incidence(False))
+    weak_out, weak_in = links(True), links(False)
+    if weak_out is None or weak_in is None:
+        return None
+    return _Sufficient((tree_cells[:, 0], tree_cells[:, 1]), weak_out, weak_in)
 
 
 def _mle_exists_draws(
@@ -483,10 +524,9 @@ def _mle_exists_draws(
             return present
 
         ok = (kept(decisive) | kept(tie)).all(axis=1)
-        if certificate.weak_out.shape[1]:
-            hits = scored.astype(np.float64)
-            ok &= np.asarray(hits @ certificate.weak_out > 0).all(axis=1)
-            ok &= np.asarray(hits @ certificate.weak_in > 0).all(axis=1)
+        for cells, starts in (certificate.weak_out, certificate.weak_in):
+            if len(starts):  # every weak model: one of its cells scored in the round
+                ok &= np.logical_or.reduceat(scored[:, cells], starts, axis=1).all(axis=1)
     rest = np.flatnonzero(~ok)
     if len(rest):
         i, j, tables = _pair_tables(counts, draws[rest])
@@ -497,20 +537,27 @@ def _mle_exists_draws(
 _CLOSURE_MODELS = 512  # most models whose reachability is squared out densely
 
 
-def _strongly_connected(adjacency: np.ndarray) -> bool:
-    """Whether every model reaches every other along `adjacency` (False: not, or too many
-    models to tell this way). Repeated squaring of the reachability matrix: no scipy, whose
+def _reachability(adjacency: np.ndarray) -> np.ndarray | None:
+    """`reach[u, v]`: v can be reached from u along `adjacency` (u from itself); None past
+    `_CLOSURE_MODELS` models. Repeated squaring of the reachability matrix: no scipy, whose
     import would otherwise come before the bootstrap draws could start."""
     m = len(adjacency)
     if m > _CLOSURE_MODELS:
-        return False
+        return None
     reach = (adjacency | np.eye(m, dtype=bool)).astype(np.float32)  # sums stay exact
     for _ in range(max(1, math.ceil(math.log2(max(m, 2)))) + 1):
         step = ((reach @ reach) > 0).astype(np.float32)
         if np.array_equal(step, reach):
             break
         reach = step
-    return bool(reach.all())
+    return reach > 0
+
+
+def _strongly_connected(adjacency: np.ndarray) -> bool:
+    """Whether every model reaches every other along `adjacency` (False: not, or too many
+    models to tell this way)."""
+    reach = _reachability(adjacency)
+    return reach is not None and bool(reach.all())
 
 
 def check_identifiable(counts: PairCounts) -> None:
