@@ -80,8 +80,9 @@ _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
 
 
-PART_MEMO_CHARS = 48 * 2**20
-"""Base64 kept of the images sent lately (their message parts, least recently used dropped)."""
+PART_MEMO_CHARS = 16 * 2**20
+"""Base64 kept of the images made or sent lately (their message parts, least recently used
+dropped): a few hundred memes' images and variants."""
 
 
 class _Parts:
@@ -104,10 +105,19 @@ class _Parts:
                 self._parts.move_to_end(k)
             return got
 
-    def put(self, sha256: str, mime: str, data: bytes) -> ImagePart:
+    def has_room(self, mime: str, size: int) -> bool:
+        """Whether an image of ``size`` bytes would be kept without dropping another."""
+        return self._chars + len(mime) + 13 + 4 * ((size + 2) // 3) <= self._limit
+
+    def put(self, sha256: str, mime: str, data: bytes, *, evict: bool = True) -> ImagePart:
+        """The image's part, kept; ``evict=False`` (an image made ahead of its first use)
+        keeps it only while there is room: made in order of use, the images still to be
+        sent must not push out the ones to be sent first."""
         part = ImagePart(f"data:{mime};base64,{base64.b64encode(data).decode()}", sha256)
         k = (sha256, mime)
         with self._lock:
+            if not evict and self._chars + len(part.data_url) > self._limit:
+                return part
             old = self._parts.pop(k, None)
             if old is not None:
                 self._chars -= len(old.data_url)
@@ -254,8 +264,10 @@ class ImageStore:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
-        if _PARTS.get(sha, mime) is None:
-            _PARTS.put(sha, mime, data)  # where the bytes are in hand: the file is not read
+        if _PARTS.get(sha, mime) is None and _PARTS.has_room(mime, len(data)):
+            # Where the bytes are in hand (an image worker): its first request reads no file
+            # and encodes nothing on the event loop.
+            _PARTS.put(sha, mime, data, evict=False)
         return AuditImage(sha, path, mime, width, height)
 
     def find(self, sha256: str) -> AuditImage | None:
