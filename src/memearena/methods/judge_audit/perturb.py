@@ -85,7 +85,7 @@ PART_MEMO_CHARS = 16 * 2**20
 dropped): a few hundred memes' images and variants."""
 
 
-class _Parts:
+class ImageParts:
     """Each stored image's message part by its hash, its data URL built once from the bytes
     in hand (where they are written, in the image workers, or read once from the file): a
     request sends the same bytes each time the same image is sent, so its base64 is the same
@@ -129,7 +129,7 @@ class _Parts:
         return part
 
 
-_PARTS = _Parts(PART_MEMO_CHARS)
+_PARTS = ImageParts(PART_MEMO_CHARS)
 
 
 @lru_cache(maxsize=2)
@@ -158,7 +158,9 @@ class AuditImage:
         """The image as a message part (a base64 data URL of the stored bytes; the same part
         each time while it is kept)."""
         got = _PARTS.get(self.sha256, self.mime)
-        return got if got is not None else _PARTS.put(self.sha256, self.mime, self.path.read_bytes())
+        if got is None:
+            got = _PARTS.put(self.sha256, self.mime, self.path.read_bytes())
+        return got
 
     def load(self) -> Image.Image:
         """The decoded pixels (RGB; a copy the caller may change)."""
