@@ -80,9 +80,10 @@ _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
 
 
-PART_MEMO_CHARS = 16 * 2**20
+PART_MEMO_CHARS = 4 * 2**20
 """Base64 kept of the images made or sent lately (their message parts, least recently used
-dropped): a few hundred memes' images and variants."""
+dropped): a few dozen memes' images and variants, what a window of pairs sends again; the
+bound keeps the audit's memory flat in the number of memes."""
 
 
 class ImageParts:
