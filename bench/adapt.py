@@ -11,20 +11,28 @@ With ``--percall``: the pipeline's CPU per call (``AdaptPipeline.run``, analysis
 beside the model layer's on the same calls replayed (``bench/percall.py``: the run's recorded
 requests, and the images it registered with the simulated world, through a fresh pool with the
 simulated backend, store and cache, no pipeline), at demo size and at ``--scale`` times the demo
-(memes cycled with distinct ids and texts), each run in its own process. Target: at most 1.5x.
+(memes cycled with distinct ids and texts), each run in its own process. Target: at most 1.3x.
+``--breakdown`` adds where the pipeline's CPU goes, in µs per call (process CPU of each part's
+own functions, timed by wrappers that cost the run about a microsecond each): rendering,
+request keys, parsing replies, image preparation, step commits (queued and written), and the
+model layer's group commits in the run beside the replay's (their number and CPU: a pipeline
+whose calls end in smaller bursts commits more often).
 
-    python bench/adapt.py [--scale 10] [--repeats 2] [--percall]
+    python bench/adapt.py [--scale 10] [--repeats 2] [--percall [--breakdown]]
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +81,101 @@ def one_run(cfg: RunConfig, memes: int) -> tuple[float, int, int, int, int]:
     return wall, res.new_calls, sum(stages.values()) - refine, refine, len(res.outcome.chains)
 
 
-def child_percall(n: int) -> dict[str, Any]:
+class Breakdown:
+    """Process CPU of named functions, summed per part while ``phase`` holds its name (the
+    pipeline's run, then the replay), with their call counts."""
+
+    def __init__(self) -> None:
+        self.phase = "pipeline"
+        self._lock = threading.Lock()
+        self.cpu: dict[str, dict[str, float]] = {}
+        self.calls: dict[str, dict[str, int]] = {}
+
+    def _add(self, part: str, dt: float) -> None:
+        # Worker threads add too: one dict update at a time.
+        with self._lock:
+            self._add_locked(part, dt)
+
+    def _add_locked(self, part: str, dt: float) -> None:
+        by = self.cpu.setdefault(self.phase, {})
+        by[part] = by.get(part, 0.0) + dt
+        n = self.calls.setdefault(self.phase, {})
+        n[part] = n.get(part, 0) + 1
+
+    def wrap(
+        self, owner: Any, name: str, part: str, clock: Callable[[], float] = time.process_time
+    ) -> None:
+        """Time ``owner.name`` (a function, or a coroutine function that never suspends) by
+        ``clock`` (``time.thread_time`` for work in worker threads)."""
+        fn = getattr(owner, name)
+        if inspect.iscoroutinefunction(fn):
+
+            async def timed_async(*a: Any, **kw: Any) -> Any:
+                c = clock()
+                try:
+                    return await fn(*a, **kw)
+                finally:
+                    self._add(part, clock() - c)
+
+            setattr(owner, name, timed_async)
+            return
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            c = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self._add(part, clock() - c)
+
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+        setattr(owner, name, staticmethod(timed) if static else timed)
+
+    def timed_parser(self, parser: Callable[[str], Any]) -> Callable[[str], Any]:
+        def timed(text: str) -> Any:
+            c = time.process_time()
+            try:
+                return parser(text)
+            finally:
+                self._add("parsing replies", time.process_time() - c)
+
+        return timed
+
+    def install_common(self) -> None:
+        """The parts every pipeline has: request keys, step commits, group commits."""
+        from memearena.models import ModelPool
+        from memearena.store import RunStore
+
+        self.wrap(ModelPool, "request_key", "request keys")
+        self.wrap(RunStore, "commit_step", "step commits (queued)")
+        self.wrap(RunStore, "_take_steps", "group commits: step rows")
+        self.wrap(RunStore, "_write_steps", "group commits: step rows")
+        self.wrap(ModelPool, "_flush", "group commits (all rows)")
+
+    def record(self) -> dict[str, Any]:
+        return {"cpu": self.cpu, "calls": self.calls}
+
+
+def print_breakdown(runs: list[dict[str, Any]], indent: str = "      ") -> None:
+    """Median µs per call of each part over ``runs`` (children with a ``breakdown``)."""
+    parts = sorted({p for r in runs for p in r["breakdown"]["cpu"].get("pipeline", {})})
+    for part in parts:
+        line = f"{indent}{part:<30}"
+        for phase in ("pipeline", "replay"):
+            vals = [
+                1e6 * r["breakdown"]["cpu"].get(phase, {}).get(part, 0.0) / r["calls"] for r in runs
+            ]
+            n = statistics.median(r["breakdown"]["calls"].get(phase, {}).get(part, 0) for r in runs)
+            if phase == "pipeline" or n:
+                line += f" {phase} {statistics.median(vals):6.1f} µs/call ({n:6.0f} x)"
+        print(line)
+
+
+def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
     """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed."""
     from percall import Recorder, replay, timed_method
     from scale import write_memes
 
+    import memearena.methods.adapt.common as common
     from memearena.engine.pool import open_pool, sim_world
     from memearena.engine.rundir import load_memes
     from memearena.methods.adapt.sim import AdaptWorld
@@ -86,6 +184,18 @@ def child_percall(n: int) -> dict[str, Any]:
 
     acc: dict[str, float] = {}
     timed_method(AdaptPipeline, "run", acc)
+    parts = Breakdown()
+    if breakdown:
+        parts.install_common()
+        parts.wrap(common.AdaptContext, "_messages", "rendering prompts")
+        parts.wrap(common, "prepare_image", "image preparation")
+        ask = common.ask
+
+        def asking(*a: Any, **kw: Any) -> Any:
+            a = (*a[:4], parts.timed_parser(a[4]), *a[5:])
+            return ask(*a, **kw)
+
+        common.ask = asking  # type: ignore[assignment]
     # The images the run told the simulated world about, so the replay's world knows them too.
     images: list[tuple[str, str, str | None]] = []
     register = AdaptWorld.register_image
@@ -113,6 +223,7 @@ def child_percall(n: int) -> dict[str, Any]:
             return open_pool(cfg, world, store, cache_path=root / "replay.sqlite", max_cost=None)
 
         assert cfg.adapt is not None
+        parts.phase = "replay"
         base = replay(make_pool, rec.calls, cfg.adapt.window)
         store.close()
     return {
@@ -121,10 +232,11 @@ def child_percall(n: int) -> dict[str, Any]:
         "pipeline_cpu_s": acc["run"],
         "model_layer_cpu_s": base,
         "models": len(res.section["models"]),
+        **({"breakdown": parts.record()} if breakdown else {}),
     }
 
 
-def percall(scale: int, repeats: int) -> None:
+def percall(scale: int, repeats: int, breakdown: bool = False) -> None:
     print(
         "pipeline CPU per call (AdaptPipeline.run, analysis excluded) beside the model layer's "
         "on the same calls replayed (fresh ModelPool + simulated backend + store + cache, no "
@@ -134,7 +246,8 @@ def percall(scale: int, repeats: int) -> None:
         runs = []
         for _ in range(repeats):
             out = subprocess.run(
-                [sys.executable, __file__, "--child", str(n)],
+                [sys.executable, __file__, "--child", str(n)]
+                + (["--breakdown"] if breakdown else []),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -147,9 +260,11 @@ def percall(scale: int, repeats: int) -> None:
         ratio = statistics.median(r["pipeline_cpu_s"] / r["model_layer_cpu_s"] for r in runs)
         print(
             f"    {n:5d} memes {runs[0]['calls']:7d} calls: pipeline {pipe:6.3f} ms/call, "
-            f"model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.5x)",
+            f"model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.3x)",
             flush=True,
         )
+        if breakdown:
+            print_breakdown(runs)
 
 
 def main() -> None:
@@ -157,13 +272,14 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--percall", action="store_true")
+    ap.add_argument("--breakdown", action="store_true", help="with --percall: where CPU goes")
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child_percall(args.child)))
+        print(json.dumps(child_percall(args.child, args.breakdown)))
         return
     if args.percall:
-        percall(args.scale, args.repeats)
+        percall(args.scale, args.repeats, args.breakdown)
         return
     with tempfile.TemporaryDirectory(prefix="memearena-bench-data-") as tmp:
         small = (DatasetConfig(format="demo"), 24)

@@ -20,7 +20,8 @@ calls replayed (``bench/percall.py``: the run's recorded requests through a fres
 with the simulated backend, store and cache, and no pipeline), at demo size and at ``--scale``
 times the demo (memes cycled with distinct ids and texts), each run in its own process, with
 the image work's share of the pipeline's CPU (originals and perturbations). Target: at most
-1.5x at both sizes.
+1.3x at both sizes. ``--breakdown`` adds where the pipeline's CPU goes, in µs per call (as
+``bench/adapt.py --breakdown``; the image work by its worker threads' own CPU).
 
 Part 4 (``--rss``): peak RSS of the whole audit (analysis and report included) at 24, 144 and
 480 memes, each size in its own process, with the peak after each stage and after the analysis,
@@ -28,7 +29,7 @@ and SQLite's memory high-water mark (its page caches, bounded by the store's sof
 ``--tracemalloc`` adds the Python heap's peak per stage (slower). Target: growth at most 0.1 MB
 per meme (24 -> 480); the growth between the two largest sizes is printed too.
 
-    python bench/judge_audit.py [--seeds 3] [--percall] [--rss] [--sizes 24,144,480]
+    python bench/judge_audit.py [--seeds 3] [--percall [--breakdown]] [--rss] [--sizes 24,144,480]
 """
 
 from __future__ import annotations
@@ -213,8 +214,9 @@ def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
     return cfg.model_copy(update={"data": [DatasetConfig(format="demo", path=data)]})
 
 
-def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
+def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, Any]:
     """One audit over ``n`` memes with its calls recorded, then those calls replayed."""
+    from adapt import Breakdown
     from percall import Recorder, replay, timed_method
 
     from memearena.engine.pool import open_pool, sim_world
@@ -226,6 +228,21 @@ def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
     timed_method(JudgeAuditPipeline, "run", acc)
     for name in ("perturb", "meme_image"):  # the image work inside the pipeline's CPU
         setattr(stages, name, _timed(getattr(stages, name), acc, "images"))
+    parts = Breakdown()
+    if breakdown:
+        parts.install_common()
+        for name in ("score_messages", "pairwise_messages", "build_messages"):
+            parts.wrap(stages, name, "rendering prompts")
+        # The image work runs in worker threads: each call's own thread's CPU.
+        for name in ("image_variant", "meme_image", "_fingerprint"):
+            parts.wrap(stages, name, "image work (worker threads)", time.thread_time)
+        ask = stages.ask
+
+        def asking(*a: Any, **kw: Any) -> Any:
+            a = (*a[:4], parts.timed_parser(a[4]), *a[5:])
+            return ask(*a, **kw)
+
+        stages.ask = asking  # type: ignore[assignment]
     with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
         root = Path(tmp)
         cfg = _audit_config(root, n, bootstrap)
@@ -237,6 +254,7 @@ def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
         memes = load_datasets(cfg.data, cfg.image).memes
         store = RunStore(root / "replay.db")
         assert cfg.judge_audit is not None
+        parts.phase = "replay"
         base = replay(
             lambda: open_pool(
                 cfg, sim_world(cfg, memes), store, cache_path=root / "replay.sqlite", max_cost=None
@@ -253,6 +271,7 @@ def child_percall(n: int, bootstrap: int) -> dict[str, Any]:
         "images_cpu_s": acc.get("images", 0.0),
         "model_layer_cpu_s": base,
         "board": board,
+        **({"breakdown": parts.record()} if breakdown else {}),
     }
 
 
@@ -354,7 +373,9 @@ def _child(args: list[str]) -> dict[str, Any]:
     return result
 
 
-def percall(scale: int, repeats: int, bootstrap: int) -> None:
+def percall(scale: int, repeats: int, bootstrap: int, breakdown: bool = False) -> None:
+    from adapt import print_breakdown
+
     print(
         "Part 3: pipeline CPU per call (JudgeAuditPipeline.run, analysis excluded) beside the "
         "model layer's on the same calls replayed (fresh ModelPool + simulated backend + store "
@@ -362,7 +383,10 @@ def percall(scale: int, repeats: int, bootstrap: int) -> None:
     )
     for n in (24, 24 * scale):
         runs = [
-            _child(["--child", "percall", "--n", str(n), "--bootstrap", str(bootstrap)])
+            _child(
+                ["--child", "percall", "--n", str(n), "--bootstrap", str(bootstrap)]
+                + (["--breakdown"] if breakdown else [])
+            )
             for _ in range(repeats)
         ]
         calls = runs[0]["calls"]
@@ -373,9 +397,11 @@ def percall(scale: int, repeats: int, bootstrap: int) -> None:
         print(
             f"    {n:5d} memes {calls:7d} calls: pipeline {pipe:6.3f} ms/call (images "
             f"{images:5.3f}), model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x "
-            "(target <= 1.5x)",
+            "(target <= 1.3x)",
             flush=True,
         )
+        if breakdown:
+            print_breakdown(runs)
 
 
 def rss(sizes: list[int], bootstrap: int, trace: bool) -> None:
@@ -423,20 +449,21 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=10)
     ap.add_argument("--sizes", default="24,144,480")
     ap.add_argument("--tracemalloc", action="store_true")
+    ap.add_argument("--breakdown", action="store_true", help="with --percall: where CPU goes")
     ap.add_argument("--child", choices=["percall", "rss"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--twin", action="store_true", help="add a clean twin of the reference")
     ap.add_argument("--no-generators", action="store_true", help="part 1 only")
     args = ap.parse_args()
     if args.child == "percall":
-        print(json.dumps(child_percall(args.n, args.bootstrap)))
+        print(json.dumps(child_percall(args.n, args.bootstrap, args.breakdown)))
         return
     if args.child == "rss":
         print(json.dumps(child_rss(args.n, args.bootstrap, args.tracemalloc)))
         return
     if args.percall or args.rss:
         if args.percall:
-            percall(args.scale, args.repeats, args.bootstrap)
+            percall(args.scale, args.repeats, args.bootstrap, args.breakdown)
         if args.rss:
             rss([int(s) for s in args.sizes.split(",")], args.bootstrap, args.tracemalloc)
         return

@@ -264,3 +264,19 @@ def test_every_kind_of_source_encodes_to_the_same_bytes_as_ever(
 ) -> None:
     for path in _sources(tmp_path):
         assert _prepared_bytes(path, max_side) == _reference_bytes(path, max_side), path.name
+
+
+@pytest.mark.parametrize("kind", ["graphic", "photo"])
+def test_encoded_bytes_are_the_prepared_images(tmp_path: Path, kind: str) -> None:
+    from memearena.data.images import encode_image
+
+    path = (
+        write_image(tmp_path / "g.png", (40, 30), "blue")
+        if kind == "graphic"
+        else write_noise(tmp_path / "p.png", (80, 80))
+    )
+    enc, prep = encode_image(path), prepare_image(path)
+    assert enc.mime == ("image/png" if kind == "graphic" else "image/jpeg")
+    assert f"data:{enc.mime};base64,{base64.b64encode(enc.data).decode()}" == prep.data_url
+    assert hashlib.sha256(enc.data).hexdigest() == prep.sha256
+    assert (enc.mime, enc.width, enc.height) == (prep.mime, prep.width, prep.height)

@@ -240,14 +240,23 @@ def _to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 
-def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedImage:
-    """Load an image safely and return it as a data URL with its content hash.
+@dataclass(frozen=True)
+class EncodedImage:
+    """An image as the safe path encodes it, before base64: the bytes a request sends."""
 
-    Steps: verify, pixel cap (before decoding), EXIF orientation, RGB, resize so the longest side
-    is at most ``max_side`` (never upscaled, aspect kept), encode (PNG for graphics, JPEG for
-    photos; see the module docstring), base64. Raises :class:`ImageError` (a DataError) naming the
-    file on any problem.
-    """
+    data: bytes
+    """The encoded bytes (PNG or JPEG)."""
+    mime: str
+    """``image/png`` or ``image/jpeg``."""
+    width: int
+    """Width in pixels after orientation and resizing."""
+    height: int
+    """Height in pixels after orientation and resizing."""
+
+
+def encode_image(path: Path, image_cfg: ImageConfig | None = None) -> EncodedImage:
+    """``prepare_image``'s bytes before base64 (for a caller that stores or changes them: no
+    data URL built only to be decoded again). Raises :class:`ImageError` like it."""
     cfg = image_cfg or DEFAULT_IMAGE_CONFIG
     im, _ = _open_checked(path, cfg, draft_side=cfg.max_side)
     try:
@@ -271,12 +280,24 @@ def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedI
             raise ImageError("corrupt image", path, f"{type(e).__name__}: {e}") from None
     finally:
         im.close()
-    data = buf.getvalue()
+    return EncodedImage(buf.getvalue(), mime, width, height)
+
+
+def prepare_image(path: Path, image_cfg: ImageConfig | None = None) -> PreparedImage:
+    """Load an image safely and return it as a data URL with its content hash.
+
+    Steps: verify, pixel cap (before decoding), EXIF orientation, RGB, resize so the longest side
+    is at most ``max_side`` (never upscaled, aspect kept), encode (PNG for graphics, JPEG for
+    photos; see the module docstring), base64. Raises :class:`ImageError` (a DataError) naming the
+    file on any problem.
+    """
+    enc = encode_image(path, image_cfg)
+    data = enc.data
     b64 = base64.b64encode(data).decode("ascii")
     return PreparedImage(
-        data_url=f"data:{mime};base64,{b64}",
+        data_url=f"data:{enc.mime};base64,{b64}",
         sha256=hashlib.sha256(data).hexdigest(),
-        width=width,
-        height=height,
-        mime=mime,
+        width=enc.width,
+        height=enc.height,
+        mime=enc.mime,
     )

@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from memearena.errors import ParseError
@@ -240,19 +241,36 @@ def _canon(text: str) -> str:
     return _CANON_SPACE.sub(" ", text).casefold().strip(" \t*_>#-")
 
 
+CANON_MEMO_SIZE = 1024
+"""Shown texts whose normalised form is kept (least recently used dropped): the same texts are
+shown to every grader of an item (a response to each judge, a reference to each scorer)."""
+_CANON_MEMO_MAX_CHARS = 16_384
+# A longer text is normalised afresh each time: the memo holds at most ~16 MB of text.
+
+
+@lru_cache(maxsize=CANON_MEMO_SIZE)
+def _canon_kept(text: str) -> str:
+    return _canon(text)
+
+
+def _canon_source(text: str) -> str:
+    """``_canon`` of a shown text (a pure function of it: memoised for texts up to a bound)."""
+    return _canon_kept(text) if len(text) <= _CANON_MEMO_MAX_CHARS else _canon(text)
+
+
 def quoted_in(fragment: str, shown: Sequence[str]) -> bool:
     """Whether ``fragment`` of a reply is, once normalised as an echo would be (format
     characters dropped, NFKC, case and spacing folded), a quote of one of the ``shown`` texts:
     a score field re-typed from the material is not the grader's."""
     quote = _canon(fragment)
-    return bool(quote) and any(quote in _canon(src) for src in shown if src)
+    return bool(quote) and any(quote in _canon_source(src) for src in shown if src)
 
 
 def _own(text: str, found: list[_Rating], shown: Sequence[str]) -> list[_Rating]:
     """The ratings of ``found`` that are not a (normalised) quote of a text in ``shown``."""
     if not found or not shown:
         return found
-    sources = [_canon(s) for s in shown if s]
+    sources = [_canon_source(s) for s in shown if s]
     own = []
     for r in found:
         quote = _canon(text[r.at : r.end])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import random
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from memearena.methods.judge_audit.perturb import (
     GENERATORS,
     INSERTED_KEY,
     SHOWS_KEY,
+    ImageParts,
     ImageStore,
     PerturbContext,
     Triplet,
@@ -325,3 +328,24 @@ def test_a_png_variant_keeps_its_pixels_and_metadata(store: ImageStore) -> None:
         assert back.mode == "RGB" and back.tobytes() == got.image.tobytes()
     other = ImageStore(store.root.parent / "other")
     assert other.put(got.image.copy(), dict(meta)).sha256 == img.sha256
+
+
+def test_an_image_part_sends_the_stored_bytes_and_is_built_once(store: ImageStore) -> None:
+    img = store.put(_picture((30, 160, 90)), {SHOWS_KEY: "meme three"})
+    part = img.part()
+    head, _, b64 = part.data_url.partition(",")
+    assert head == f"data:{img.mime};base64"
+    assert base64.b64decode(b64) == img.path.read_bytes()
+    assert part.sha256 == img.sha256 == hashlib.sha256(img.path.read_bytes()).hexdigest()
+    assert img.part() is part  # the data URL is not built again for the next request
+
+
+def test_images_made_ahead_never_push_out_kept_ones() -> None:
+    parts = ImageParts(limit=120)
+    first = parts.put("a", "image/png", b"x" * 30)  # 62 characters kept
+    assert not parts.has_room("image/png", 30)
+    ahead = parts.put("b", "image/png", b"y" * 30, evict=False)
+    assert base64.b64decode(ahead.data_url.split(",", 1)[1]) == b"y" * 30  # still usable
+    assert parts.get("b", "image/png") is None and parts.get("a", "image/png") is first
+    sent = parts.put("c", "image/png", b"z" * 30)  # a part asked for is kept, the oldest goes
+    assert parts.get("c", "image/png") is sent and parts.get("a", "image/png") is None

@@ -135,13 +135,17 @@ class AdaptContext:
         # The closing line counts Adapt's steps by kind (the lifecycle's tally), so its bars
         # do too: each step reached grows its kind's bar and is advanced as the tally counts it.
         self.progress.by_step_kind()
+        # A registered section is an extra field of the config (read through pydantic's
+        # __getattr__): read once, as the config does not change during a run.
+        self._acfg: AdaptConfig | None = self.cfg.adapt
 
     @property
     def acfg(self) -> AdaptConfig:
         """The ``adapt:`` section."""
-        if self.cfg.adapt is None:
+        got = self._acfg
+        if got is None:
             raise ConfigError("config: 'adapt' section is missing")
-        return self.cfg.adapt
+        return got
 
     def image(self, meme: Meme) -> ImagePart | None:
         """The meme's prepared image (computed once per meme; DataError on a bad image)."""

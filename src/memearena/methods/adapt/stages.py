@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -64,14 +64,18 @@ class _StageCalls:
     def __init__(self, pool: ModelPool) -> None:
         self._pool = pool
         self.refinement = 0
+        # Asked for on every step: bound once, not looked up through __getattr__ each time.
+        self.request_key = pool.request_key
+        self.uncache = pool.uncache
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
 
-    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+    def complete(self, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        # The pool's own coroutine, counted when it is asked for (``ask`` awaits it at once).
         if _IN_GROUP.get():
             self.refinement += 1
-        return await self._pool.complete(*args, **kwargs)
+        return self._pool.complete(*args, **kwargs)
 
 
 _GroupJob = tuple[str, int, str, list[Sample], Retriever]

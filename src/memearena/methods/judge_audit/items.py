@@ -8,13 +8,13 @@ types together) or an MM-JudgeBias row.
 
 from __future__ import annotations
 
-import base64
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memearena.config import ImageConfig
-from memearena.data import Meme, prepare_image
+from memearena.data import Meme
+from memearena.data.images import encode_image
 from memearena.data.mmjudgebias import JudgeBiasRow
 from memearena.methods.judge_audit.perturb import SHOWS_KEY, AuditImage, ImageStore, Triplet
 
@@ -121,10 +121,8 @@ def integrality_check(bias_type: str, query: str, meme_text: str) -> str | None:
 def _stored(path: Path, store: ImageStore, shows: str, image_cfg: ImageConfig) -> AuditImage:
     # The safe path's bytes with the metadata added: the same bytes as decoding and storing
     # them again (a PNG), never a second JPEG generation.
-    prepared = prepare_image(path, image_cfg)
-    data = base64.b64decode(prepared.data_url.split(",", 1)[1])
-    size = (prepared.width, prepared.height)
-    return store.put_encoded(data, prepared.mime, size, {SHOWS_KEY: shows})
+    enc = encode_image(path, image_cfg)
+    return store.put_encoded(enc.data, enc.mime, (enc.width, enc.height), {SHOWS_KEY: shows})
 
 
 def pair_from_row(row: JudgeBiasRow, store: ImageStore, image_cfg: ImageConfig) -> AuditPair:

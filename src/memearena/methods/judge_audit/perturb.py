@@ -22,7 +22,9 @@ import random
 import struct
 import tempfile
 import textwrap
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -78,11 +80,57 @@ _PNG_MAX_COLOURS = 4096
 _JPEG_QUALITY = 90
 
 
-@lru_cache(maxsize=16)
-def _data_url(path: Path, mime: str) -> str:
-    # Bounded: a few recent images are reused by many requests (every judge, both variants;
-    # a triplet's messages are built once for every judge, so only the latest items repeat).
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+PART_MEMO_CHARS = 4 * 2**20
+"""Base64 kept of the images made or sent lately (their message parts, least recently used
+dropped): a few dozen memes' images and variants, what a window of pairs sends again; the
+bound keeps the audit's memory flat in the number of memes."""
+
+
+class ImageParts:
+    """Each stored image's message part by its hash, its data URL built once from the bytes
+    in hand (where they are written, in the image workers, or read once from the file): a
+    request sends the same bytes each time the same image is sent, so its base64 is the same
+    too. Bounded by the base64's size; shared by the event loop and the image workers."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parts: OrderedDict[tuple[str, str], ImagePart] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str, mime: str) -> ImagePart | None:
+        k = (sha256, mime)
+        with self._lock:
+            got = self._parts.get(k)
+            if got is not None:
+                self._parts.move_to_end(k)
+            return got
+
+    def has_room(self, mime: str, size: int) -> bool:
+        """Whether an image of ``size`` bytes would be kept without dropping another."""
+        return self._chars + len(mime) + 13 + 4 * ((size + 2) // 3) <= self._limit
+
+    def put(self, sha256: str, mime: str, data: bytes, *, evict: bool = True) -> ImagePart:
+        """The image's part, kept; ``evict=False`` (an image made ahead of its first use)
+        keeps it only while there is room: made in order of use, the images still to be
+        sent must not push out the ones to be sent first."""
+        part = ImagePart(f"data:{mime};base64,{base64.b64encode(data).decode()}", sha256)
+        k = (sha256, mime)
+        with self._lock:
+            if not evict and self._chars + len(part.data_url) > self._limit:
+                return part
+            old = self._parts.pop(k, None)
+            if old is not None:
+                self._chars -= len(old.data_url)
+            self._parts[k] = part
+            self._chars += len(part.data_url)
+            while self._chars > self._limit and len(self._parts) > 1:
+                _, dropped = self._parts.popitem(last=False)
+                self._chars -= len(dropped.data_url)
+        return part
+
+
+_PARTS = ImageParts(PART_MEMO_CHARS)
 
 
 @lru_cache(maxsize=2)
@@ -108,8 +156,12 @@ class AuditImage:
     """Height in pixels."""
 
     def part(self) -> ImagePart:
-        """The image as a message part (a base64 data URL of the stored bytes)."""
-        return ImagePart(_data_url(self.path, self.mime), self.sha256)
+        """The image as a message part (a base64 data URL of the stored bytes; the same part
+        each time while it is kept)."""
+        got = _PARTS.get(self.sha256, self.mime)
+        if got is None:
+            got = _PARTS.put(self.sha256, self.mime, self.path.read_bytes())
+        return got
 
     def load(self) -> Image.Image:
         """The decoded pixels (RGB; a copy the caller may change)."""
@@ -215,6 +267,10 @@ class ImageStore:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
+        if _PARTS.get(sha, mime) is None and _PARTS.has_room(mime, len(data)):
+            # Where the bytes are in hand (an image worker): its first request reads no file
+            # and encodes nothing on the event loop.
+            _PARTS.put(sha, mime, data, evict=False)
         return AuditImage(sha, path, mime, width, height)
 
     def find(self, sha256: str) -> AuditImage | None:
