@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
+import importlib.util
 import json
 import os
 import signal
@@ -34,11 +37,11 @@ from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, st
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
 from memearena.engine.protocol import Method, MethodRun, RunContext
-from memearena.engine.registry import get_method, load_view, method_names
+from memearena.engine.registry import get_method, load_view, method_names, method_spec
 from memearena.engine.rundir import open_run_dir, run_facts
 from memearena.engine.status import RunStatus, directory_status, print_run_status
 from memearena.engine.steps import StageCount, counting_steps
-from memearena.report.html import write_report
+from memearena.report.html import rendered_inputs, write_report
 from memearena.report.safe import console_safe
 from memearena.store import RunStore
 
@@ -47,6 +50,7 @@ __all__ = [
     "env_flag",
     "plan_method",
     "print_run_summary",
+    "report_inputs",
     "run_method",
     "write_run_report",
 ]
@@ -76,6 +80,10 @@ class RunResult:
     """The section was unchanged: the previous one was kept rather than recomputed."""
     interrupted: int | None = None
     """The signal (SIGINT, SIGTERM) that stopped the run politely, or None."""
+    report_kept: str | None = None
+    """``report.html`` was made from exactly this run's inputs (``report_inputs``) and was
+    kept, not rendered again: the date it shows (that of the run that rendered it); None when
+    this run wrote it."""
 
     @property
     def stopped(self) -> str | None:
@@ -238,7 +246,7 @@ def run_method(
                 # method's config and date, where the top-level "run" is the latest method's.
                 parts[method.keys[0]] = {**own, "run": facts}
             board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
-            write_run_report(run_dir, board)
+            report_kept = _write_or_keep_report(run_dir, board)
             if finished.written is not None:
                 finished.written()
             return RunResult(
@@ -254,6 +262,7 @@ def run_method(
                 stages=stages,
                 analysis_reused=finished.analysis_reused,
                 interrupted=stop.signum if _stopped_by_signal(finished.status) else None,
+                report_kept=report_kept,
             )
 
 
@@ -342,12 +351,114 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
 
 def write_run_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """``run_dir/report.html`` from ``board``, with every registered method's section (only
-    the methods' views are imported for it: a run of one method loads no other's stages)."""
+    the methods' views are imported for it: a run of one method loads no other's stages). Its
+    head records its inputs (``report_inputs``), so that a run finding the same keeps it."""
     import memearena.engine.profile  # noqa: F401  (registers the report's profile part)
 
     for name in method_names():
         load_view(name)  # a method's view registers its report section
-    return write_report(run_dir, board)
+    run = board.get("run")
+    date = str(run.get("date", "")) if isinstance(run, dict) else ""
+    return write_report(run_dir, board, inputs=(report_inputs(run_dir, board), date))
+
+
+def _write_or_keep_report(run_dir: Path, board: dict[str, Any]) -> str | None:
+    """Render ``report.html`` unless the page there was made from exactly these inputs (then
+    it is kept: nothing it shows has changed but the date of the run, and it shows that of
+    the run that rendered it). Returns that date when kept, None when written now."""
+    had = rendered_inputs(run_dir / "report.html")
+    if had is not None and had[0] == report_inputs(run_dir, board):
+        return had[1]
+    write_run_report(run_dir, board)
+    return None
+
+
+_NOT_REPORT_INPUTS = frozenset({"report.html", "leaderboard.json", "run.lock"})
+"""Files of a run directory a report is not made from: itself, the document (digested as
+data, its dates left out) and the lock; ``run.db*`` and hidden (temporary) files neither."""
+
+
+def report_inputs(run_dir: Path, board: Mapping[str, Any]) -> str:
+    """Digest of everything ``report.html`` is made from but the date of the run it shows: the
+    document with its run dates left out, the files beside it (name, size and modification
+    time: the report's run-directory parts, a method's battle files, read them), and the code
+    that renders it (memearena's version and the name, size and modification time of every
+    source file of memearena and of each registered method's package). Equal digests, equal
+    pages but for that date; a changed file, however slight, renders the page again."""
+    from memearena.version import __version__
+
+    h = hashlib.sha256()
+    h.update(json.dumps(_undated(board), sort_keys=True, default=str).encode("utf-8"))
+    h.update(b"\0" + __version__.encode("utf-8"))
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError:
+        entries = []
+    for e in entries:
+        if e.name in _NOT_REPORT_INPUTS or e.name.startswith((".", "run.db")):
+            continue
+        try:
+            if not e.is_file(follow_symlinks=False):
+                continue
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        h.update(f"\0{e.name}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "replace"))
+    packages = tuple(sorted({"memearena", *(method_spec(m).package for m in method_names())}))
+    h.update(b"\0" + _code_stamp(packages).encode("utf-8"))
+    return h.hexdigest()
+
+
+def _undated(board: Mapping[str, Any]) -> dict[str, Any]:
+    """The document without the run dates (the top-level facts' and each method's own)."""
+
+    def facts(value: Any) -> Any:
+        return {k: v for k, v in value.items() if k != "date"} if isinstance(value, dict) else value
+
+    out: dict[str, Any] = {}
+    for key, value in board.items():
+        if key == "run":
+            out[key] = facts(value)
+        elif isinstance(value, dict) and isinstance(value.get("run"), dict):
+            out[key] = {**value, "run": facts(value["run"])}
+        else:
+            out[key] = value
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _code_stamp(packages: tuple[str, ...]) -> str:
+    """Name, size and modification time of every file of these packages (their folders
+    walked, bytecode caches left out; a package nested in another counted once)."""
+    roots: list[Path] = []
+    for package in packages:
+        found = importlib.util.find_spec(package)
+        if found is not None:
+            roots += [Path(p) for p in found.submodule_search_locations or []]
+    h = hashlib.sha256()
+    seen: set[str] = set()
+    todo = sorted(roots)
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.path in seen or e.name == "__pycache__":
+                continue
+            seen.add(e.path)
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(Path(e.path))
+                elif e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    h.update(
+                        f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace")
+                    )
+            except OSError:
+                continue
+    return h.hexdigest()
 
 
 def print_run_summary(console: Console, result: RunResult, *, view: bool = True) -> None:
@@ -364,6 +475,12 @@ def print_run_summary(console: Console, result: RunResult, *, view: bool = True)
         f"{console_safe(result.run_dir)}/ ({files})",
         highlight=False,
     )
+    if result.report_kept is not None:
+        console.print(
+            "report.html kept, not rendered again: nothing it shows has changed since the run "
+            f"of {console_safe(result.report_kept or 'an unknown date')}, whose date it shows",
+            highlight=False,
+        )
     print_run_status(console, result.status)
 
 

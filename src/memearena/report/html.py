@@ -18,6 +18,7 @@ Content-Security-Policy. Every method section gets the same frame from the shell
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -59,6 +60,7 @@ __all__ = [
     "rating_chart",
     "register_section",
     "render_report",
+    "rendered_inputs",
     "rows_of",
     "write_report",
 ]
@@ -520,18 +522,48 @@ def _environment() -> Environment:
     )
 
 
-def render_report(board: dict[str, Any], *, title: str = "memearena report") -> str:
-    """The report of a ``leaderboard.json`` document as one self-contained HTML page."""
+def render_report(
+    board: dict[str, Any],
+    *,
+    title: str = "memearena report",
+    inputs: tuple[str, str] | None = None,
+) -> str:
+    """The report of a ``leaderboard.json`` document as one self-contained HTML page.
+    ``inputs``: (the digest of what it is made from, the date it shows), recorded in its head
+    (``rendered_inputs``)."""
     template = _environment().get_template("report.html.j2")
-    return template.render(view=build_view(board, title=title))
+    return template.render(view=build_view(board, title=title), inputs=inputs)
 
 
-def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
-    """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path."""
+INPUTS_HEAD_BYTES = 4096
+"""Where a report records its inputs: within this many bytes of its start."""
+
+_INPUTS_META = re.compile(
+    r'<meta name="memearena-report-inputs" content="([0-9a-f]{64})" data-date="([^"<>]{0,64})">'
+)
+
+
+def rendered_inputs(path: Path) -> tuple[str, str] | None:
+    """The (inputs digest, date) a report file records in its head, or None (no such file, or
+    one rendered without them: a hand-edited or older page is never taken as current)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(INPUTS_HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = _INPUTS_META.search(head)
+    return (found[1], html.unescape(found[2])) if found else None
+
+
+def write_report(
+    run_dir: Path, board: dict[str, Any], *, inputs: tuple[str, str] | None = None
+) -> Path:
+    """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path.
+    ``inputs``: as ``render_report``'s."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
     parts = {k: v for k, part in RUN_PARTS.items() if (v := part(run_dir, board)) is not None}
-    text = render_report({**board, **parts})
+    text = render_report({**board, **parts}, inputs=inputs)
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report.", suffix=".html.tmp")
     try:
         if hasattr(os, "fchmod"):
