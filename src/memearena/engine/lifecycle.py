@@ -248,9 +248,15 @@ def run_method(
             stages = run.stages or {kind: tally[kind] for kind in tally}
             key = _finish_key(method, cfg, options, bootstrap, max_cost, inputs)
             kept = None
-            # As many records of each kind after the run as before: it wrote none.
+            # As many records of each kind after the run as before: it wrote none (an artifact
+            # is written by a step with its call, or with its item's members: those counts
+            # tell, without reading every artifact again).
             quiet = not run.stopped and stop.signum is None
-            if counts is not None and quiet and _records(store) == counts:
+            if (
+                counts is not None
+                and quiet
+                and _records(store, artifacts=False) == _without(counts)
+            ):
                 kept = _kept_finish(recorded, key, method, run_dir, counts)
             finished = kept if kept is not None else method.finish(ctx, run, bootstrap=bootstrap)
             status = _directory_status(store, method.name, finished.status)
@@ -306,10 +312,15 @@ _OWN_META = (RUN_TOKEN_META, FINISH_META)
 """The lifecycle's own meta entries, left out of what a finish record compares."""
 
 
-def _records(store: RunStore) -> list[Any]:
+def _records(store: RunStore, *, artifacts: bool = True) -> list[Any]:
     """The store's records as a finish record compares them: how many of each kind (and the
     newest call's id), and the digest of the run-level values but the lifecycle's own."""
-    return [*store.record_counts(), store.meta_digest(_OWN_META)]
+    return [*store.record_counts(artifacts=artifacts), store.meta_digest(_OWN_META)]
+
+
+def _without(records: list[Any]) -> list[Any]:
+    """``_records`` as ``artifacts=False`` gives them (their count dropped)."""
+    return [*records[:4], *records[5:]]
 
 
 def _take_finish_record(store: RunStore, method: str) -> dict[str, Any] | None:

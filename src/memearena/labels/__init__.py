@@ -7,17 +7,41 @@ every judge agrees with the people who gave them.
 a run directory), ``agreement`` (the figures, each with a bootstrap interval over items).
 """
 
-from memearena.labels.agreement import Agreement, agreement, compute_agreement
-from memearena.labels.queues import (
-    ORDERS,
-    QUEUES,
-    Field,
-    LabelItem,
-    available_queues,
-    fields_of,
-    queue_items,
-)
-from memearena.labels.store import UI_VERSION, Label, LabelError, LabelStore
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memearena.labels.agreement import Agreement, agreement, compute_agreement
+    from memearena.labels.queues import (
+        ORDERS,
+        QUEUES,
+        Field,
+        LabelItem,
+        available_queues,
+        fields_of,
+        queue_items,
+    )
+    from memearena.labels.store import UI_VERSION, Label, LabelError, LabelStore
+
+# Imported when first named: a module of the package (``labels.store``) loads no statistics.
+_WHERE = {
+    "Agreement": "agreement",
+    "agreement": "agreement",
+    "compute_agreement": "agreement",
+    "ORDERS": "queues",
+    "QUEUES": "queues",
+    "Field": "queues",
+    "LabelItem": "queues",
+    "available_queues": "queues",
+    "fields_of": "queues",
+    "queue_items": "queues",
+    "UI_VERSION": "store",
+    "Label": "store",
+    "LabelError": "store",
+    "LabelStore": "store",
+}
 
 __all__ = [
     "ORDERS",
@@ -35,3 +59,12 @@ __all__ = [
     "fields_of",
     "queue_items",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value

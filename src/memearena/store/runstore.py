@@ -1132,11 +1132,18 @@ class RunStore:
             (path, size, mtime_ns, recipe, sha),
         )
 
-    def record_counts(self) -> list[int]:
-        """Rows of each kind of record (calls, artifacts, members, errors, finished items) and
-        the newest call's id: a change that adds or removes any record changes them."""
+    def record_counts(self, *, artifacts: bool = True) -> list[int]:
+        """Rows of each kind of record (calls, members, errors, finished items, and artifacts
+        unless ``artifacts`` is false: counting them reads every one) and the newest call's
+        id: a change that adds or removes any record changes them."""
         self._sync()
-        tables = ("calls", "artifacts", "members", "errors", "items_done")
+        tables = (
+            "calls",
+            "members",
+            "errors",
+            "items_done",
+            *(("artifacts",) if artifacts else ()),
+        )
         counts = [int(self._read(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in tables]
         return [*counts, self.last_call_id()]
 

@@ -457,7 +457,7 @@ class View:
         if reader is not None and reader.board_error:
             damage = f"{reader.board_error}" + (f"; {damage}" if damage else "")
         # The navigation offers the pages of the methods this run holds (no dead links).
-        ctx.setdefault("methods", reader.overview()["methods"] if reader is not None else [])
+        ctx.setdefault("methods", reader.methods() if reader is not None else [])
         nav: list[tuple[str, str]] = []
         search: tuple[str, str] | None = None
         for name in ctx["methods"]:
@@ -538,7 +538,7 @@ class View:
         """The memes of this run with a page of their own (the first method of the run that
         shows each): ``{"href": path under the run, "image": its image hash}`` by uid."""
         out: dict[str, Mapping[str, str | None]] = {}
-        for name in reader.overview()["methods"]:
+        for name in reader.methods():
             pages = method_pages(name)
             if pages is None or pages.meme_pages is None:
                 continue

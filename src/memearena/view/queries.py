@@ -229,7 +229,7 @@ class RunReader:
         """Compute what the first pages need (overview, filter values, each method's own)."""
         self.overview()
         self.filter_values()
-        for name in self.overview()["methods"]:
+        for name in self.methods():
             pages = method_pages(name)
             if pages is not None and pages.warm is not None:
                 pages.warm(self)
@@ -255,6 +255,12 @@ class RunReader:
         value = compute()
         self._summaries[name] = (stamp, value)
         return value
+
+    def methods(self) -> list[str]:
+        """The registered methods this run holds results of (read from leaderboard.json only:
+        what a page's navigation needs, without the overview's scans of the calls)."""
+        board = self.board
+        return [m for m in method_names() if m in board]
 
     def overview(self) -> dict[str, Any]:
         """Run facts, status, spend, calls, tokens, errors by reason, simulated notes."""
@@ -331,7 +337,7 @@ class RunReader:
             "errors": errors,
             "call_errors": call_errors,
             "simulated": simulated,
-            "methods": [m for m in method_names() if m in board],
+            "methods": self.methods(),
             "requests_kept": self.has_table("requests"),
         }
 
