@@ -9,7 +9,9 @@ a run directory), ``agreement`` (the figures, each with a bootstrap interval ove
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,6 +61,20 @@ __all__ = [
     "fields_of",
     "queue_items",
 ]
+
+
+class _Package(ModuleType):
+    """``memearena.labels.agreement`` names the function, as it always has, though a module of
+    the package has that name too: importing that module (which sets the package's attribute
+    of its name) leaves the function the attribute."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "agreement" and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
