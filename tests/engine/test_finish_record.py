@@ -198,3 +198,27 @@ def test_the_report_is_kept_while_its_inputs_are_unchanged(
     assert digest is not None
     (run_dir / "report.html").write_text(text.replace(digest[0], "0" * 64, 1))
     assert _again(run_dir, _config(bootstrap=12)).report_kept is None
+
+
+@pytest.mark.parametrize(
+    ("method", "config"), [("adapt", "adapt.yaml"), ("judge_audit", "judge-audit.yaml")]
+)
+def test_every_method_keeps_a_finish_equal_to_a_full_one(
+    tmp_path: Path, method: str, config: str
+) -> None:
+    from memearena.config import load_config
+
+    example = load_config(Path(__file__).resolve().parents[2] / "examples" / config)
+    cfg = example.model_copy(
+        update={"data": [d.model_copy(update={"limit": 2}) for d in example.data]}
+    )
+    first = run_method(method, cfg, tmp_path, show_progress=False)
+    assert first.status.complete
+    kept = run_method(method, cfg, tmp_path, show_progress=False)
+    assert kept.analysis_reused and kept.new_calls == 0
+    with sqlite3.connect(tmp_path / "run.db") as db:
+        db.execute("DELETE FROM meta WHERE name LIKE 'finish.%'")
+    full = run_method(method, cfg, tmp_path, show_progress=False)
+    assert not full.analysis_reused  # computed, not kept
+    assert kept.status == full.status and kept.cost_usd == full.cost_usd
+    assert _undated(kept.leaderboard) == _undated(full.leaderboard)
