@@ -20,6 +20,7 @@ closed (``server_options``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -426,6 +427,11 @@ class View:
         page that needs it to report)."""
         import memearena.data  # noqa: F401  (what a dataset image's check needs, loaded once here)
 
+        # The pages' templates compiled now, not by the first request of each page.
+        pages = [n for n in self.env.list_templates(extensions=["j2"]) if "report." not in n]
+        for name in pages:  # (a method's report partial is the report's, not a page)
+            with contextlib.suppress(Exception):  # a broken one is the page's to report
+                self.env.get_template(name)
         for n, path in enumerate(self.paths):
             try:
                 reader = self.readers.setdefault(n, RunReader(path))
