@@ -48,7 +48,7 @@ from memearena.engine.status import (
     status_record,
 )
 from memearena.engine.steps import StageCount, counting_steps
-from memearena.report.html import rendered_inputs, write_report
+from memearena.report.inputs import rendered_inputs
 from memearena.report.safe import console_safe
 from memearena.store import RunStore
 
@@ -524,7 +524,10 @@ def write_run_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """``run_dir/report.html`` from ``board``, with every registered method's section (only
     the methods' views are imported for it: a run of one method loads no other's stages). Its
     head records its inputs (``report_inputs``), so that a run finding the same keeps it."""
-    import memearena.engine.profile  # noqa: F401  (registers the report's profile part)
+    from memearena.engine.profile import register_report_part
+    from memearena.report.html import write_report  # the renderer: only to render
+
+    register_report_part()
 
     for name in method_names():
         load_view(name)  # a method's view registers its report section

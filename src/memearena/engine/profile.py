@@ -45,6 +45,7 @@ __all__ = [
     "agreement",
     "build_profile",
     "rank_range",
+    "register_report_part",
     "report_part",
     "spearman_rows",
 ]
@@ -393,11 +394,11 @@ def report_part(run_dir: Path, board: dict[str, Any]) -> dict[str, Any] | None:
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _register_report_part() -> None:
+def register_report_part() -> None:
+    """Add the profile to the report's parts (``report.html.RUN_PARTS``) and its section: done
+    by what renders the report (``engine.lifecycle.write_run_report``), so that importing this
+    module, as each method's result class does, loads no renderer."""
     import memearena.report.profile  # noqa: F401  (registers the part's section)
     from memearena.report.html import RUN_PARTS
 
     RUN_PARTS["profile"] = report_part
-
-
-_register_report_part()

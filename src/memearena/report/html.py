@@ -18,7 +18,6 @@ Content-Security-Policy. Every method section gets the same frame from the shell
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from jinja2 import (
     Undefined,
 )
 
+from memearena.report.inputs import rendered_inputs as rendered_inputs
 from memearena.report.labels import labels_view
 from memearena.report.svg import nice_ticks
 
@@ -533,26 +533,6 @@ def render_report(
     (``rendered_inputs``)."""
     template = _environment().get_template("report.html.j2")
     return template.render(view=build_view(board, title=title), inputs=inputs)
-
-
-INPUTS_HEAD_BYTES = 4096
-"""Where a report records its inputs: within this many bytes of its start."""
-
-_INPUTS_META = re.compile(
-    r'<meta name="memearena-report-inputs" content="([0-9a-f]{64})" data-date="([^"<>]{0,64})">'
-)
-
-
-def rendered_inputs(path: Path) -> tuple[str, str] | None:
-    """The (inputs digest, date) a report file records in its head, or None (no such file, or
-    one rendered without them: a hand-edited or older page is never taken as current)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(INPUTS_HEAD_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-    found = _INPUTS_META.search(head)
-    return (found[1], html.unescape(found[2])) if found else None
 
 
 def write_report(
