@@ -275,7 +275,9 @@ class RunReader:
             " SUM(status='refusal'), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd),"
             " SUM(latency_s), SUM(status='sent'),"
             " SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END)"
-            " FROM calls GROUP BY model ORDER BY model"
+            # One pass over the table: grouping through the model index would visit every
+            # row out of order (about a third slower on a large run).
+            " FROM calls NOT INDEXED GROUP BY model ORDER BY model"
         )
         cols = (
             "model",
