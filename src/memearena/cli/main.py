@@ -5,15 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
-from memearena.cli.compare import compare_command
-from memearena.cli.data import check_command
-from memearena.cli.labels import labels_app
-from memearena.cli.profile import profile_command
-from memearena.cli.rank import rank_command
 from memearena.cli.run import (
     DryRunOpt,
     MaxCostOpt,
@@ -27,18 +23,65 @@ from memearena.cli.run import (
 from memearena.errors import MemearenaError
 from memearena.report.safe import console_safe
 
+if TYPE_CHECKING:
+    from typer._click import Command, Context
+
+
+class _Commands(TyperGroup):
+    """The top-level commands. Those whose code lives in another module (``_LAZY``, and one
+    per registered method) are built when named, so a command imports only what it runs (a
+    resumed run loads no statistics, viewer or other method's command); listing them (help,
+    "did you mean") builds them all, in the order the app has always shown them."""
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in self.commands:
+            build = _lazy_commands().get(cmd_name)
+            if build is not None:
+                self.add_command(build(), cmd_name)
+            else:  # unknown: every command is listed for the suggestions of the error
+                self._build_all()
+        return self.commands.get(cmd_name)
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        self._build_all()
+        order = [*_ORDER, *(n.replace("_", "-") for n in _method_names())]
+        named = [n for n in order if n in self.commands]
+        named += [n for n in self.commands if n not in named]
+        # Commands first, then groups (as Typer lists them).
+        return sorted(named, key=lambda n: hasattr(self.commands[n], "commands"))
+
+    def _build_all(self) -> None:
+        for name, build in _lazy_commands().items():
+            if name not in self.commands:
+                self.add_command(build(), name)
+
+
+_ORDER = (
+    "demo",
+    "sim-serve",
+    "report",
+    "export",
+    "view",
+    "rank",
+    "compare",
+    "profile",
+    "run",
+    "data",
+    "models",
+    "labels",
+)
+"""The order of the commands in help (each registered method's after them)."""
+
 app = typer.Typer(
     name="memearena",
     help="Evaluate how well multimodal LLMs understand harmful memes, and audit their judges.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=_Commands,
 )
-data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
 models_app = typer.Typer(help="Model endpoint commands.", no_args_is_help=True)
-app.add_typer(data_app, name="data")
 app.add_typer(models_app, name="models")
-app.add_typer(labels_app, name="labels")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -292,16 +335,6 @@ def models_check(config: Annotated[Path, typer.Argument(help="Run config (YAML).
         raise typer.Exit(1)
 
 
-app.command("rank", help="Rank any pairwise battles (Chatbot Arena JSONL format).")(
-    one_line_errors(rank_command)
-)
-app.command("compare")(one_line_errors(compare_command))
-app.command("profile")(one_line_errors(profile_command))
-data_app.command("check", help="Validate every item of a config's datasets.")(
-    one_line_errors(check_command)
-)
-
-
 @app.command("run")
 @with_overrides
 @one_line_errors
@@ -357,17 +390,65 @@ def _method_command(name: str) -> Callable[..., None]:
     return with_overrides(one_line_errors(command))
 
 
-def _add_method_commands() -> None:
-    """One command per registered method, read from the registry: ``memearena.cli.<name>``'s
-    ``<name>_app`` (a group, whose ``run`` command runs the method) or ``<name>_command`` when
-    the CLI has one for it, else the generic ``<name> CONFIG``. Each running command gets the
-    overrides every method takes (``with_overrides``)."""
-    import importlib
-    import importlib.util
+def _one(name: str, fn: Callable[..., Any], help: str | None = None) -> Command:
+    """The click command of ``fn``, named ``name`` (as ``app.command(name)`` would make it)."""
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder.command(name, help=help)(fn)
+    return typer.main.get_command(holder)
 
-    from memearena.engine.registry import method_names
 
-    for name in method_names():
+def _group(name: str, group: typer.Typer) -> Command:
+    """The click group of ``group``, named ``name`` (as ``app.add_typer(group, name=name)``)."""
+    cmd = typer.main.get_group(group)
+    cmd.name = name
+    return cmd
+
+
+def _rank() -> Command:
+    from memearena.cli.rank import rank_command
+
+    help = "Rank any pairwise battles (Chatbot Arena JSONL format)."
+    return _one("rank", one_line_errors(rank_command), help)
+
+
+def _compare() -> Command:
+    from memearena.cli.compare import compare_command
+
+    return _one("compare", one_line_errors(compare_command))
+
+
+def _profile() -> Command:
+    from memearena.cli.profile import profile_command
+
+    return _one("profile", one_line_errors(profile_command))
+
+
+def _data() -> Command:
+    from memearena.cli.data import check_command
+
+    data_app = typer.Typer(help="Dataset commands.", no_args_is_help=True)
+    data_app.command("check", help="Validate every item of a config's datasets.")(
+        one_line_errors(check_command)
+    )
+    return _group("data", data_app)
+
+
+def _labels() -> Command:
+    from memearena.cli.labels import labels_app
+
+    return _group("labels", labels_app)
+
+
+def _method(name: str) -> Callable[[], Command]:
+    """The command of a registered method: ``memearena.cli.<name>``'s ``<name>_app`` (a group,
+    whose ``run`` command runs the method) or ``<name>_command`` when the CLI has one for it,
+    else the generic ``<name> CONFIG``. Each running command gets the overrides every method
+    takes (``with_overrides``)."""
+
+    def build() -> Command:
+        import importlib
+        import importlib.util
+
         dashed = name.replace("_", "-")
         module = f"memearena.cli.{name}"
         own = importlib.import_module(module) if importlib.util.find_spec(module) else None
@@ -376,13 +457,32 @@ def _add_method_commands() -> None:
             for info in group.registered_commands:
                 if info.name == "run" and info.callback is not None:
                     info.callback = with_overrides(info.callback)
-            app.add_typer(group, name=dashed)
-            continue
+            return _group(dashed, group)
         command = getattr(own, f"{name}_command", None)
-        app.command(dashed)(with_overrides(command) if callable(command) else _method_command(name))
+        return _one(dashed, with_overrides(command) if callable(command) else _method_command(name))
+
+    return build
 
 
-_add_method_commands()
+def _method_names() -> list[str]:
+    from memearena.engine.registry import method_names
+
+    return method_names()
+
+
+def _lazy_commands() -> dict[str, Callable[[], Command]]:
+    """The commands built when named: name -> builder (the registered methods read now, so a
+    method registered after this module was imported has its command too)."""
+    built: dict[str, Callable[[], Command]] = {
+        "rank": _rank,
+        "compare": _compare,
+        "profile": _profile,
+        "data": _data,
+        "labels": _labels,
+    }
+    for name in _method_names():
+        built.setdefault(name.replace("_", "-"), _method(name))
+    return built
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, InitErrorDetails
 
-from memearena.config.sections import section_models
+from memearena.config.sections import section_model, section_models, section_names
 from memearena.config.urls import check_base_url
 from memearena.errors import ConfigError
 
@@ -375,12 +375,12 @@ class RunConfig(StrictModel):
         under its section, as a field's would be); an unknown top-level key is an error."""
         if not isinstance(data, Mapping):
             return handler(data)
-        models = section_models()
         core: dict[str, Any] = {}
-        sections: dict[str, BaseModel | None] = dict.fromkeys(models)
+        sections: dict[str, BaseModel | None] = dict.fromkeys(section_names())
         errors: list[InitErrorDetails] = []
         for key, value in data.items():
-            model = models.get(key) if isinstance(key, str) else None
+            # Only the sections the config holds have their models imported.
+            model = section_model(key) if isinstance(key, str) else None
             if model is None and key not in cls.model_fields:
                 errors.append({"type": "extra_forbidden", "loc": (key,), "input": value})
             elif model is None:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["register_section", "section_models", "unregister_section"]
+__all__ = [
+    "register_section",
+    "section_model",
+    "section_models",
+    "section_names",
+    "unregister_section",
+]
 
 _SECTIONS: dict[str, str | type[BaseModel]] = {}
 
@@ -40,3 +46,19 @@ def section_models() -> dict[str, type[BaseModel]]:
             _SECTIONS[name] = where = model
         out[name] = where  # type: ignore[assignment]
     return out
+
+
+def section_names() -> list[str]:
+    """Every registered section's name (no model imported)."""
+    return list(_SECTIONS)
+
+
+def section_model(name: str) -> type[BaseModel] | None:
+    """The model of section ``name`` (imported once), or None when none is registered: a
+    config imports only the models of the sections it holds."""
+    where = _SECTIONS.get(name)
+    if isinstance(where, str):
+        module, _, attr = where.partition(":")
+        model: Any = getattr(importlib.import_module(module), attr)
+        _SECTIONS[name] = where = model
+    return where

@@ -4,6 +4,8 @@ Formats: fhm, harm, mami, mm-judgebias, folder, jsonl, csv and the bundled synth
 ``encode_png``: the fast lossless PNG writer of the images the pipelines make.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from memearena.data.demo import demo_annotations, demo_dir, normalize_text
 from memearena.data.filters import apply_filters, stratified_sample
 from memearena.data.images import (
@@ -26,7 +28,9 @@ from memearena.data.loaders import (
     merge_results,
 )
 from memearena.data.meme import Meme
-from memearena.data.png import encode_png
+
+if TYPE_CHECKING:
+    from memearena.data.png import encode_png
 
 __all__ = [
     "DEMO_CATEGORIES",
@@ -52,3 +56,12 @@ __all__ = [
     "stratified_sample",
     "verify_image",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The PNG writer (numpy) is imported when first used: loading memes needs no numpy.
+    if name == "encode_png":
+        from memearena.data.png import encode_png
+
+        return encode_png
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
+import importlib.util
 import json
 import os
 import signal
@@ -21,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,16 +33,22 @@ from typing import Any
 from rich.console import Console
 
 from memearena.config import RunConfig
-from memearena.engine.leaderboard import merge_leaderboard
+from memearena.engine.leaderboard import merge_leaderboard, read_leaderboard
 from memearena.engine.plan import AsServed, PlannedCalls, planned_from_calls, stand_in_config
 from memearena.engine.pool import CACHE_FILE, check_keys, open_pool, sim_world
 from memearena.engine.progress import StageProgress
-from memearena.engine.protocol import Method, MethodRun, RunContext
-from memearena.engine.registry import get_method, load_view, method_names
+from memearena.engine.protocol import Finished, Method, MethodRun, RunContext
+from memearena.engine.registry import get_method, load_view, method_names, method_spec
 from memearena.engine.rundir import open_run_dir, run_facts
-from memearena.engine.status import RunStatus, directory_status, print_run_status
+from memearena.engine.status import (
+    RunStatus,
+    directory_status,
+    print_run_status,
+    status_from_record,
+    status_record,
+)
 from memearena.engine.steps import StageCount, counting_steps
-from memearena.report.html import write_report
+from memearena.report.inputs import rendered_inputs
 from memearena.report.safe import console_safe
 from memearena.store import RunStore
 
@@ -47,6 +57,7 @@ __all__ = [
     "env_flag",
     "plan_method",
     "print_run_summary",
+    "report_inputs",
     "run_method",
     "write_run_report",
 ]
@@ -76,6 +87,10 @@ class RunResult:
     """The section was unchanged: the previous one was kept rather than recomputed."""
     interrupted: int | None = None
     """The signal (SIGINT, SIGTERM) that stopped the run politely, or None."""
+    report_kept: str | None = None
+    """``report.html`` was made from exactly this run's inputs (``report_inputs``) and was
+    kept, not rendered again: the date it shows (that of the run that rendered it); None when
+    this run wrote it."""
 
     @property
     def stopped(self) -> str | None:
@@ -200,6 +215,9 @@ def run_method(
     with open_run_dir(cfg, run_dir) as store:
         started = time.time()
         calls_before = store.last_call_id()
+        recorded = _take_finish_record(store, method.name)
+        # The records as this run finds them (read only when a finish record may be kept).
+        counts = _records(store) if recorded is not None else None
         inputs = method.load(store, run_dir)
         check_keys(cfg, method.models())  # before any call
         world = sim_world(cfg, inputs.memes)
@@ -228,7 +246,19 @@ def run_method(
             with counting_steps() as tally:
                 run = _execute(method, ctx, console, show_progress, stop)
             stages = run.stages or {kind: tally[kind] for kind in tally}
-            finished = method.finish(ctx, run, bootstrap=bootstrap)
+            key = _finish_key(method, cfg, options, bootstrap, max_cost, inputs)
+            kept = None
+            # As many records of each kind after the run as before: it wrote none (an artifact
+            # is written by a step with its call, or with its item's members: those counts
+            # tell, without reading every artifact again).
+            quiet = not run.stopped and stop.signum is None
+            if (
+                counts is not None
+                and quiet
+                and _records(store, artifacts=False) == _without(counts)
+            ):
+                kept = _kept_finish(recorded, key, method, run_dir, counts)
+            finished = kept if kept is not None else method.finish(ctx, run, bootstrap=bootstrap)
             status = _directory_status(store, method.name, finished.status)
             facts = run_facts(cfg)
             parts = {**finished.parts, "run": facts, "status": status}
@@ -238,9 +268,16 @@ def run_method(
                 # method's config and date, where the top-level "run" is the latest method's.
                 parts[method.keys[0]] = {**own, "run": facts}
             board = merge_leaderboard(run_dir, (*method.keys, "run", "status"), parts)
-            write_run_report(run_dir, board)
+            report_kept = _write_or_keep_report(run_dir, board)
             if finished.written is not None:
                 finished.written()
+            if kept is not None and counts is not None:  # no record written since they were read
+                cost = float(recorded["cost_usd"]) if recorded else store.total_cost()
+                counts = [*counts[:-1], store.meta_digest(_OWN_META)]
+            else:
+                cost, counts = store.total_cost(), _records(store)
+            if finished.status.complete and not finished.status.stopped and stop.signum is None:
+                _record_finish(store, method, key, run_dir, board, finished.status, cost, counts)
             return RunResult(
                 method=method.name,
                 title=method.title,
@@ -248,13 +285,156 @@ def run_method(
                 leaderboard=board,
                 status=finished.status,
                 new_calls=store.count_new_calls(calls_before),
-                cost_usd=store.total_cost(),
+                cost_usd=cost,
                 outcome=run.outcome,
                 outputs=method.outputs,
                 stages=stages,
                 analysis_reused=finished.analysis_reused,
                 interrupted=stop.signum if _stopped_by_signal(finished.status) else None,
+                report_kept=report_kept,
             )
+
+
+RUN_TOKEN_META = "run.token"
+"""Meta entry: a fresh random token written by every run of any method as it starts; a finish
+record (``FINISH_META``) counts only while the token it was written under is current."""
+
+FINISH_META = "finish."
+"""Meta entries ``finish.<method>``: what the method's last complete run finished with (its
+status, what it was computed from), written as that run ended under the token it started; a
+run that finds the token unchanged (no run of any method since, not even one that was killed),
+the same key (config, options, inputs, code) and writes nothing to the store, finds that
+nothing its finish reads has changed and keeps what it finished with instead of reading the
+store again (``_kept_finish``). Anything else: the method's finish, in full."""
+
+
+_OWN_META = (RUN_TOKEN_META, FINISH_META)
+"""The lifecycle's own meta entries, left out of what a finish record compares."""
+
+
+def _records(store: RunStore, *, artifacts: bool = True) -> list[Any]:
+    """The store's records as a finish record compares them: how many of each kind (and the
+    newest call's id), and the digest of the run-level values but the lifecycle's own."""
+    return [*store.record_counts(artifacts=artifacts), store.meta_digest(_OWN_META)]
+
+
+def _without(records: list[Any]) -> list[Any]:
+    """``_records`` as ``artifacts=False`` gives them (their count dropped)."""
+    return [*records[:4], *records[5:]]
+
+
+def _take_finish_record(store: RunStore, method: str) -> dict[str, Any] | None:
+    """This method's finish record if no run has started since it was written, then a new run
+    token (from here on no record written before counts: a run killed before its end leaves
+    none that does)."""
+    token = store.get_meta(RUN_TOKEN_META)
+    raw = store.get_meta(FINISH_META + method)
+    store.set_meta(RUN_TOKEN_META, uuid.uuid4().hex)
+    if not raw or not token:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("token") != token:
+        return None
+    return record
+
+
+def _finish_key(
+    method: Method,
+    cfg: RunConfig,
+    options: Mapping[str, Any],
+    bootstrap: int | None,
+    max_cost: float | None,
+    inputs: Any,
+) -> str:
+    """Digest of what a method's finish reads besides the store and the run directory's files:
+    the config, the method's options, the bootstrap and the cap, the inputs (every field of
+    every meme and row), the prompt templates and the code (memearena's version and sources)."""
+    from memearena.prompts import template_hashes
+    from memearena.version import __version__
+
+    h = hashlib.sha256()
+    for part in (
+        method.name,
+        __version__,
+        cfg.model_dump_json(),
+        json.dumps(dict(options), sort_keys=True, default=repr),
+        json.dumps([bootstrap, max_cost]),
+        json.dumps(template_hashes(), sort_keys=True),
+        _code_stamp(_packages()),
+    ):
+        h.update(part.encode("utf-8") + b"\0")
+    for item in [*inputs.memes, *inputs.rows]:
+        dump = getattr(item, "model_dump_json", None)
+        h.update((dump() if callable(dump) else repr(item)).encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+def _outputs_state(method: Method, run_dir: Path, board: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finish left beside the store: the method's sections of leaderboard.json (their
+    run dates left out) and the files of the run directory (name, size, modification time;
+    the method's output folders walked)."""
+    own = {k: board.get(k) for k in method.keys}
+    files = _files_beside(run_dir)
+    for name in method.outputs:
+        if name.endswith("/"):
+            files += _files_under(run_dir / name.rstrip("/"))
+    return {
+        "sections": hashlib.sha256(
+            json.dumps(_undated(own), sort_keys=True, default=str).encode("utf-8")
+        ).hexdigest(),
+        "files": hashlib.sha256("\n".join(files).encode("utf-8", "replace")).hexdigest(),
+    }
+
+
+def _record_finish(
+    store: RunStore,
+    method: Method,
+    key: str,
+    run_dir: Path,
+    board: Mapping[str, Any],
+    status: RunStatus,
+    cost: float,
+    counts: list[Any],
+) -> None:
+    """Write this method's finish record under the current run token (a complete run only:
+    its status holds nothing of this invocation's own but its failed calls, left out)."""
+    record = {
+        "token": store.get_meta(RUN_TOKEN_META),
+        "key": key,
+        "counts": counts,
+        "outputs": _outputs_state(method, run_dir, board),
+        "status": status_record(status),
+        "cost_usd": cost,
+    }
+    store.set_meta(FINISH_META + method.name, json.dumps(record, separators=(",", ":")))
+
+
+def _kept_finish(
+    record: dict[str, Any] | None, key: str, method: Method, run_dir: Path, counts: list[Any]
+) -> Finished | None:
+    """What the method's last complete run finished with, when nothing it was computed from
+    has changed: the record is current (``_take_finish_record``), its key is this run's, the
+    store holds as many records of each kind as then, and the method's sections and the files
+    beside the store are as that run left them. Else None (the method's finish runs)."""
+    if record is None or record.get("key") != key:
+        return None
+    store_counts = record.get("counts")
+    cost = record.get("cost_usd")
+    status = status_from_record(record.get("status"))
+    if status is None or not isinstance(cost, int | float) or not isinstance(store_counts, list):
+        return None
+    board = read_leaderboard(run_dir)
+    if record.get("outputs") != _outputs_state(method, run_dir, board):
+        return None
+    # A run's own writes change the token; these see an edit of run.db outside any run that
+    # adds or removes records (one that only rewrites a record in place is not seen).
+    if store_counts != counts:
+        return None
+    kept = {k: board[k] for k in method.keys if k in board}
+    return Finished(kept, status, analysis_reused=True)
 
 
 STATUS_META = "status."
@@ -342,12 +522,149 @@ def plan_method(name: str, cfg: RunConfig, **options: Any) -> PlannedCalls:
 
 def write_run_report(run_dir: Path, board: dict[str, Any]) -> Path:
     """``run_dir/report.html`` from ``board``, with every registered method's section (only
-    the methods' views are imported for it: a run of one method loads no other's stages)."""
-    import memearena.engine.profile  # noqa: F401  (registers the report's profile part)
+    the methods' views are imported for it: a run of one method loads no other's stages). Its
+    head records its inputs (``report_inputs``), so that a run finding the same keeps it."""
+    from memearena.engine.profile import register_report_part
+    from memearena.report.html import write_report  # the renderer: only to render
+
+    register_report_part()
 
     for name in method_names():
         load_view(name)  # a method's view registers its report section
-    return write_report(run_dir, board)
+    run = board.get("run")
+    date = str(run.get("date", "")) if isinstance(run, dict) else ""
+    return write_report(run_dir, board, inputs=(report_inputs(run_dir, board), date))
+
+
+def _write_or_keep_report(run_dir: Path, board: dict[str, Any]) -> str | None:
+    """Render ``report.html`` unless the page there was made from exactly these inputs (then
+    it is kept: nothing it shows has changed but the date of the run, and it shows that of
+    the run that rendered it). Returns that date when kept, None when written now."""
+    had = rendered_inputs(run_dir / "report.html")
+    if had is not None and had[0] == report_inputs(run_dir, board):
+        return had[1]
+    write_run_report(run_dir, board)
+    return None
+
+
+_NOT_REPORT_INPUTS = frozenset({"report.html", "leaderboard.json", "run.lock"})
+"""Files of a run directory a report is not made from: itself, the document (digested as
+data, its dates left out) and the lock; ``run.db*`` and hidden (temporary) files neither."""
+
+
+def report_inputs(run_dir: Path, board: Mapping[str, Any]) -> str:
+    """Digest of everything ``report.html`` is made from but the date of the run it shows: the
+    document with its run dates left out, the files beside it (name, size and modification
+    time: the report's run-directory parts, a method's battle files, read them), and the code
+    that renders it (memearena's version and the name, size and modification time of every
+    source file of memearena and of each registered method's package). Equal digests, equal
+    pages but for that date; a changed file, however slight, renders the page again."""
+    from memearena.version import __version__
+
+    h = hashlib.sha256()
+    h.update(json.dumps(_undated(board), sort_keys=True, default=str).encode("utf-8"))
+    h.update(b"\0" + __version__.encode("utf-8"))
+    for line in _files_beside(run_dir):
+        h.update(b"\0" + line.encode("utf-8", "replace"))
+    h.update(b"\0" + _code_stamp(_packages()).encode("utf-8"))
+    return h.hexdigest()
+
+
+def _stamp(entry: os.DirEntry[str], name: str) -> str | None:
+    """``name``, size and modification time of a regular file (None for anything else)."""
+    try:
+        if not entry.is_file(follow_symlinks=False):
+            return None
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return f"{name}\0{st.st_size}\0{st.st_mtime_ns}"
+
+
+def _files_beside(run_dir: Path) -> list[str]:
+    """The stamps of the regular files in a run directory (not in its folders) that outputs
+    are made from: all but ``_NOT_REPORT_INPUTS``, ``run.db*`` and hidden ones, by name."""
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError:
+        return []
+    skip = (".", "run.db")
+    return [
+        stamp
+        for e in entries
+        if e.name not in _NOT_REPORT_INPUTS
+        and not e.name.startswith(skip)
+        and (stamp := _stamp(e, e.name)) is not None
+    ]
+
+
+def _files_under(folder: Path) -> list[str]:
+    """The stamps of every regular file under ``folder`` (walked; names relative to it)."""
+    out: list[str] = []
+    todo = [folder]
+    while todo:
+        here = todo.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                todo.append(Path(e.path))
+            elif (stamp := _stamp(e, os.path.relpath(e.path, folder))) is not None:
+                out.append(stamp)
+    return sorted(out)
+
+
+def _packages() -> tuple[str, ...]:
+    """memearena and every registered method's package (a plug-in's may live elsewhere)."""
+    return tuple(sorted({"memearena", *(method_spec(m).package for m in method_names())}))
+
+
+def _undated(board: Mapping[str, Any]) -> dict[str, Any]:
+    """The document without the run dates (the top-level facts' and each method's own)."""
+
+    def facts(value: Any) -> Any:
+        return {k: v for k, v in value.items() if k != "date"} if isinstance(value, dict) else value
+
+    out: dict[str, Any] = {}
+    for key, value in board.items():
+        if key == "run":
+            out[key] = facts(value)
+        elif isinstance(value, dict) and isinstance(value.get("run"), dict):
+            out[key] = {**value, "run": facts(value["run"])}
+        else:
+            out[key] = value
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _code_stamp(packages: tuple[str, ...]) -> str:
+    """Name, size and modification time of every file of these packages (their folders
+    walked, bytecode caches left out; a package nested in another counted once)."""
+    roots: list[Path] = []
+    for package in packages:
+        found = importlib.util.find_spec(package)
+        if found is not None:
+            roots += [Path(p) for p in found.submodule_search_locations or []]
+    h = hashlib.sha256()
+    seen: set[str] = set()
+    todo = sorted(roots)
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.path in seen or e.name == "__pycache__":
+                continue
+            seen.add(e.path)
+            if e.is_dir(follow_symlinks=False):
+                todo.append(Path(e.path))
+            elif (stamp := _stamp(e, e.path)) is not None:
+                h.update(stamp.encode("utf-8", "replace") + b"\n")
+    return h.hexdigest()
 
 
 def print_run_summary(console: Console, result: RunResult, *, view: bool = True) -> None:
@@ -364,6 +681,12 @@ def print_run_summary(console: Console, result: RunResult, *, view: bool = True)
         f"{console_safe(result.run_dir)}/ ({files})",
         highlight=False,
     )
+    if result.report_kept is not None:
+        console.print(
+            "report.html kept, not rendered again: nothing it shows has changed since the run "
+            f"of {console_safe(result.report_kept or 'an unknown date')}, whose date it shows",
+            highlight=False,
+        )
     print_run_status(console, result.status)
 
 

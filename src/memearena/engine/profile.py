@@ -25,13 +25,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memearena.engine.registry import get_method, method_names
 from memearena.engine.results import MethodResult, interval, read_json
 from memearena.errors import MemearenaError
+
+if TYPE_CHECKING:  # numpy is imported by the functions that compute: a run's finish needs none
+    import numpy as np
 
 __all__ = [
     "BOOTSTRAP",
@@ -44,6 +45,7 @@ __all__ = [
     "agreement",
     "build_profile",
     "rank_range",
+    "register_report_part",
     "report_part",
     "spearman_rows",
 ]
@@ -59,7 +61,7 @@ MIN_UNITS = 5
 LEVEL = 0.95
 """Coverage of every interval."""
 
-Resampler = Callable[[Sequence[str], np.ndarray], Mapping[str, np.ndarray]]
+Resampler: TypeAlias = "Callable[[Sequence[str], np.ndarray], Mapping[str, np.ndarray]]"
 """(units, weights: draws × units) -> each model's score in every draw (draws,)."""
 
 
@@ -138,6 +140,8 @@ def rank_range(rows: Sequence[tuple[str, float, float]]) -> dict[str, tuple[int,
 
 def _ranks(a: np.ndarray) -> np.ndarray:
     """Average ranks along the last axis, 1 lowest (ties share their mean rank)."""
+    import numpy as np
+
     a = np.asarray(a, dtype=np.float64)
     less = (a[..., None, :] < a[..., :, None]).sum(axis=-1)
     equal = (a[..., None, :] == a[..., :, None]).sum(axis=-1)
@@ -147,6 +151,8 @@ def _ranks(a: np.ndarray) -> np.ndarray:
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's ρ of each row of ``x`` with the same row of ``y`` (NaN where either row is
     constant, no order to compare, or holds a missing score)."""
+    import numpy as np
+
     x, y = (
         np.atleast_2d(np.asarray(x, dtype=np.float64)),
         np.atleast_2d(np.asarray(y, dtype=np.float64)),
@@ -163,6 +169,8 @@ def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _interval(draws: np.ndarray) -> tuple[float | None, float | None, int]:
+    import numpy as np
+
     ok = draws[np.isfinite(draws)]
     if len(ok) == 0:
         return None, None, 0
@@ -180,6 +188,8 @@ def agreement(
     a: ScoreSource, b: ScoreSource, *, bootstrap: int, seed: int
 ) -> dict[str, Any] | None:
     """How far two sources about the same role agree on their shared models."""
+    import numpy as np
+
     shared = [m for m in a.values if m in b.values]
     row: dict[str, Any] = {
         "a": a.method,
@@ -384,11 +394,11 @@ def report_part(run_dir: Path, board: dict[str, Any]) -> dict[str, Any] | None:
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _register_report_part() -> None:
+def register_report_part() -> None:
+    """Add the profile to the report's parts (``report.html.RUN_PARTS``) and its section: done
+    by what renders the report (``engine.lifecycle.write_run_report``), so that importing this
+    module, as each method's result class does, loads no renderer."""
     import memearena.report.profile  # noqa: F401  (registers the part's section)
     from memearena.report.html import RUN_PARTS
 
     RUN_PARTS["profile"] = report_part
-
-
-_register_report_part()

@@ -8,7 +8,7 @@ the command exits non-zero (``EXIT_INCOMPLETE`` or ``EXIT_BUDGET``)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +27,8 @@ __all__ = [
     "directory_status",
     "print_run_status",
     "spend_cap_problem",
+    "status_from_record",
+    "status_record",
 ]
 
 EXIT_OK = 0
@@ -125,6 +127,32 @@ class RunStatus:
             f"{self.produced or f'{self.battles:,} battles'}; {spend}; "
             "re-run the same command to retry what is missing"
         )
+
+
+def status_record(status: RunStatus) -> dict[str, Any]:
+    """The whole status as JSON, as a later run that finds nothing changed would compute it:
+    its failed calls by reason left out (they are each invocation's own, and that run makes
+    none)."""
+    doc = asdict(status)
+    for row in doc["models"]:
+        row["errors"] = {}
+    return doc
+
+
+def status_from_record(doc: Any) -> RunStatus | None:
+    """The status ``status_record`` gave, or None when ``doc`` is not one (never trusted
+    beyond its shape: a damaged record only costs the status being computed again)."""
+    try:
+        models = [ModelStatus(**row) for row in doc["models"]]
+        status = RunStatus(**{**doc, "models": models})
+        fields = (status.spent_usd, status.spent_upper_bound_usd, status.battles)
+        if not all(isinstance(x, int | float) for x in fields):
+            return None
+        if not all(isinstance(p, str) for p in status.problems):
+            return None
+        return replace(status, problems=list(status.problems))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def directory_status(latest: RunStatus, others: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -234,8 +234,11 @@ class ModelPool:
         self._spent = 0.0
         self._reserved = 0.0
         # What earlier invocations of this run spent (their upper bound: a call a kill left
-        # unsettled may have been paid), so the cap is on the run's total.
-        self._spent_before = store.spend()[1] if store is not None else 0.0
+        # unsettled may have been paid), so the cap is on the run's total; read now only under
+        # a cap (a scan of every call), else when asked (``run_spent_usd``).
+        self._spent_before: float | None = (
+            store.spend()[1] if store is not None and max_cost is not None else None
+        )
         self._stopped: str | None = None  # why the spend cap (or a signal) stopped the pool
         # A polite stop (``interrupt``): no call starts, none is retried, calls in flight have
         # until the grace period ends; then they are abandoned (left ``sent``, as a kill would).
@@ -309,6 +312,8 @@ class ModelPool:
     @property
     def run_spent_usd(self) -> float:
         """USD the run has spent over every invocation (earlier ones at their upper bound)."""
+        if self._spent_before is None:  # no cap: the store's figure, this pool's calls in it
+            return self._store.spend()[1] if self._store is not None else self._spent
         return self._spent_before + self._spent
 
     @property

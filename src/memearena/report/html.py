@@ -40,6 +40,7 @@ from jinja2 import (
     Undefined,
 )
 
+from memearena.report.inputs import rendered_inputs as rendered_inputs
 from memearena.report.labels import labels_view
 from memearena.report.svg import nice_ticks
 
@@ -59,6 +60,7 @@ __all__ = [
     "rating_chart",
     "register_section",
     "render_report",
+    "rendered_inputs",
     "rows_of",
     "write_report",
 ]
@@ -520,18 +522,28 @@ def _environment() -> Environment:
     )
 
 
-def render_report(board: dict[str, Any], *, title: str = "memearena report") -> str:
-    """The report of a ``leaderboard.json`` document as one self-contained HTML page."""
+def render_report(
+    board: dict[str, Any],
+    *,
+    title: str = "memearena report",
+    inputs: tuple[str, str] | None = None,
+) -> str:
+    """The report of a ``leaderboard.json`` document as one self-contained HTML page.
+    ``inputs``: (the digest of what it is made from, the date it shows), recorded in its head
+    (``rendered_inputs``)."""
     template = _environment().get_template("report.html.j2")
-    return template.render(view=build_view(board, title=title))
+    return template.render(view=build_view(board, title=title), inputs=inputs)
 
 
-def write_report(run_dir: Path, board: dict[str, Any]) -> Path:
-    """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path."""
+def write_report(
+    run_dir: Path, board: dict[str, Any], *, inputs: tuple[str, str] | None = None
+) -> Path:
+    """Write ``run_dir/report.html`` atomically (a reader never sees half a page); its path.
+    ``inputs``: as ``render_report``'s."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
     parts = {k: v for k, part in RUN_PARTS.items() if (v := part(run_dir, board)) is not None}
-    text = render_report({**board, **parts})
+    text = render_report({**board, **parts}, inputs=inputs)
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report.", suffix=".html.tmp")
     try:
         if hasattr(os, "fchmod"):

@@ -1132,6 +1132,30 @@ class RunStore:
             (path, size, mtime_ns, recipe, sha),
         )
 
+    def record_counts(self, *, artifacts: bool = True) -> list[int]:
+        """Rows of each kind of record (calls, members, errors, finished items, and artifacts
+        unless ``artifacts`` is false: counting them reads every one) and the newest call's
+        id: a change that adds or removes any record changes them."""
+        self._sync()
+        tables = (
+            "calls",
+            "members",
+            "errors",
+            "items_done",
+            *(("artifacts",) if artifacts else ()),
+        )
+        counts = [int(self._read(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in tables]
+        return [*counts, self.last_call_id()]
+
+    def meta_digest(self, skip: tuple[str, ...] = ()) -> str:
+        """sha256 of the run-level values (names and values), but those whose name starts with
+        one of ``skip``."""
+        h = hashlib.sha256()
+        for name, value in self._read("SELECT name, value FROM meta ORDER BY name"):
+            if not str(name).startswith(skip):
+                h.update(_dumps([name, value]).encode("utf-8") + b"\n")
+        return h.hexdigest()
+
     def get_meta(self, name: str) -> str | None:
         """A run-level value recorded under ``name`` (e.g. the digest of the last analysis)."""
         rows = self._read("SELECT value FROM meta WHERE name=?", (name,))

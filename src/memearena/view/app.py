@@ -20,6 +20,7 @@ closed (``server_options``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -426,6 +427,11 @@ class View:
         page that needs it to report)."""
         import memearena.data  # noqa: F401  (what a dataset image's check needs, loaded once here)
 
+        # The pages' templates compiled now, not by the first request of each page.
+        pages = [n for n in self.env.list_templates(extensions=["j2"]) if "report." not in n]
+        for name in pages:  # (a method's report partial is the report's, not a page)
+            with contextlib.suppress(Exception):  # a broken one is the page's to report
+                self.env.get_template(name)
         for n, path in enumerate(self.paths):
             try:
                 reader = self.readers.setdefault(n, RunReader(path))
@@ -457,7 +463,7 @@ class View:
         if reader is not None and reader.board_error:
             damage = f"{reader.board_error}" + (f"; {damage}" if damage else "")
         # The navigation offers the pages of the methods this run holds (no dead links).
-        ctx.setdefault("methods", reader.overview()["methods"] if reader is not None else [])
+        ctx.setdefault("methods", reader.methods() if reader is not None else [])
         nav: list[tuple[str, str]] = []
         search: tuple[str, str] | None = None
         for name in ctx["methods"]:
@@ -538,7 +544,7 @@ class View:
         """The memes of this run with a page of their own (the first method of the run that
         shows each): ``{"href": path under the run, "image": its image hash}`` by uid."""
         out: dict[str, Mapping[str, str | None]] = {}
-        for name in reader.overview()["methods"]:
+        for name in reader.methods():
             pages = method_pages(name)
             if pages is None or pages.meme_pages is None:
                 continue

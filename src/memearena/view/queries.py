@@ -229,7 +229,7 @@ class RunReader:
         """Compute what the first pages need (overview, filter values, each method's own)."""
         self.overview()
         self.filter_values()
-        for name in self.overview()["methods"]:
+        for name in self.methods():
             pages = method_pages(name)
             if pages is not None and pages.warm is not None:
                 pages.warm(self)
@@ -256,6 +256,12 @@ class RunReader:
         self._summaries[name] = (stamp, value)
         return value
 
+    def methods(self) -> list[str]:
+        """The registered methods this run holds results of (read from leaderboard.json only:
+        what a page's navigation needs, without the overview's scans of the calls)."""
+        board = self.board
+        return [m for m in method_names() if m in board]
+
     def overview(self) -> dict[str, Any]:
         """Run facts, status, spend, calls, tokens, errors by reason, simulated notes."""
         return dict(self.cached("overview", self._overview))
@@ -269,7 +275,9 @@ class RunReader:
             " SUM(status='refusal'), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd),"
             " SUM(latency_s), SUM(status='sent'),"
             " SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END)"
-            " FROM calls GROUP BY model ORDER BY model"
+            # One pass over the table: grouping through the model index would visit every
+            # row out of order (about a third slower on a large run).
+            " FROM calls NOT INDEXED GROUP BY model ORDER BY model"
         )
         cols = (
             "model",
@@ -331,7 +339,7 @@ class RunReader:
             "errors": errors,
             "call_errors": call_errors,
             "simulated": simulated,
-            "methods": [m for m in method_names() if m in board],
+            "methods": self.methods(),
             "requests_kept": self.has_table("requests"),
         }
 

@@ -9,6 +9,7 @@ reuse of an unchanged leaderboard, the battle files, and what an incomplete Aren
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -121,8 +122,6 @@ class Arena:
         return MethodRun(outcomes, stopped, dict(pipe.counts))
 
     def finish(self, ctx: RunContext, run: MethodRun, *, bootstrap: int | None) -> Finished:
-        from memearena.methods.arena.analysis import arena_leaderboard, write_battle_files
-
         outcomes: list[ArenaOutcome] = run.outcome
         store = ctx.store
         done = [o for o in outcomes if not o.stopped]
@@ -159,6 +158,9 @@ class Arena:
         if previous is not None:
             kept = {k: previous[k] for k in self.keys if k in previous}
             return Finished(kept, status, analysis_reused=True)
+        # Imported only to analyse (statistics, numpy): a run that keeps its board needs none.
+        from memearena.methods.arena.analysis import arena_leaderboard, write_battle_files
+
         board = arena_leaderboard(ctx.cfg, done, store, bootstrap=bootstrap)
         if self.notes and isinstance(board.get("arena"), dict):
             board["arena"]["judge_audit_warnings"] = self.notes
@@ -176,13 +178,12 @@ def analysis_digest(
     """Digest of everything an Arena leaderboard is computed from: the config and prompts,
     the member views (which answers and verdicts make up each setting), the calls and errors on
     record, and the analysis code. Equal digests, equal leaderboards."""
-    from memearena.methods.arena import analysis
     from memearena.version import __version__
 
     h = hashlib.sha256()
     for part in (
         __version__,
-        Path(analysis.__file__).read_bytes().hex(),
+        _analysis_source().hex(),
         cfg.model_dump_json(),
         json.dumps(template_hashes(), sort_keys=True),
         json.dumps([list(settings), bootstrap]),
@@ -195,6 +196,13 @@ def analysis_digest(
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
+
+
+def _analysis_source() -> bytes:
+    """The analysis module's source, found without importing it (a kept board needs none)."""
+    spec = importlib.util.find_spec("memearena.methods.arena.analysis")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).read_bytes()
 
 
 def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, Any] | None:
