@@ -30,13 +30,14 @@ calls are committed at once, before their error is raised."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import math
 import os
+import queue
 import random
 import re
 import threading
@@ -129,6 +130,29 @@ REQUEST_MEMO_SIZE = 1024
 (the oldest are dropped first; a miss only costs hashing the payload again)."""
 
 _STATUS_COUNTER = {"cached": "cached", "error": "errors", "refusal": "refusals", "budget": "budget"}
+
+
+class _Committer:
+    """The writer's thread: the group commits handed to it, one after another in that order
+    (a daemon: a process that exits without closing its pool loses only what a kill would)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="memearena-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def close(self, wait: bool) -> None:
+        """End the thread once the commits handed to it ended (waiting for that if ``wait``)."""
+        self._jobs.put(None)
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 class _Commit:
@@ -322,7 +346,7 @@ class ModelPool:
         self._commit: _Commit | None = None
         self._inflight_cache: dict[str, Completion] = {}
         self._inflight_replies: dict[str, Completion] = {}
-        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._committer: _Committer | None = None
         # Whether earlier invocations left replies on record, and the keys this one paid for:
         # only those are looked up in the store before a call is sent.
         self._replies_before = store.has_replies() if store is not None else False
@@ -627,10 +651,9 @@ class ModelPool:
         self._inflight_replies, self._pending_replies = self._pending_replies, {}
         self._commit = commit
         if self._committer is None:
-            self._committer = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="memearena-commit"
-            )
-        self._committer.submit(self._run_commit, commit)
+            self._committer = _Committer()
+            weakref.finalize(self, self._committer.close, False)  # a pool never closed
+        self._committer.submit(functools.partial(self._run_commit, commit))
 
     def _run_commit(self, c: _Commit) -> None:
         """The writer's thread: one group commit through the cache's and the store's own
@@ -1342,7 +1365,7 @@ class ModelPool:
             self._raise_write_error()
         finally:
             if self._committer is not None:
-                self._committer.shutdown(wait=True)
+                self._committer.close(True)
                 self._committer = None
             for m in self._models.values():
                 close = getattr(m.backend, "aclose", None)
