@@ -25,7 +25,13 @@ commits the queue before any write or read of its own, and ``aclose`` commits th
 crash (kill -9 included) can lose only results no request sent since depends on (a re-run asks
 for them again, from the cache file where it holds them), never the ``sent`` row of a request
 that left, and never a step's outcome without the calls it came from. Failed and over-budget
-calls are committed at once, before their error is raised."""
+calls are committed at once, before their error is raised.
+
+A scheduled group commit runs in the pool's writer thread (SQLite and Zstandard release the
+GIL for most of it), one at a time and in the order taken, through connections of its own; the
+event loop only hands it over. Until it ended, what it carries is served from memory (replies,
+cache entries, the store's queued step outcomes), and the store's own writes and reads, the
+failure paths and ``aclose`` first wait for it, then commit what is left on the loop."""
 
 from __future__ import annotations
 
