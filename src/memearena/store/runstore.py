@@ -490,9 +490,20 @@ class RunStore:
                     db.execute("ROLLBACK")
                 raise
         have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-        for name, decl in _CALL_COLUMNS_ADDED:
-            if name not in have:
-                db.execute(f"ALTER TABLE calls ADD COLUMN {name} {decl}")
+        if any(name not in have for name, _ in _CALL_COLUMNS_ADDED):
+            # Checked again under the write lock: another process opening the same new file
+            # at once may have added them since (adding one twice fails).
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+                for name, decl in _CALL_COLUMNS_ADDED:
+                    if name not in have:
+                        db.execute(f"ALTER TABLE calls ADD COLUMN {name} {decl}")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
             " WHERE call_id IS NOT NULL"
