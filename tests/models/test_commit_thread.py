@@ -65,13 +65,18 @@ def test_what_a_running_commit_carries_is_served_until_it_ended(tmp_path: Path) 
     backend = FakeBackend()
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": backend})
     gate = threading.Event()
-    write = store.write_group
+    write, put = store.write_group, cache.put_many
 
-    def held(*a):  # type: ignore[no-untyped-def]
+    def held_write(*a):  # type: ignore[no-untyped-def]
         gate.wait(10)
         write(*a)
 
-    store.write_group = held  # type: ignore[method-assign]
+    def held_put(*a):  # type: ignore[no-untyped-def]
+        gate.wait(10)
+        put(*a)
+
+    store.write_group = held_write  # type: ignore[method-assign]
+    cache.put_many = held_put  # type: ignore[method-assign]
 
     async def go() -> tuple[object, ...]:
         first = await pool.complete("m", user("hi"), role="t")

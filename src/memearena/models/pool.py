@@ -692,12 +692,13 @@ class ModelPool:
             c.error = error
             c.ended.set()
             with contextlib.suppress(RuntimeError):  # its loop is closed: the next sync ends it
-                c.loop.call_soon_threadsafe(self._end_commit, c)
+                c.loop.call_soon_threadsafe(self._end_commit, c, True)
 
-    def _end_commit(self, c: _Commit) -> None:
-        """On the event loop (or in ``_commit_now``), once commit ``c`` ended: what it carried
-        is on record (or, failed, reported), its waiters woken; the next one starts if
-        anything is pending. Runs once per commit."""
+    def _end_commit(self, c: _Commit, on_loop: bool = False) -> None:
+        """On the event loop (``on_loop``) or in ``_commit_now``, once commit ``c`` ended: what
+        it carried is on record (or, failed, reported), its waiters woken; the next one starts
+        if anything is pending: at once on the loop when calls wait for it (their rows gathered
+        while this one ran), else a few turns later. Runs once per commit."""
         if c.done:
             return
         c.done = True
@@ -711,7 +712,9 @@ class ModelPool:
             self._write_error = c.error
         elif c.error is None:
             self._wake(c.waiters, None)
-        if self._pending() or self._waiters:
+        if on_loop and self._waiters and self._pending():
+            self._start_commit()
+        elif self._pending() or self._waiters:
             with contextlib.suppress(RuntimeError):  # not on a running loop: nothing to wake
                 self.schedule_flush()
 
