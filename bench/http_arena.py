@@ -12,12 +12,15 @@ interleaved; medians over repeats with their range. Target: wall <= 1.3x the flo
 
 With ``--src NAME=PATH`` (repeatable: e.g. this checkout's ``src`` and a baseline's), each run
 is made by a child process importing memearena from that tree, against the same server, the
-trees interleaved (the order alternates each round); each run's set of request keys
+trees interleaved (the order alternates each round); ``NAME=PATH@inline`` runs that tree with
+its group commits on the event loop (``ModelPool.commit_in_thread = False``, where the tree has
+that switch); each run's set of request keys
 (``calls.request_hash``) is digested and compared with the first tree's (a mismatch is printed).
 Without it, this checkout's ``src``.
 
     nice python bench/http_arena.py [--memes 96] [--latency-ms 200] [--concurrency 32]
         [--repeats 2] [--clients lean,sdk] [--src new=src --src main=/work/main/src]
+        [--src inline=src@inline]
 """
 
 from __future__ import annotations
@@ -166,6 +169,10 @@ def _child(args: Any) -> None:
         Path(args.child[3]),
     )
     tmp = Path(tempfile.mkdtemp(dir=tmp))  # a fresh store and cache: no call served cached
+    if os.environ.get("MEMEARENA_BENCH_INLINE_COMMITS"):
+        from memearena.models import ModelPool
+
+        ModelPool.commit_in_thread = False  # type: ignore[misc]
     run = arena_run(data, base_url, args, args.clients, tmp)
     layer, layer_main = asyncio.run(
         _layer(echo_url, args.layer_calls, args.concurrency, args.clients, tmp)
@@ -202,6 +209,8 @@ def main() -> None:
     from memearena.sim.server import BackgroundServer
 
     trees = dict(t.split("=", 1) for t in a.src) or {"this": str(HERE.parent / "src")}
+    inline = {name for name, path in trees.items() if path.endswith("@inline")}
+    trees = {name: path.removesuffix("@inline") for name, path in trees.items()}
     clients = a.clients.split(",")
     variants = [(t, c) for t in trees for c in clients]
     with tempfile.TemporaryDirectory(prefix="memearena-http-") as d:
@@ -234,7 +243,11 @@ def main() -> None:
                         ],
                         capture_output=True,
                         text=True,
-                        env=dict(os.environ, PYTHONPATH=trees[tree]),
+                        env=dict(
+                            os.environ,
+                            PYTHONPATH=trees[tree],
+                            MEMEARENA_BENCH_INLINE_COMMITS="1" if tree in inline else "",
+                        ),
                     )
                     if out.returncode != 0:
                         sys.exit(f"{tree}/{client} run failed:\n{out.stderr[-3000:]}")

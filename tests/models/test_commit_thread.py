@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
 from models_helpers import FakeBackend, run, sim_cfg, user
 
 from memearena.config import Price
@@ -24,7 +25,12 @@ def _on_disk(path: Path, table: str) -> int:
         other.close()
 
 
-def test_group_commits_run_off_the_event_loops_thread_and_keep_every_row(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_thread", [True, False])
+def test_group_commits_run_off_the_event_loops_thread_and_keep_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_thread: bool
+) -> None:
+    # ``commit_in_thread = False``: the same rows, committed on the event loop's thread.
+    monkeypatch.setattr(ModelPool, "commit_in_thread", in_thread)
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     threads: list[threading.Thread] = []
@@ -48,7 +54,10 @@ def test_group_commits_run_off_the_event_loops_thread_and_keep_every_row(tmp_pat
         await pool.aclose()
 
     run(go())
-    assert threads and threading.main_thread() not in threads
+    if in_thread:
+        assert threads and threading.main_thread() not in threads
+    else:  # the inline path writes through the store's own write_call_rows
+        assert set(threads) == {threading.main_thread()}
     assert sorted({c.status for c in store.calls()}) == ["ok"] and len(store.calls()) == 30
     assert len(cache) == 30
     assert len(list(store.iter_requests())) == 30  # compressed in that thread, readable here

@@ -273,6 +273,10 @@ class ModelPool:
     verify_keys = False
     """Whether a request key handed to ``complete`` is checked against its messages (tests)."""
 
+    commit_in_thread = True
+    """Whether scheduled group commits run in the writer's thread (else on the event loop, as
+    the failure paths' do: the same rows in the same order; benches compare the two)."""
+
     def __init__(
         self,
         models: Mapping[str, ModelConfig],
@@ -619,7 +623,9 @@ class ModelPool:
             if c.loop is asyncio.get_running_loop() and not c.ended.is_set():
                 return  # the one running starts the next when it ends
             self._drain()  # it ended, or was started on another loop (that will not end it)
-        if self._pending():
+        if not self.commit_in_thread:
+            self._flush()
+        elif self._pending():
             self._start_commit()
         elif self._waiters:  # nothing left to write: what they wait for is committed
             self._wake(self._waiters, None)
