@@ -4,10 +4,12 @@ One in-process Arena run over ``--memes`` demo memes (simulated models, cycled m
 distinct ids and texts, so every request is new) with its calls recorded, then those calls
 replayed through a fresh ``ModelPool`` (simulated backend, run store, response cache, the same
 window) with no pipeline (``bench/percall.py``). ``ArenaPipeline.run`` is timed alone (the
-analysis and status are not in it). The difference is what the Arena's step code adds per call
-(rendering, key hashing, artifacts, member views, verdict parsing); each size runs in its own
-process, repeated, and the load average is printed (the machine may be shared). With
-``--baseline-src DIR`` (another checkout's ``src``), the same runs for it, interleaved.
+analysis and status are not in it), in process CPU and in the CPU of the event loop's thread
+alone (what calls wait behind; the store's group commits run in a thread of their own). The
+difference is what the Arena's step code adds per call (rendering, key hashing, artifacts,
+member views, verdict parsing); each size runs in its own process, repeated, and the load
+average is printed (the machine may be shared). With ``--baseline-src DIR`` (another
+checkout's ``src``), the same runs for it, interleaved.
 
     nice python bench/arena_percall.py [--memes 48] [--repeats 3] [--baseline-src DIR]
 """
@@ -58,13 +60,16 @@ def child(n: int) -> dict[str, Any]:
             world = sim_world(cfg, memes)
             return open_pool(cfg, world, store, cache_path=root / "replay.sqlite", max_cost=None)
 
-        base = replay(make_pool, rec.calls, meme_window(cfg) * 16)
+        main: dict[str, float] = {}
+        base = replay(make_pool, rec.calls, meme_window(cfg) * 16, main)
         store.close()
     return {
         "calls": len(rec.calls),
         "new_calls": res.new_calls,
         "pipeline_cpu_s": acc["run"],
         "model_layer_cpu_s": base,
+        "pipeline_main_cpu_s": acc["run_main"],
+        "model_layer_main_cpu_s": main["cpu"],
     }
 
 
@@ -100,16 +105,18 @@ def main() -> None:
         f"calls replayed; {a.memes} memes, median of {a.repeats}"
     )
     for name, rs in runs.items():
-        pipe = [1e6 * r["pipeline_cpu_s"] / r["calls"] for r in rs]
-        layer = [1e6 * r["model_layer_cpu_s"] / r["calls"] for r in rs]
-        extra = [p - q for p, q in zip(pipe, layer, strict=True)]
-        print(
-            f"  {name:<8}: {rs[0]['calls']:,} calls; pipeline {statistics.median(pipe):.0f} µs "
-            f"per call ({min(pipe):.0f}-{max(pipe):.0f}), model layer "
-            f"{statistics.median(layer):.0f} µs ({min(layer):.0f}-{max(layer):.0f}), step code "
-            f"{statistics.median(extra):.0f} µs ({min(extra):.0f}-{max(extra):.0f}), ratio "
-            f"{statistics.median(p / q for p, q in zip(pipe, layer, strict=True)):.2f}"
-        )
+        for what, sfx in (("process", ""), ("main thread", "_main")):
+            pipe = [1e6 * r[f"pipeline{sfx}_cpu_s"] / r["calls"] for r in rs]
+            layer = [1e6 * r[f"model_layer{sfx}_cpu_s"] / r["calls"] for r in rs]
+            extra = [p - q for p, q in zip(pipe, layer, strict=True)]
+            print(
+                f"  {name:<8} {what:<11}: {rs[0]['calls']:,} calls; pipeline "
+                f"{statistics.median(pipe):.0f} µs per call ({min(pipe):.0f}-{max(pipe):.0f}), "
+                f"model layer {statistics.median(layer):.0f} µs ({min(layer):.0f}-"
+                f"{max(layer):.0f}), step code {statistics.median(extra):.0f} µs "
+                f"({min(extra):.0f}-{max(extra):.0f}), ratio "
+                f"{statistics.median(p / q for p, q in zip(pipe, layer, strict=True)):.2f}"
+            )
     print(f"  load average: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cpus")
 
 

@@ -4,30 +4,43 @@ it through the lean path (the default) or the SDK path (``client: sdk``).
 
 Reported per run: wall time against the latency floor computed from the run's own calls (the
 busiest model's calls x latency / its concurrency: no schedule can finish sooner), process CPU
-per paid call, and beside it the model layer's own CPU per call measured in the same
-invocation (``ModelPool`` + cache + store over the same transport, 0 ms latency, requests of
-the Arena's size: no pipeline). Runs are interleaved; medians over repeats. Target: wall <= 1.3x
-the floor.
+per paid call and the CPU of the main thread (the event loop's: what the calls wait behind;
+commits in the writer's thread do not count there) per paid call, and beside them the model
+layer's own CPU per call measured in the same invocation (``ModelPool`` + cache + store over
+the same transport, 0 ms latency, requests of the Arena's size: no pipeline). Runs are
+interleaved; medians over repeats with their range. Target: wall <= 1.3x the floor.
+
+With ``--src NAME=PATH`` (repeatable: e.g. this checkout's ``src`` and a baseline's), each run
+is made by a child process importing memearena from that tree, against the same server, the
+trees interleaved (the order alternates each round); ``NAME=PATH@inline`` runs that tree with
+its group commits on the event loop (``ModelPool.commit_in_thread = False``, where the tree has
+that switch); each run's set of request keys
+(``calls.request_hash``) is digested and compared with the first tree's (a mismatch is printed).
+Without it, this checkout's ``src``.
 
     nice python bench/http_arena.py [--memes 96] [--latency-ms 200] [--concurrency 32]
-        [--repeats 2] [--clients lean,sdk]
+        [--repeats 2] [--clients lean,sdk] [--src new=src --src main=/work/main/src]
+        [--src inline=src@inline]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 
 def _world_server(data: Path, latency_ms: float) -> Any:
@@ -73,9 +86,10 @@ def arena_run(data: Path, base_url: str, args: Any, client: str, tmp: Path) -> d
 
     cfg = _http_config(data, base_url, args.concurrency, client)
     run_dir = tmp / f"run-{client}-{time.monotonic_ns()}"
-    t, c = time.perf_counter(), time.process_time()
+    t, c, m = time.perf_counter(), time.process_time(), time.thread_time()
     run_arena(cfg, run_dir, show_progress=False)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
+    main_cpu = time.thread_time() - m
     con = sqlite3.connect(run_dir / "run.db")
     try:
         per_model = dict(
@@ -85,11 +99,22 @@ def arena_run(data: Path, base_url: str, args: Any, client: str, tmp: Path) -> d
             ).fetchall()
         )
         errors = con.execute("SELECT COUNT(*) FROM calls WHERE status='error'").fetchone()[0]
+        keys = hashlib.sha256()
+        for (k,) in con.execute("SELECT DISTINCT request_hash FROM calls ORDER BY request_hash"):
+            keys.update(str(k).encode() + b"\n")
     finally:
         con.close()
     sent = sum(per_model.values())
     floor = max(n for n in per_model.values()) * args.latency_ms / 1000 / args.concurrency
-    return {"wall": wall, "cpu": cpu, "sent": sent, "floor": floor, "errors": errors}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "main_cpu": main_cpu,
+        "sent": sent,
+        "floor": floor,
+        "errors": errors,
+        "keys": keys.hexdigest()[:16],
+    }
 
 
 async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: Path) -> float:
@@ -126,63 +151,129 @@ async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: 
             await pool.complete("m", msgs, role="echo")
 
     await asyncio.gather(*(one(-1 - i) for i in range(50)))
-    c = time.process_time()
+    c, m = time.process_time(), time.thread_time()
     await asyncio.gather(*(one(i) for i in range(calls)))
-    cpu = time.process_time() - c
+    cpu, main_cpu = time.process_time() - c, time.thread_time() - m
     await pool.aclose()
     store.close()
     cache.close()
-    return cpu / calls
+    return cpu / calls, main_cpu / calls
+
+
+def _child(args: Any) -> None:
+    """One Arena run and one model-layer measure in this process (the tree on its path)."""
+    data, base_url, echo_url, tmp = (
+        Path(args.child[0]),
+        args.child[1],
+        args.child[2],
+        Path(args.child[3]),
+    )
+    tmp = Path(tempfile.mkdtemp(dir=tmp))  # a fresh store and cache: no call served cached
+    if os.environ.get("MEMEARENA_BENCH_INLINE_COMMITS"):
+        from memearena.models import ModelPool
+
+        ModelPool.commit_in_thread = False  # type: ignore[misc]
+    run = arena_run(data, base_url, args, args.clients, tmp)
+    layer, layer_main = asyncio.run(
+        _layer(echo_url, args.layer_calls, args.concurrency, args.clients, tmp)
+    )
+    print(json.dumps({**run, "layer": layer, "layer_main": layer_main}))
+
+
+def _rng(values: list[float], fmt: str = ".2f") -> str:
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--memes", type=int, default=96)
     ap.add_argument("--latency-ms", type=float, default=200.0)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--clients", default="lean,sdk")
     ap.add_argument("--layer-calls", type=int, default=2000)
+    ap.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a source tree to run (repeatable); default: this checkout's src",
+    )
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        _child(a)
+        return
     from scale import write_memes
 
     from memearena.sim.server import BackgroundServer
 
+    trees = dict(t.split("=", 1) for t in a.src) or {"this": str(HERE.parent / "src")}
+    inline = {name for name, path in trees.items() if path.endswith("@inline")}
+    trees = {name: path.removesuffix("@inline") for name, path in trees.items()}
     clients = a.clients.split(",")
+    variants = [(t, c) for t in trees for c in clients]
     with tempfile.TemporaryDirectory(prefix="memearena-http-") as d:
         tmp = Path(d)
         data = write_memes(tmp / "data", a.memes)
-        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
-        layer: dict[str, list[float]] = {c: [] for c in clients}
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {v: [] for v in variants}
         load = [os.getloadavg()[0]]
         with _world_server(data, a.latency_ms) as srv, BackgroundServer(process=True) as echo:
             for r in range(a.repeats):
-                for client in clients if r % 2 == 0 else clients[::-1]:
-                    runs[client].append(arena_run(data, srv.base_url, a, client, tmp))
-                    layer[client].append(
-                        asyncio.run(
-                            _layer(echo.base_url, a.layer_calls, a.concurrency, client, tmp)
-                        )
+                for tree, client in variants if r % 2 == 0 else variants[::-1]:
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--memes",
+                            str(a.memes),
+                            "--latency-ms",
+                            str(a.latency_ms),
+                            "--concurrency",
+                            str(a.concurrency),
+                            "--clients",
+                            client,
+                            "--layer-calls",
+                            str(a.layer_calls),
+                            "--child",
+                            str(data),
+                            srv.base_url,
+                            echo.base_url,
+                            str(tmp),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        env=dict(
+                            os.environ,
+                            PYTHONPATH=trees[tree],
+                            MEMEARENA_BENCH_INLINE_COMMITS="1" if tree in inline else "",
+                        ),
                     )
+                    if out.returncode != 0:
+                        sys.exit(f"{tree}/{client} run failed:\n{out.stderr[-3000:]}")
+                    runs[(tree, client)].append(json.loads(out.stdout.strip().splitlines()[-1]))
                     load.append(os.getloadavg()[0])
-                    print(json.dumps({"client": client, **runs[client][-1]}), flush=True)
+                    print(json.dumps({"tree": tree, "client": client, **runs[(tree, client)][-1]}))
     print(
         f"Arena over HTTP: {a.memes} memes, server latency {a.latency_ms:g} ms, per-model "
-        f"concurrency {a.concurrency}; median of {a.repeats} interleaved runs"
+        f"concurrency {a.concurrency}; median (range) of {a.repeats} interleaved runs"
     )
-    for client in clients:
-        rs = runs[client]
-        wall = statistics.median(r["wall"] for r in rs)
+    first_keys = {c: runs[(next(iter(trees)), c)][0]["keys"] for c in clients}
+    for tree, client in variants:
+        rs = runs[(tree, client)]
         floor = statistics.median(r["floor"] for r in rs)
         sent = statistics.median(r["sent"] for r in rs)
-        cpu_call = statistics.median(1000 * r["cpu"] / r["sent"] for r in rs)
-        base = 1000 * statistics.median(layer[client])
-        ratios = ", ".join(f"{r['wall'] / r['floor']:.2f}" for r in rs)
+        same = all(r["keys"] == first_keys[client] for r in rs)
         print(
-            f"  {client:<4}: wall {wall:6.1f} s, floor {floor:5.1f} s, wall/floor "
-            f"{wall / floor:4.2f} (runs: {ratios}; target <= 1.3); {sent:,.0f} requests sent; "
-            f"CPU {cpu_call:.2f} ms per request, model layer alone {base:.2f} ms "
-            f"({cpu_call / base:.1f}x)"
+            f"  {tree}/{client}: wall/floor {_rng([r['wall'] / r['floor'] for r in rs])} "
+            f"(floor {floor:.1f} s; target <= 1.3); {sent:,.0f} requests sent, errors "
+            f"{max(r['errors'] for r in rs)}; request keys "
+            f"{'equal to ' + next(iter(trees)) + chr(39) + 's' if same else 'DIFFER'}\n"
+            f"      per paid call: process CPU "
+            f"{_rng([1000 * r['cpu'] / r['sent'] for r in rs], '.3f')} ms, main thread "
+            f"{_rng([1000 * r['main_cpu'] / r['sent'] for r in rs], '.3f')} ms; model layer "
+            f"alone {_rng([1000 * r['layer'] for r in rs], '.3f')} ms, main thread "
+            f"{_rng([1000 * r['layer_main'] for r in rs], '.3f')} ms"
         )
     print(f"  load average: {min(load):.2f}-{max(load):.2f} on {os.cpu_count()} cpus")
 

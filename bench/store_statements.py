@@ -1,7 +1,8 @@
 """SQLite cost per statement as the store grows: the simulated Arena (in-process, the demo
 catalogue, memes cycled from the bundled set as in ``bench/scale.py``) at growing sizes, every
-SQLite statement timed where it runs (process CPU time by default, so that other processes on a
-shared machine do not count; ``--clock wall`` for wall time).
+SQLite statement timed where it runs (the CPU time of the thread running it by default, so that
+other processes on a shared machine, and other threads, do not count; ``--clock wall`` for wall
+time).
 
 Each size runs in its own process; there, ``sqlite3.connect`` hands out a connection whose
 cursors time ``execute``/``executemany`` and every fetch (a SELECT's rows are stepped while they
@@ -27,16 +28,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 _STATS: dict[str, list[float]] = {}  # shape -> [statements, rows, seconds]
-# Process CPU by default: on a shared machine, wall time inside a statement mostly measures
-# how long other processes held the CPU (``--clock wall`` to see it anyway).
+_STATS_LOCK = threading.Lock()  # the pool's group commits run statements in a thread of their own
+# CPU of the thread running the statement by default: on a shared machine, wall time inside a
+# statement mostly measures how long other processes held the CPU (``--clock wall`` to see it
+# anyway), and process CPU would count the other threads' work done meanwhile.
 _clock = (
-    time.perf_counter if os.environ.get("MEMEARENA_BENCH_CLOCK") == "wall" else time.process_time
+    time.perf_counter if os.environ.get("MEMEARENA_BENCH_CLOCK") == "wall" else time.thread_time
 )
 _WORDS = re.compile(r"\s+")
 
@@ -54,10 +58,11 @@ def _shape(sql: str) -> str:
 
 
 def _add(sql: str, rows: int, seconds: float, statements: int = 1, db: str = "") -> None:
-    s = _STATS.setdefault(f"{_shape(sql)} [{db}]", [0, 0, 0.0])
-    s[0] += statements
-    s[1] += rows
-    s[2] += seconds
+    with _STATS_LOCK:
+        s = _STATS.setdefault(f"{_shape(sql)} [{db}]", [0, 0, 0.0])
+        s[0] += statements
+        s[1] += rows
+        s[2] += seconds
 
 
 class TimedCursor(sqlite3.Cursor):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -328,25 +329,41 @@ def _on_disk(path: Path, sql: str, *args: object) -> int:
         other.close()
 
 
+async def _due_commits_ended(pool: ModelPool) -> None:
+    """Let the commit due a few turns from now start (in the writer's thread), then wait for
+    it to end there (as the store's own writes do): no caller of the pool waited for it."""
+    for _ in range(GROUP_TURNS + 2):
+        await asyncio.sleep(0)
+    pool.wait_commit()
+
+
+async def _until(holds: Callable[[], bool]) -> None:
+    """Give the event loop (and the writer's thread) time until ``holds()``, or fail."""
+    for _ in range(20_000):
+        if holds():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("never held")
+
+
 def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_return(tmp_path):
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     commits: list[int] = []
-    write = store.write_call_rows  # one transaction: requests, call records, settlements
+    write = store.write_group  # one transaction: requests, call records, settlements
 
-    def counting(rows, settle, requests=(), withdrawn=()):
+    def counting(db, rows, *rest):
         commits.append(len(rows))
-        write(rows, settle, requests, withdrawn)
+        write(db, rows, *rest)
 
-    store.write_call_rows = counting  # type: ignore[method-assign]
+    store.write_group = counting  # type: ignore[method-assign]
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
     calls, responses = "SELECT COUNT(*) FROM calls", "SELECT COUNT(*) FROM responses"
 
     async def go() -> tuple[int, int]:
         await asyncio.gather(*(pool.complete("m", user(f"q{i}"), role="t") for i in range(20)))
         # Returned once queued; the commit stays scheduled: nobody needs to wait for it.
-        for _ in range(GROUP_TURNS + 2):
-            await asyncio.sleep(0)
+        await _due_commits_ended(pool)
         return _on_disk(store.path, calls), _on_disk(cache.path, responses)
 
     assert run(go()) == (20, 20)
@@ -499,8 +516,7 @@ def test_a_call_whose_caller_is_cancelled_once_it_returned_is_still_committed(st
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(GROUP_TURNS + 2):
-            await asyncio.sleep(0)
+        await _due_commits_ended(pool)
         return _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='ok'")
 
     assert run(go()) == 1
@@ -528,17 +544,16 @@ def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, 
     # aclose), never nobody; the records it carried are lost, and the pool is usable again.
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    def broken(rows, settle, requests=(), withdrawn=()):
+    def broken(*args):
         raise StoreError("disk full")
 
-    monkeypatch.setattr(store, "write_call_rows", broken)
+    monkeypatch.setattr(store, "write_group", broken)
 
     async def go():
         got = await asyncio.gather(
             *(pool.complete("m", user(f"q{i}"), role="target") for i in range(3))
         )
-        for _ in range(GROUP_TURNS + 2):  # the scheduled commit runs, and fails
-            await asyncio.sleep(0)
+        await _due_commits_ended(pool)  # the scheduled commit runs, and fails
         return got
 
     assert [c.text for c in run(go())] == [f"answer {i} to q{i}" for i in range(3)]
@@ -580,8 +595,8 @@ def test_the_next_requests_sent_commit_overlaps_the_reply_in_flight(store):
 
     async def go() -> tuple[int, int, int]:
         calls = [asyncio.create_task(pool.complete("m", user(f"q{i}"), role="t")) for i in (0, 1)]
-        for _ in range(3 * (GROUP_TURNS + 2)):  # each one's sent commit: a few turns
-            await asyncio.sleep(0)
+        # each one's sent commit (a few turns, then the writer's thread)
+        await _until(lambda: _on_disk(store.path, "SELECT COUNT(*) FROM calls") == 2)
         staged = (
             _on_disk(store.path, "SELECT COUNT(*) FROM calls WHERE status='sent'"),
             backend.calls,
@@ -603,8 +618,8 @@ def test_a_call_on_record_when_its_model_dies_is_withdrawn_unsent(store):
 
     async def go() -> list[BaseException | object]:
         calls = [asyncio.create_task(pool.complete("m", user(f"q{i}"), role="t")) for i in (0, 1)]
-        for _ in range(3 * (GROUP_TURNS + 2)):  # the second on record, waiting for a slot
-            await asyncio.sleep(0)
+        # the second on record, waiting for a slot
+        await _until(lambda: _on_disk(store.path, "SELECT COUNT(*) FROM calls") == 2)
         backend.gate.set()
         return await asyncio.gather(*calls, return_exceptions=True)
 

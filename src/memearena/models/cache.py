@@ -265,6 +265,7 @@ class ResponseCache:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._commit_db: sqlite3.Connection | None = None
         try:
             create_private(self.path)  # cached replies are run data: owner only
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
@@ -308,14 +309,33 @@ class ResponseCache:
         """Store a completion under ``key`` (an existing entry is kept)."""
         self.put_many(((key, completion),))
 
-    def put_many(self, entries: Iterable[tuple[str, Completion]]) -> None:
+    def commit_db(self) -> sqlite3.Connection:
+        """The connection ``put_many`` may be given by a writer committing in its own thread
+        (opened on first use, closed with the cache; one thread at a time)."""
+        if self._commit_db is None:
+            try:
+                db = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+                )
+                db.execute("PRAGMA synchronous=NORMAL")  # per connection: see __init__
+                db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+                db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: cannot open response cache ({e})") from None
+            self._commit_db = db
+        return self._commit_db
+
+    def put_many(
+        self, entries: Iterable[tuple[str, Completion]], db: sqlite3.Connection | None = None
+    ) -> None:
         """Store several completions in one transaction (one commit instead of one each; an
-        existing entry is kept). All or none are written."""
+        existing entry is kept), through ``db`` (``commit_db``) or the cache's own connection.
+        All or none are written."""
         now = time.time()
         # In key order: one forward pass over the B-tree instead of random seeks.
         rows = sorted((key, _value_json(c), now) for key, c in entries)
         try:
-            insert_many(self._db, _INSERT, rows)
+            insert_many(db or self._db, _INSERT, rows)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cache write failed ({e})") from None
 
@@ -332,5 +352,8 @@ class ResponseCache:
 
     def close(self) -> None:
         """Copy the write-ahead log back into the cache file and close it (idempotent)."""
+        if self._commit_db is not None:
+            self._commit_db.close()
+            self._commit_db = None
         checkpoint(self._db)  # a closed connection's error is ignored there
         self._db.close()

@@ -25,19 +25,28 @@ commits the queue before any write or read of its own, and ``aclose`` commits th
 crash (kill -9 included) can lose only results no request sent since depends on (a re-run asks
 for them again, from the cache file where it holds them), never the ``sent`` row of a request
 that left, and never a step's outcome without the calls it came from. Failed and over-budget
-calls are committed at once, before their error is raised."""
+calls are committed at once, before their error is raised.
+
+A scheduled group commit runs in the pool's writer thread (SQLite and Zstandard release the
+GIL for most of it), one at a time and in the order taken, through connections of its own; the
+event loop only hands it over. Until it ended, what it carries is served from memory (replies,
+cache entries, the store's queued step outcomes), and the store's own writes and reads, the
+failure paths and ``aclose`` first wait for it, then commit what is left on the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import math
 import os
+import queue
 import random
 import re
+import threading
 import time
 import uuid
 import weakref
@@ -129,6 +138,74 @@ REQUEST_MEMO_SIZE = 1024
 _STATUS_COUNTER = {"cached": "cached", "error": "errors", "refusal": "refusals", "budget": "budget"}
 
 
+class _Committer:
+    """The writer's thread: the group commits handed to it, one after another in that order
+    (a daemon: a process that exits without closing its pool loses only what a kill would)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="memearena-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def close(self, wait: bool) -> None:
+        """End the thread once the commits handed to it ended (waiting for that if ``wait``)."""
+        self._jobs.put(None)
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class _Commit:
+    """One group commit handed to the writer's thread: the rows it writes, the waiters it
+    wakes, and how it ended (``ended`` is set in that thread, ``done`` on the event loop)."""
+
+    __slots__ = (
+        "calls",
+        "done",
+        "dropped",
+        "ended",
+        "entries",
+        "error",
+        "loop",
+        "requests",
+        "settle",
+        "steps",
+        "waiters",
+        "withdrawn",
+    )
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        calls: list[tuple[Any, ...]],
+        settle: list[tuple[Any, ...]],
+        withdrawn: list[tuple[str]],
+        entries: dict[str, Completion],
+        requests: list[tuple[str, str, str]],
+        dropped: list[tuple[str]],
+        steps: Any,
+        waiters: list[asyncio.Future[None]],
+    ) -> None:
+        self.loop = loop
+        self.calls = calls
+        self.settle = settle
+        self.withdrawn = withdrawn
+        self.entries = entries
+        self.requests = requests
+        self.dropped = dropped
+        self.steps = steps
+        self.waiters = waiters
+        self.error: Exception | None = None
+        self.ended = threading.Event()
+        self.done = False
+
+
 class _Model:
     """Per-model state, precomputed once: limits, parameters, price, cache-key prefix."""
 
@@ -195,6 +272,10 @@ class ModelPool:
 
     verify_keys = False
     """Whether a request key handed to ``complete`` is checked against its messages (tests)."""
+
+    commit_in_thread = True
+    """Whether scheduled group commits run in the writer's thread (else on the event loop, as
+    the failure paths' do: the same rows in the same order; benches compare the two)."""
 
     def __init__(
         self,
@@ -268,11 +349,17 @@ class ModelPool:
         self._pending_settle: list[tuple[Any, ...]] = []  # settlements of sent rows
         self._pending_withdrawn: list[tuple[str]] = []  # sent rows whose request never left
         self._pending_cache: dict[str, Completion] = {}
-        self._pending_requests: list[tuple[str, int, bytes]] = []  # requests as sent
+        self._pending_requests: list[tuple[str, str, str]] = []  # (key, role, payload) as sent
         # Replies paid for since the last commit, by request key (``_reused`` serves them
         # before the commit puts them on record), and keys whose replies were found unusable.
         self._pending_replies: dict[str, Completion] = {}
         self._pending_dropped: list[tuple[str]] = []
+        # The group commit running in the writer's thread (one at a time), and the cache
+        # entries and replies it carries: served from here until it ends, as from the queue.
+        self._commit: _Commit | None = None
+        self._inflight_cache: dict[str, Completion] = {}
+        self._inflight_replies: dict[str, Completion] = {}
+        self._committer: _Committer | None = None
         # Whether earlier invocations left replies on record, and the keys this one paid for:
         # only those are looked up in the store before a call is sent.
         self._replies_before = store.has_replies() if store is not None else False
@@ -499,7 +586,7 @@ class ModelPool:
         """Wait until every cache entry, call record and queued step pending now is committed
         (before a request is sent): the first waiter of an event-loop turn schedules one commit
         for all of them."""
-        if not self._pending():
+        if not self._pending() and self._commit is None:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -517,7 +604,7 @@ class ModelPool:
     def flush_pending(self) -> None:
         """Commit everything pending now (``RunStore.GroupWriter``: before the store's own
         writes and reads); raises a write error."""
-        if self._pending():
+        if self._pending() or self._commit is not None:
             self._commit_now()
 
     def _raise_write_error(self) -> None:
@@ -530,22 +617,153 @@ class ModelPool:
         """Commit now, or (while replies may still arrive: calls are waiting on a backend) let
         up to ``turns`` more event-loop turns join this commit. A commit costs about as much
         as a few calls' rows, so fewer, larger ones are cheaper per call; a turn adds
-        microseconds of latency, and a pool whose calls all wait on the commit commits at once."""
+        microseconds of latency, and a pool whose calls all wait on the commit commits at once.
+        The commit runs in the writer's thread (``_start_commit``), off the event loop."""
         if turns > 0 and self._sending:
             asyncio.get_running_loop().call_soon(self._flush_after, turns - 1)
             return
-        self._flush()
+        self._flush_loop = None
+        c = self._commit
+        if c is not None:
+            if c.loop is asyncio.get_running_loop() and not c.ended.is_set():
+                return  # the one running starts the next when it ends
+            self._drain()  # it ended, or was started on another loop (that will not end it)
+        if not self.commit_in_thread:
+            self._flush()
+        elif self._pending():
+            self._start_commit()
+        elif self._waiters:  # nothing left to write: what they wait for is committed
+            self._wake(self._waiters, None)
+            self._waiters = []
+
+    def _take(self) -> tuple[Any, ...]:
+        """Everything pending, taken for one commit (the queues left empty)."""
+        taken = (
+            self._pending_calls,
+            self._pending_settle,
+            self._pending_withdrawn,
+            self._pending_cache,
+            self._pending_requests,
+            self._pending_dropped,
+        )
+        self._pending_calls, self._pending_settle, self._pending_withdrawn = [], [], []
+        self._pending_cache, self._pending_requests, self._pending_dropped = {}, [], []
+        return taken
+
+    def _start_commit(self) -> None:
+        """Hand everything pending to the writer's thread as one group commit, with the waiters
+        it wakes once it ends. SQLite and Zstandard release the GIL for most of their work, so
+        the event loop goes on with other calls meanwhile. Write-ahead order holds: commits
+        run one at a time, in the order taken, and any write or read of the store's own first
+        waits for the one running (``flush_pending``)."""
+        loop = asyncio.get_running_loop()
+        calls, settle, withdrawn, entries, requests, dropped = self._take()
+        store = self._store
+        steps = store.take_steps() if store is not None else None
+        commit = _Commit(
+            loop, calls, settle, withdrawn, entries, requests, dropped, steps, self._waiters
+        )
+        self._waiters = []
+        self._inflight_cache = entries
+        self._inflight_replies, self._pending_replies = self._pending_replies, {}
+        self._commit = commit
+        if self._committer is None:
+            self._committer = _Committer()
+            weakref.finalize(self, self._committer.close, False)  # a pool never closed
+        self._committer.submit(functools.partial(self._run_commit, commit))
+
+    def _run_commit(self, c: _Commit) -> None:
+        """The writer's thread: one group commit through the cache's and the store's own
+        commit connections (``commit_db``), then its end handed back to the event loop."""
+        error: Exception | None = None
+        try:
+            if c.entries and self._cache is not None:
+                try:
+                    cache = self._cache
+                    cache.put_many(c.entries.items(), cache.commit_db())
+                except Exception as e:  # StoreError; anything else must still wake the waiters
+                    error = e
+            store = self._store
+            if store is not None and (
+                c.calls or c.settle or c.requests or c.withdrawn or c.dropped or c.steps
+            ):
+                try:
+                    store.write_group(
+                        store.commit_db(),
+                        c.calls,
+                        c.settle,
+                        c.requests,
+                        c.withdrawn,
+                        c.dropped,
+                        c.steps,
+                    )
+                except Exception as e:
+                    error = error or e
+        finally:
+            c.error = error
+            c.ended.set()
+            with contextlib.suppress(RuntimeError):  # its loop is closed: the next sync ends it
+                c.loop.call_soon_threadsafe(self._end_commit, c, True)
+
+    def _end_commit(self, c: _Commit, on_loop: bool = False) -> None:
+        """On the event loop (``on_loop``) or in ``_commit_now``, once commit ``c`` ended: what
+        it carried is on record (or, failed, reported), its waiters woken; the next one starts
+        if anything is pending: at once on the loop when calls wait for it (their rows gathered
+        while this one ran), else a few turns later. Runs once per commit."""
+        if c.done:
+            return
+        c.done = True
+        if self._commit is c:
+            self._commit = None
+            self._inflight_cache = {}
+            self._inflight_replies = {}
+        if self._store is not None:
+            self._store.steps_committed(c.steps, c.error)
+        if c.error is not None and not self._wake(c.waiters, c.error):
+            self._write_error = c.error
+        elif c.error is None:
+            self._wake(c.waiters, None)
+        if on_loop and self._waiters and self._pending():
+            self._start_commit()
+        elif self._pending() or self._waiters:
+            with contextlib.suppress(RuntimeError):  # not on a running loop: nothing to wake
+                self.schedule_flush()
+
+    @staticmethod
+    def _wake(waiters: list[asyncio.Future[None]], error: Exception | None) -> bool:
+        """Wake ``waiters`` with ``error`` (or none); True if a waiter was told of the error."""
+        told = False
+        for w in waiters:
+            if w.done():  # its call was cancelled meanwhile (its record is committed all the same)
+                continue
+            try:
+                if error is None:
+                    w.set_result(None)
+                else:
+                    w.set_exception(error)
+                    told = True
+            except RuntimeError:  # its event loop is closed: nobody is waiting any more
+                pass
+        return told
+
+    def wait_commit(self) -> None:
+        """``RunStore.GroupWriter``: wait for the commit running in the writer's thread."""
+        self._drain()
+
+    def _drain(self) -> None:
+        """Wait for the commit running in the writer's thread, if any, and end it here."""
+        c = self._commit
+        if c is not None:
+            c.ended.wait()
+            self._end_commit(c)
 
     def _flush(self) -> Exception | None:
-        """Commit every pending cache entry (one transaction) and call record (another), then
-        wake their waiters, with the write error if one failed; returns that error."""
+        """Commit every pending cache entry (one transaction) and call record (another) here,
+        after the one running in the writer's thread, then wake their waiters, with the write
+        error if one failed; returns that error."""
+        self._drain()
         self._flush_loop = None
-        calls, self._pending_calls = self._pending_calls, []
-        settle, self._pending_settle = self._pending_settle, []
-        withdrawn, self._pending_withdrawn = self._pending_withdrawn, []
-        entries, self._pending_cache = self._pending_cache, {}
-        requests, self._pending_requests = self._pending_requests, []
-        dropped, self._pending_dropped = self._pending_dropped, []
+        calls, settle, withdrawn, entries, requests, dropped = self._take()
         self._pending_replies = {}  # on record once this commit is
         waiters, self._waiters = self._waiters, []
         error: Exception | None = None
@@ -559,25 +777,14 @@ class ModelPool:
             calls or settle or requests or withdrawn or dropped or store.pending_steps
         ):
             try:  # one transaction: requests as sent, calls about to be sent and ended, steps
+                packed = [(k, *store.pack_request(role, p)) for k, role, p in requests]
                 if dropped:
-                    store.write_call_rows(calls, settle, requests, withdrawn, dropped=dropped)
+                    store.write_call_rows(calls, settle, packed, withdrawn, dropped=dropped)
                 else:
-                    store.write_call_rows(calls, settle, requests, withdrawn)
+                    store.write_call_rows(calls, settle, packed, withdrawn)
             except Exception as e:
                 error = error or e
-        told = False
-        for w in waiters:
-            if w.done():  # its call was cancelled meanwhile (its record is committed all the same)
-                continue
-            try:
-                if error is None:
-                    w.set_result(None)
-                else:
-                    w.set_exception(error)
-                    told = True
-            except RuntimeError:  # its event loop is closed: nobody is waiting any more
-                pass
-        if error is not None and not told:
+        if not self._wake(waiters, error) and error is not None:
             self._write_error = error
         return error
 
@@ -652,6 +859,7 @@ class ModelPool:
         else:
             key = key_from_parts(m.key_prefix, m.endpoint, messages, m.params.merged(params))
         self._unused[key] = self._unused.get(key, 0) + 1
+        self._drain()  # a commit carrying this reply ends before it is marked and deleted
         if self._store is not None:
             self._pending_replies.pop(key, None)
             self._pending_dropped.append((key,))
@@ -699,7 +907,11 @@ class ModelPool:
 
         if self._cache is not None:
             # An answer still waiting for its commit is as good as one in the cache file.
-            hit = self._pending_cache.get(key) or self._cache.get(key)
+            hit = (
+                self._pending_cache.get(key)
+                or self._inflight_cache.get(key)
+                or self._cache.get(key)
+            )
             if hit is not None:
                 latency = time.perf_counter() - t0
                 self._record(m, key, role, "cached", latency=latency, response=hit.text)
@@ -729,7 +941,7 @@ class ModelPool:
         or an empty reply is never replayed)."""
         if not self._reusable(m):
             return None
-        done = self._pending_replies.get(key)
+        done = self._pending_replies.get(key) or self._inflight_replies.get(key)
         if done is not None:
             return self._joined(m, key, role, t0, done)
         if not (self._replies_before or (self._replied is not None and key in self._replied)):
@@ -811,13 +1023,14 @@ class ModelPool:
         return n
 
     def _keep_request(self, key: str, role: str, payload: str) -> None:
-        """Queue the request as sent for the next commit (kept once per key; a call's row
-        names it by its ``request_hash``). Known key values are scrubbed from it, as from every
-        text stored (such a request no longer hashes to its key: a key never reaches run.db)."""
+        """Queue the request as sent for the next commit, which compresses it (kept once per
+        key; a call's row names it by its ``request_hash``). Known key values are scrubbed from
+        it, as from every text stored (such a request no longer hashes to its key: a key never
+        reaches run.db)."""
         if self._store is not None:
             if self._secrets:
                 payload = self.scrub(payload)
-            self._pending_requests.append((key, *self._store.pack_request(role, payload)))
+            self._pending_requests.append((key, role, payload))
 
     def _keep_images(self, messages: Sequence[Message]) -> None:
         """Keep every image sent, once per hash, in the run directory: the request names it by
@@ -1084,7 +1297,11 @@ class ModelPool:
         t0 = time.perf_counter()
         self._keep_request(key, role, payload)
         if self._cache is not None:
-            hit = self._pending_cache.get(key) or self._cache.get(key)
+            hit = (
+                self._pending_cache.get(key)
+                or self._inflight_cache.get(key)
+                or self._cache.get(key)
+            )
             vectors = decode_vectors(hit.text, len(texts)) if hit is not None else None
             if hit is not None and vectors is not None:
                 latency = time.perf_counter() - t0
@@ -1167,6 +1384,9 @@ class ModelPool:
             self._commit_now()
             self._raise_write_error()
         finally:
+            if self._committer is not None:
+                self._committer.close(True)
+                self._committer = None
             for m in self._models.values():
                 close = getattr(m.backend, "aclose", None)
                 if close is not None:

@@ -122,13 +122,17 @@ class RequestPacker:
         for rid, role, body in db.execute("SELECT id, role, body FROM request_dicts ORDER BY id"):
             self._dicts[role] = _Dict(int(rid), bytes(body))  # the latest of a role wins
 
-    def pack(self, role: str, payload: str) -> tuple[int, bytes]:
-        """``(dict id, compressed payload)``."""
+    def pack(
+        self, role: str, payload: str, db: sqlite3.Connection | None = None
+    ) -> tuple[int, bytes]:
+        """``(dict id, compressed payload)``; a role's dictionary, on its first request, is
+        written at once through ``db`` (the packer's own connection if None), in no
+        transaction: on record before any request packed with it."""
         raw = payload.encode("utf-8")
         d = self._dicts.get(role)
         if d is None:
             body = raw[-_WINDOW:]
-            cur = self._db.execute(
+            cur = (db or self._db).execute(
                 "INSERT INTO request_dicts (role, body) VALUES (?, ?)", (role, body)
             )
             d = self._dicts[role] = _Dict(int(cur.lastrowid or 0), body)

@@ -280,6 +280,48 @@ class GroupWriter(Protocol):
     def schedule_flush(self) -> None:
         """Have everything queued committed within a few event-loop turns."""
 
+    def wait_commit(self) -> None:
+        """Wait for a commit of its running in another thread, if any (its own write lock)."""
+
+
+def _write_group(
+    db: sqlite3.Connection,
+    requests: Sequence[tuple[str, int, bytes]],
+    rows: Sequence[tuple[Any, ...]],
+    settle: Sequence[tuple[Any, ...]],
+    withdrawn: Sequence[tuple[str]],
+    dropped: Sequence[tuple[str]],
+    steps: _StepBatch | None,
+) -> None:
+    """One group commit through ``db``: requests, new call rows, settlements, withdrawn rows,
+    dropped replies, then the steps, all or none. Raises ``sqlite3.Error``."""
+    parts = [
+        (sql, batch)
+        for sql, batch in (
+            (_INSERT_REQUEST, requests),
+            (_INSERT_CALL, rows),
+            (_SETTLE_CALL, settle),
+            (_WITHDRAW_CALL, withdrawn),
+            (_DROP_REPLIES, dropped),
+        )
+        if batch
+    ]
+    if steps is None and len(parts) < 2:
+        for sql, batch in parts:
+            insert_many(db, sql, batch)
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, batch in parts:
+            db.executemany(sql, batch)
+        if steps is not None:
+            RunStore.write_steps(db, steps)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
 
 CHECKPOINT_WAIT_MS = 2000
 """How long a closing database waits for readers before its final checkpoint settles for what
@@ -358,6 +400,9 @@ class RunStore:
         # write wins), and the loop a commit of the store's own is scheduled on.
         self._steps: list[_PendingStep] = []
         self._step_first: dict[tuple[str, str], dict[str, Any]] = {}
+        # The same for the steps handed to a commit in the writer's thread, until it ends:
+        # taken from the queue, not yet readable from the database.
+        self._step_inflight: dict[tuple[str, str], dict[str, Any]] = {}
         self._steps_loop: asyncio.AbstractEventLoop | None = None
         # Every artifact key this store queued or wrote (a fixed-size filter, made on first
         # use): a step its caller found absent needs no look-up here unless it is in it.
@@ -367,6 +412,8 @@ class RunStore:
         self._failed: StoreError | None = None
         self._closed = False
         self._packer: RequestPacker | None = None
+        # The second connection a writer's background commits go through (``commit_db``).
+        self._commit_db: sqlite3.Connection | None = None
         try:
             # The run directory and database hold prompts, replies and spend: owner only.
             create_private(self.path)
@@ -407,6 +454,13 @@ class RunStore:
         if failed is not None:
             raise failed
 
+    def _quiet(self) -> None:
+        """Wait for the writer's commit running in its thread, if any, before a write that
+        needs no order against the queue (so it never waits on the database's write lock)."""
+        writer = self._writer() if self._writer is not None else None
+        if writer is not None:
+            writer.wait_commit()
+
     def _init_schema(self) -> None:
         db = self._db
         db.execute("PRAGMA journal_mode=WAL")
@@ -436,9 +490,20 @@ class RunStore:
                     db.execute("ROLLBACK")
                 raise
         have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-        for name, decl in _CALL_COLUMNS_ADDED:
-            if name not in have:
-                db.execute(f"ALTER TABLE calls ADD COLUMN {name} {decl}")
+        if any(name not in have for name, _ in _CALL_COLUMNS_ADDED):
+            # Checked again under the write lock: another process opening the same new file
+            # at once may have added them since (adding one twice fails).
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+                for name, decl in _CALL_COLUMNS_ADDED:
+                    if name not in have:
+                        db.execute(f"ALTER TABLE calls ADD COLUMN {name} {decl}")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS calls_call_id ON calls(call_id)"
             " WHERE call_id IS NOT NULL"
@@ -458,6 +523,9 @@ class RunStore:
             self._sync()
         finally:
             try:
+                if self._commit_db is not None:
+                    self._commit_db.close()
+                    self._commit_db = None
                 checkpoint(self._db)
             finally:
                 self._db.close()
@@ -537,43 +605,74 @@ class RunStore:
         The queued steps (``commit_step``) ride along, written after the calls: a step is
         queued only once the calls it came from returned, and their rows were queued before,
         so they are committed before it or with it in this transaction, never after it."""
-        parts = [
-            (sql, batch)
-            for sql, batch in (
-                (_INSERT_REQUEST, requests),
-                (_INSERT_CALL, rows),
-                (_SETTLE_CALL, settle),
-                (_WITHDRAW_CALL, withdrawn),
-                (_DROP_REPLIES, dropped),
-            )
-            if batch
-        ]
         steps = self._take_steps()
-        if steps is None and len(parts) < 2:
-            for sql, batch in parts:
-                try:
-                    insert_many(self._db, sql, batch)
-                except sqlite3.Error as e:
-                    raise StoreError(f"{self.path}: write failed ({e})") from None
-            return
-        db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql, batch in parts:
-                    db.executemany(sql, batch)
-                if steps is not None:
-                    self._write_steps(db, steps)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+            _write_group(self._db, requests, rows, settle, withdrawn, dropped, steps)
         except sqlite3.Error as e:
             failure = StoreError(f"{self.path}: write failed ({e})")
             if steps is not None:  # the steps are lost too: their next commit_step says so
                 self._failed = failure
             raise failure from None
+
+    def commit_db(self) -> sqlite3.Connection:
+        """The connection a writer's commits in its own thread go through (opened on first
+        use, closed with the store): one thread at a time, and never while this store's own
+        connection writes (its writer waits for that commit before any write of the store's
+        own, ``GroupWriter.flush_pending``). Reads through the store see a commit once it
+        ended; what it carries stays visible until then (``take_steps``)."""
+        if self._commit_db is None:
+            try:
+                db = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+                )
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+                db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: cannot open run database ({e})") from None
+            self._commit_db = db
+        return self._commit_db
+
+    def take_steps(self) -> _StepBatch | None:
+        """The queued steps, taken for a commit in the writer's thread (``write_group``); they
+        stay visible to look-ups until ``steps_committed`` is called."""
+        inflight = self._step_first
+        batch = self._take_steps()
+        if batch is not None:
+            self._step_inflight = inflight
+        return batch
+
+    def steps_committed(self, batch: _StepBatch | None, error: BaseException | None) -> None:
+        """The commit carrying ``batch`` (from ``take_steps``) ended, with ``error`` or not:
+        its steps are read from the database now, or (failed) are lost, which the next
+        ``commit_step`` raises."""
+        self._step_inflight = {}
+        if batch is not None and error is not None and self._failed is None:
+            self._failed = (
+                error
+                if isinstance(error, StoreError)
+                else StoreError(f"{self.path}: write failed ({error})")
+            )
+
+    def write_group(
+        self,
+        db: sqlite3.Connection,
+        rows: Sequence[tuple[Any, ...]],
+        settle: Sequence[tuple[Any, ...]],
+        requests: Sequence[tuple[str, str, str]],
+        withdrawn: Sequence[tuple[str]],
+        dropped: Sequence[tuple[str]],
+        steps: _StepBatch | None,
+    ) -> None:
+        """``write_call_rows`` through ``db`` (``commit_db``, in the writer's thread), with
+        ``requests`` as ``(key, role, payload)`` packed here and the steps ``take_steps`` took.
+        Touches no state of the store's but the request packer's (used by one thread at a
+        time: the writer's commits never overlap one of the store's own)."""
+        try:
+            packed = [(k, *self._pack(db, role, payload)) for k, role, payload in requests]
+            _write_group(db, packed, rows, settle, withdrawn, dropped, steps)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: write failed ({e})") from None
 
     def reply_on_record(self, key: str) -> tuple[str, int, int] | None:
         """``(response, input_tokens, output_tokens)`` of the latest answer paid for under
@@ -706,7 +805,7 @@ class RunStore:
 
     def get_artifact(self, kind: str, key: str) -> dict[str, Any] | None:
         """The stored value (or the one queued to be), or None."""
-        queued = self._step_first.get((kind, key))
+        queued = self._step_first.get((kind, key)) or self._step_inflight.get((kind, key))
         if queued is not None:
             return queued
         rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", (kind, key))
@@ -726,16 +825,17 @@ class RunStore:
             )
             for k, v in rows:
                 out[k] = _loads(v)
-        if self._step_first:  # queued, not yet committed
-            for k in wanted:
-                queued = self._step_first.get((kind, k))
-                if queued is not None:
-                    out[k] = queued
+        for queue in (self._step_inflight, self._step_first):  # not yet committed
+            if queue:
+                for k in wanted:
+                    queued = queue.get((kind, k))
+                    if queued is not None:
+                        out[k] = queued
         return out
 
     def has_artifact(self, kind: str, key: str) -> bool:
         """Whether an artifact is stored (or queued) under (kind, key)."""
-        if (kind, key) in self._step_first:
+        if (kind, key) in self._step_first or (kind, key) in self._step_inflight:
             return True
         return bool(self._read("SELECT 1 FROM artifacts WHERE kind=? AND key=?", (kind, key)))
 
@@ -785,7 +885,7 @@ class RunStore:
         stored = value
         if value is not None:
             k = (kind, key)
-            stored = self._step_first.get(k)
+            stored = self._step_first.get(k) or self._step_inflight.get(k)
             if stored is None:
                 if self._written_filter().add(k) or not absent:
                     rows = self._read("SELECT value FROM artifacts WHERE kind=? AND key=?", k)
@@ -831,7 +931,7 @@ class RunStore:
         return _StepBatch(arts, errs, clears)
 
     @staticmethod
-    def _write_steps(db: sqlite3.Connection, batch: _StepBatch) -> None:
+    def write_steps(db: sqlite3.Connection, batch: _StepBatch) -> None:
         """Write a step batch inside the caller's transaction (first write wins)."""
         if batch.arts:
             db.executemany(
@@ -857,7 +957,7 @@ class RunStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                self._write_steps(db, batch)
+                self.write_steps(db, batch)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -1065,12 +1165,15 @@ class RunStore:
     def pack_request(self, role: str, payload: str) -> tuple[int, bytes]:
         """A request's canonical payload (``models.cache.payload_from_parts``) compressed for
         ``record_request_rows``: ``(dict id, body)``."""
-        if self._packer is None:
-            self._packer = RequestPacker(self._db)
         try:
-            return self._packer.pack(role, payload)
+            return self._pack(self._db, role, payload)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: write failed ({e})") from None
+
+    def _pack(self, db: sqlite3.Connection, role: str, payload: str) -> tuple[int, bytes]:
+        if self._packer is None:
+            self._packer = RequestPacker(db)
+        return self._packer.pack(role, payload, db)
 
     def record_request_rows(self, rows: Sequence[tuple[str, int, bytes]]) -> None:
         """Keep ``(key, dict id, body)`` requests in one transaction; a key already on record
@@ -1126,6 +1229,7 @@ class RunStore:
 
     def put_image_sha(self, path: str, size: int, mtime_ns: int, recipe: str, sha: str) -> None:
         """Record an image file's prepared content hash (see ``image_sha``)."""
+        self._quiet()
         self._write(
             "INSERT OR REPLACE INTO image_hashes (path, size, mtime_ns, recipe, sha256)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -1163,6 +1267,7 @@ class RunStore:
 
     def set_meta(self, name: str, value: str) -> None:
         """Record a run-level value under ``name`` (the latest wins)."""
+        self._quiet()
         self._write("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
     # errors --------------------------------------------------------------------------------
