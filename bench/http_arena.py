@@ -20,13 +20,19 @@ Without it, this checkout's ``src``.
 
     nice python bench/http_arena.py [--memes 96] [--latency-ms 200] [--concurrency 32]
         [--repeats 2] [--clients lean,sdk] [--src new=src --src main=/work/main/src]
-        [--src inline=src@inline]
+        [--src inline=src@inline] [--no-pipeline]
+
+``--no-pipeline`` also sends the run's own numbers of calls per model, with no pipeline (no call
+waiting on another, every model at once), through the model layer to a server of the same
+latency: the wall time any schedule on this model layer, machine and transport could reach at
+best, against the same floor. ``bench/arena_window.py`` gives the schedule's own figure (no CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -110,6 +116,7 @@ def arena_run(data: Path, base_url: str, args: Any, client: str, tmp: Path) -> d
         "wall": wall,
         "cpu": cpu,
         "main_cpu": main_cpu,
+        "per_model": per_model,
         "sent": sent,
         "floor": floor,
         "errors": errors,
@@ -160,6 +167,57 @@ async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: 
     return cpu / calls, main_cpu / calls
 
 
+async def _no_pipeline(
+    base_url: str, per_model: dict[str, int], concurrency: int, client: str, tmp: Path
+) -> float:
+    """Wall time of the run's own numbers of calls per model, requests of the Arena's size, sent
+    through ModelPool + store (no cache) to a server with the run's latency, every model at once
+    and no call waiting on another: what any pipeline on this model layer, machine and transport
+    could reach at best (its ratio to the same floor is the design's own)."""
+    import base64
+    import hashlib
+
+    from memearena.config import OpenAIModelConfig
+    from memearena.data.demo import demo_dir
+    from memearena.models import ImagePart, Message, ModelPool, TextPart
+    from memearena.store import RunStore
+
+    img = sorted((demo_dir() / "img").glob("*.png"))[0].read_bytes()
+    image = ImagePart(
+        "data:image/png;base64," + base64.b64encode(img).decode(), hashlib.sha256(img).hexdigest()
+    )
+    prompt = "Judge the two interpretations of this meme against the guideline. " * 40
+    cfgs = {
+        name: OpenAIModelConfig(
+            provider="openai",
+            model=name,
+            base_url=base_url,
+            max_concurrency=concurrency,
+            client=client,  # type: ignore[arg-type]
+        )
+        for name in per_model
+    }
+    store = RunStore(tmp / f"nopipe-{client}.db")
+    pool = ModelPool(cfgs, store=store, cache=None)
+
+    async def model(name: str, n: int) -> None:
+        sem = asyncio.Semaphore(concurrency * 2)
+
+        async def one(i: int) -> None:
+            async with sem:
+                msgs = [Message("user", (TextPart(f"{name} {i} {prompt}"), image))]
+                await pool.complete(name, msgs, role="echo")
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+    t = time.perf_counter()
+    await asyncio.gather(*(model(name, n) for name, n in per_model.items()))
+    wall = time.perf_counter() - t
+    await pool.aclose()
+    store.close()
+    return wall
+
+
 def _child(args: Any) -> None:
     """One Arena run and one model-layer measure in this process (the tree on its path)."""
     data, base_url, echo_url, tmp = (
@@ -177,7 +235,14 @@ def _child(args: Any) -> None:
     layer, layer_main = asyncio.run(
         _layer(echo_url, args.layer_calls, args.concurrency, args.clients, tmp)
     )
-    print(json.dumps({**run, "layer": layer, "layer_main": layer_main}))
+    nopipe = None
+    if args.no_pipeline_url:
+        nopipe = asyncio.run(
+            _no_pipeline(
+                args.no_pipeline_url, run["per_model"], args.concurrency, args.clients, tmp
+            )
+        )
+    print(json.dumps({**run, "layer": layer, "layer_main": layer_main, "no_pipeline": nopipe}))
 
 
 def _rng(values: list[float], fmt: str = ".2f") -> str:
@@ -199,6 +264,13 @@ def main() -> None:
         metavar="NAME=PATH",
         help="a source tree to run (repeatable); default: this checkout's src",
     )
+    ap.add_argument(
+        "--no-pipeline",
+        action="store_true",
+        help="also time the run's calls per model sent with no pipeline (no call waiting on "
+        "another) through the model layer to a server of the same latency",
+    )
+    ap.add_argument("--no-pipeline-url", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -218,7 +290,16 @@ def main() -> None:
         data = write_memes(tmp / "data", a.memes)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {v: [] for v in variants}
         load = [os.getloadavg()[0]]
-        with _world_server(data, a.latency_ms) as srv, BackgroundServer(process=True) as echo:
+        slow = (
+            BackgroundServer(process=True, latency_ms=a.latency_ms)
+            if a.no_pipeline
+            else contextlib.nullcontext()
+        )
+        with (
+            _world_server(data, a.latency_ms) as srv,
+            BackgroundServer(process=True) as echo,
+            slow as slow_echo,
+        ):
             for r in range(a.repeats):
                 for tree, client in variants if r % 2 == 0 else variants[::-1]:
                     out = subprocess.run(
@@ -235,6 +316,7 @@ def main() -> None:
                             client,
                             "--layer-calls",
                             str(a.layer_calls),
+                            *(["--no-pipeline-url", slow_echo.base_url] if a.no_pipeline else []),
                             "--child",
                             str(data),
                             srv.base_url,
@@ -275,6 +357,12 @@ def main() -> None:
             f"alone {_rng([1000 * r['layer'] for r in rs], '.3f')} ms, main thread "
             f"{_rng([1000 * r['layer_main'] for r in rs], '.3f')} ms"
         )
+        if a.no_pipeline:
+            print(
+                f"      the same calls per model with no pipeline (model layer, same latency, "
+                f"no call waiting on another): wall/floor "
+                f"{_rng([r['no_pipeline'] / r['floor'] for r in rs])}"
+            )
     print(f"  load average: {min(load):.2f}-{max(load):.2f} on {os.cpu_count()} cpus")
 
 
