@@ -321,3 +321,29 @@ def test_the_process_has_one_page_cache_budget_for_all_its_stores(store: RunStor
         assert limit == PROCESS_HEAP_KIB * 1024
     finally:
         other.close()
+
+
+def test_call_spend_is_iter_calls_filtered_in_sqlite(store):
+    """The Judge audit's cost and latency per call: the same values in the same order as
+    filtering ``iter_calls`` (its bootstrap draws by position), cached and over-budget left out."""
+    calls = [
+        CallRecord("h" * 64, m, role, status, cost_usd=cost, latency_s=secs)
+        for m, role, status, cost, secs in [
+            ("a", "judge_audit.score", "ok", 0.5, 1.25),
+            ("b", "judge_audit.pairwise", "ok", 0.125, 0.5),
+            ("a", "judge_audit.score", "cached", 0.0, 0.0),
+            ("a", "judge_audit.respond", "ok", 0.75, 2.0),
+            ("b", "judge_audit.score", "budget", 0.0, 0.0),
+            ("b", "judge_audit.score", "refusal", 0.25, 0.75),
+            ("a", "judge_audit.pairwise", "error", 0.0, 3.0),
+        ]
+    ]
+    store.record_calls(calls)
+    roles = ("judge_audit.score", "judge_audit.pairwise")
+    want = [
+        (c.model, c.cost_usd, c.latency_s)
+        for c in store.iter_calls()
+        if c.role in roles and c.status not in ("cached", "budget")
+    ]
+    assert list(store.call_spend(roles)) == want and len(want) == 4
+    assert list(store.call_spend(())) == []

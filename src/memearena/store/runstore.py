@@ -721,6 +721,22 @@ class RunStore:
         for row in self._stream(sql, (after_id,)):
             yield CallRecord(*row)
 
+    def call_spend(self, roles: Iterable[str]) -> Iterator[tuple[str, float, float]]:
+        """``(model, cost_usd, latency_s)`` of the calls of these roles that reached a model (not
+        cached, not over budget), oldest first, as ``iter_calls`` would give them, streamed; the
+        filter runs in SQLite."""
+        self._sync()
+        wanted = tuple(sorted(set(roles)))
+        if not wanted:
+            return
+        marks = ", ".join("?" for _ in wanted)
+        sql = (
+            "SELECT model, cost_usd, latency_s FROM calls WHERE role IN "
+            f"({marks}) AND status NOT IN ('cached', 'budget') ORDER BY id"
+        )
+        for model, cost, secs in self._stream(sql, wanted):
+            yield str(model), float(cost), float(secs)
+
     def last_call_id(self) -> int:
         """Row id of the latest call record (0 when none): a mark for ``count_new_calls``."""
         self._sync()

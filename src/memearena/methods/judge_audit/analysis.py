@@ -180,10 +180,10 @@ def _usage(store: RunStore | None, judges: Sequence[str], n_boot: int, seed: int
     cost: dict[str, array[float]] = {j: array("d") for j in judges}
     secs: dict[str, array[float]] = {j: array("d") for j in judges}
     if store is not None:
-        for c in store.iter_calls():  # streamed: one chunk of records at a time
-            if c.role in _SCORE_ROLES and c.model in cost and c.status not in ("cached", "budget"):
-                cost[c.model].append(c.cost_usd * 1000)
-                secs[c.model].append(c.latency_s * 1000)
+        for model, usd, latency in store.call_spend(_SCORE_ROLES):  # streamed, oldest first
+            if model in cost:
+                cost[model].append(usd * 1000)
+                secs[model].append(latency * 1000)
     out: dict[str, Any] = {}
     for j in judges:
         ones = np.ones(len(cost[j]))
