@@ -12,15 +12,15 @@ interleaved; medians over repeats with their range. Target: wall <= 1.3x the flo
 
 With ``--src NAME=PATH`` (repeatable: e.g. this checkout's ``src`` and a baseline's), each run
 is made by a child process importing memearena from that tree, against the same server, the
-trees interleaved (the order alternates each round); ``NAME=PATH@inline`` runs that tree with
-its group commits on the event loop (``ModelPool.commit_in_thread = False``, where the tree has
-that switch); each run's set of request keys
+trees interleaved (the order alternates each round); ``NAME=PATH@thread`` runs that tree with
+its group commits in the pool's writer thread (``ModelPool.commit_in_thread = True``, where the
+tree has that switch; ``@inline``: on the event loop, the default); each run's set of request keys
 (``calls.request_hash``) is digested and compared with the first tree's (a mismatch is printed).
 Without it, this checkout's ``src``.
 
     nice python bench/http_arena.py [--memes 96] [--latency-ms 200] [--concurrency 32]
         [--repeats 2] [--clients lean,sdk] [--src new=src --src main=/work/main/src]
-        [--src inline=src@inline] [--no-pipeline]
+        [--src thread=src@thread] [--no-pipeline]
 
 ``--no-pipeline`` also sends the run's own numbers of calls per model, with no pipeline (no call
 waiting on another, every model at once), through the model layer to a server of the same
@@ -227,10 +227,11 @@ def _child(args: Any) -> None:
         Path(args.child[3]),
     )
     tmp = Path(tempfile.mkdtemp(dir=tmp))  # a fresh store and cache: no call served cached
-    if os.environ.get("MEMEARENA_BENCH_INLINE_COMMITS"):
+    commits = os.environ.get("MEMEARENA_BENCH_COMMITS")
+    if commits:
         from memearena.models import ModelPool
 
-        ModelPool.commit_in_thread = False  # type: ignore[misc]
+        ModelPool.commit_in_thread = commits == "thread"  # type: ignore[misc]
     run = arena_run(data, base_url, args, args.clients, tmp)
     layer, layer_main = asyncio.run(
         _layer(echo_url, args.layer_calls, args.concurrency, args.clients, tmp)
@@ -281,8 +282,12 @@ def main() -> None:
     from memearena.sim.server import BackgroundServer
 
     trees = dict(t.split("=", 1) for t in a.src) or {"this": str(HERE.parent / "src")}
-    inline = {name for name, path in trees.items() if path.endswith("@inline")}
-    trees = {name: path.removesuffix("@inline") for name, path in trees.items()}
+    commits = {
+        name: path.rsplit("@", 1)[1]
+        for name, path in trees.items()
+        if path.endswith(("@inline", "@thread"))
+    }
+    trees = {name: path.split("@", 1)[0] for name, path in trees.items()}
     clients = a.clients.split(",")
     variants = [(t, c) for t in trees for c in clients]
     with tempfile.TemporaryDirectory(prefix="memearena-http-") as d:
@@ -328,7 +333,7 @@ def main() -> None:
                         env=dict(
                             os.environ,
                             PYTHONPATH=trees[tree],
-                            MEMEARENA_BENCH_INLINE_COMMITS="1" if tree in inline else "",
+                            MEMEARENA_BENCH_COMMITS=commits.get(tree, ""),
                         ),
                     )
                     if out.returncode != 0:

@@ -65,10 +65,13 @@ def test_group_commits_run_off_the_event_loops_thread_and_keep_every_row(
     cache.close()
 
 
-def test_what_a_running_commit_carries_is_served_until_it_ended(tmp_path: Path) -> None:
+def test_what_a_running_commit_carries_is_served_until_it_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A commit held in the writer's thread: its reply, cache entry and step outcome are not
     # readable from the files yet, and are served from memory; the store's own write (a
     # member view) waits for that commit, so it is never on record before the steps it names.
+    monkeypatch.setattr(ModelPool, "commit_in_thread", True)
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     backend = FakeBackend()

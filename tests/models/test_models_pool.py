@@ -18,6 +18,32 @@ from memearena.models.pool import GROUP_TURNS
 from memearena.store import RunStore
 
 
+@pytest.fixture(autouse=True, params=["on the loop", "in the writer's thread"])
+def commits_where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every test here runs with the group commits on the event loop (the default) and in the
+    writer's thread: the same guarantees either way."""
+    in_thread = request.param != "on the loop"
+    monkeypatch.setattr(ModelPool, "commit_in_thread", in_thread)
+    return in_thread
+
+
+def _hook_commits(store: RunStore, monkeypatch: pytest.MonkeyPatch, seen: Callable[..., None]):
+    """Call ``seen(rows)`` before each group commit of call rows, wherever it runs (the
+    loop's ``write_call_rows``, the writer's ``write_group``)."""
+    group, rows_only = store.write_group, store.write_call_rows
+
+    def write_group(db, rows, *rest):  # type: ignore[no-untyped-def]
+        seen(rows)
+        group(db, rows, *rest)
+
+    def write_call_rows(rows, *rest):  # type: ignore[no-untyped-def]
+        seen(rows)
+        rows_only(rows, *rest)
+
+    monkeypatch.setattr(store, "write_group", write_group)
+    monkeypatch.setattr(store, "write_call_rows", write_call_rows)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
     s = RunStore(tmp_path / "run.db")
@@ -346,17 +372,14 @@ async def _until(holds: Callable[[], bool]) -> None:
     raise AssertionError("never held")
 
 
-def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_return(tmp_path):
+def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_return(
+    tmp_path, monkeypatch
+):
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     commits: list[int] = []
-    write = store.write_group  # one transaction: requests, call records, settlements
-
-    def counting(db, rows, *rest):
-        commits.append(len(rows))
-        write(db, rows, *rest)
-
-    store.write_group = counting  # type: ignore[method-assign]
+    # one transaction each: requests, call records, settlements
+    _hook_commits(store, monkeypatch, lambda rows: commits.append(len(rows)))
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
     calls, responses = "SELECT COUNT(*) FROM calls", "SELECT COUNT(*) FROM responses"
 
@@ -544,10 +567,10 @@ def test_a_failed_commit_is_raised_by_the_next_call_and_the_pool_goes_on(store, 
     # aclose), never nobody; the records it carried are lost, and the pool is usable again.
     pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
 
-    def broken(*args):
+    def broken(rows):
         raise StoreError("disk full")
 
-    monkeypatch.setattr(store, "write_group", broken)
+    _hook_commits(store, monkeypatch, broken)
 
     async def go():
         got = await asyncio.gather(

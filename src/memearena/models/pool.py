@@ -27,9 +27,10 @@ for them again, from the cache file where it holds them), never the ``sent`` row
 that left, and never a step's outcome without the calls it came from. Failed and over-budget
 calls are committed at once, before their error is raised.
 
-A scheduled group commit runs in the pool's writer thread (SQLite and Zstandard release the
-GIL for most of it), one at a time and in the order taken, through connections of its own; the
-event loop only hands it over. Until it ended, what it carries is served from memory (replies,
+With ``commit_in_thread`` (off by default), a scheduled group commit runs in the pool's writer
+thread instead of on the loop (SQLite and Zstandard release the GIL for most of it), one at a
+time and in the order taken, through connections of its own; the event loop only hands it
+over. Until it ended, what it carries is served from memory (replies,
 cache entries, the store's queued step outcomes), and the store's own writes and reads, the
 failure paths and ``aclose`` first wait for it, then commit what is left on the loop."""
 
@@ -273,9 +274,11 @@ class ModelPool:
     verify_keys = False
     """Whether a request key handed to ``complete`` is checked against its messages (tests)."""
 
-    commit_in_thread = True
+    commit_in_thread = False
     """Whether scheduled group commits run in the writer's thread (else on the event loop, as
-    the failure paths' do: the same rows in the same order; benches compare the two)."""
+    the failure paths' do: the same rows in the same order). Off: over HTTP on two shared cores
+    the thread took less of the loop's CPU but more in all, and its wake-ups stalled the loop
+    (``bench/http_arena.py --src NAME=PATH@thread`` compares the two)."""
 
     def __init__(
         self,
