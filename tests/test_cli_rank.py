@@ -265,3 +265,24 @@ def test_json_output_is_byte_identical_to_the_recorded_one(args: list[str], expe
     result = rank(str(DATA / "battles_small.jsonl"), "--json", *args)
     assert result.exit_code == 0, result.output
     assert result.stdout == (DATA / expected).read_text()
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("3", "3")])
+def test_rank_pins_openblas_to_one_thread_unless_told(given: str | None, kept: str) -> None:
+    """``memearena rank`` imports numpy with OpenBLAS on one thread (its small batched solves
+    gain nothing from more); a value the user set is left as it is."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import importlib, os, sys; importlib.import_module('memearena.cli.main')._rank(); "
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [kept, "True"]
