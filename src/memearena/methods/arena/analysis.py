@@ -38,6 +38,7 @@ from memearena.stats import (
 )
 from memearena.stats.bt import BTResult, fit_draws
 from memearena.stats.cluster import (
+    BattleCodes,
     ClusteredCounts,
     ClusteredCountsBuilder,
     ClusterIndex,
@@ -232,16 +233,24 @@ def _pairwise(counts: ClusteredCounts) -> dict[str, Any]:
     }
 
 
+_CHUNK = 1 << 16
+"""Battle rows read per block of the analysis pass: memory is bounded by a block."""
+
+
 class _Pass:
-    """Everything the analysis aggregates in one pass over a setting's battle rows."""
+    """Everything the analysis aggregates in one pass over a setting's battle rows, read in
+    blocks of rows turned into columns (model, outcome and cluster codes) and counted a block
+    at a time; online Elo still replays the battles one by one in stream order."""
 
     def __init__(self, cfg: RunConfig, outcome: ArenaOutcome, with_groups: bool) -> None:
         acfg = cfg.arena
         assert acfg is not None
         self.acfg: ArenaConfig = acfg
         targets = list(acfg.targets)
-        families = _families(cfg)
-        unit, exclude = acfg.bootstrap_unit, acfg.self_judging == "exclude"
+        self._targets = sorted(targets)
+        self._families = _families(cfg)
+        self._unit, self._exclude = acfg.bootstrap_unit, acfg.self_judging == "exclude"
+        self._with_groups = with_groups
         k = acfg.elo_k
         self.main = LeaderboardAccumulator(sorted(targets), elo_k=k)
         self.other = LeaderboardAccumulator(sorted(targets), elo_k=k)  # the other policy
@@ -254,46 +263,130 @@ class _Pass:
         self.refusals = LeaderboardAccumulator(sorted(targets), elo_k=k)
         self.n_rows = 0
         self.n_self_judged = 0
-        answers = outcome.answers
-        for n, row in enumerate(outcome.battles):
-            a, b, w, judge = row["model_a"], row["model_b"], row["winner"], row.get("judge")
-            item, context = row.get("item"), row.get("context")
-            cl = cluster_of(unit, item, context, n)
-            own = self_judged(judge, a, b, families)
-            self.n_rows += 1
-            self.n_self_judged += own
-            keep = not (exclude and own)
-            # The include-policy board sees every battle, the exclude-policy board the others.
-            if exclude:
-                if keep:
-                    self.main.add(a, b, w, cl)
-                self.other.add(a, b, w, cl)
-            else:
-                self.main.add(a, b, w, cl)
-                if not own:
-                    self.other.add(a, b, w, cl)
-            if judge is not None:
-                self._judge_table(self.judge_all, judge, targets).add(a, b, w, cl)
-                if keep:
-                    self._judge_table(self.judge_kept, judge, targets).add(a, b, w, cl)
-            if not keep:
-                continue
-            if with_groups:
-                for key, fieldname in GROUPS.items():
-                    value = row.get(fieldname)
-                    group = "(none)" if value is None else str(value)
+        # Cluster keys → integer keys (first seen first), shared by every table of the pass
+        # (refusal battles included), so that each table's own index sees its clusters in the
+        # order a battle-by-battle pass would.
+        self._keys: dict[Hashable, int] = {}
+        self._own: dict[tuple[str | None, str, str], bool] = {}
+        self._lengths_of: dict[tuple[str, str, str], int | None] = {}
+        self._lengths_item: Any = None
+        self._answers = outcome.answers
+        block: list[dict[str, Any]] = []
+        for row in outcome.battles:
+            block.append(row)
+            if len(block) >= _CHUNK:
+                self._block(block)
+                block = []
+        if block:
+            self._block(block)
+        self._refusal_losses(outcome, self._families, self._unit, self._exclude)
+
+    def _is_own(self, judge: str | None, a: str, b: str) -> bool:
+        key = (judge, a, b)
+        own = self._own.get(key)
+        if own is None:
+            own = self._own[key] = self_judged(judge, a, b, self._families)
+        return own
+
+    def _length(self, item: Any, context: Any, model: str) -> int | None:
+        """The length of an answer with text (None: no such answer); remembered for the
+        current meme only (rows come meme by meme)."""
+        if item != self._lengths_item:
+            self._lengths_of, self._lengths_item = {}, item
+        key = (str(item), str(context), model)
+        if key in self._lengths_of:
+            return self._lengths_of[key]
+        ans = self._answers.get(key)
+        n = len(ans["text"]) if ans and "text" in ans else None
+        self._lengths_of[key] = n
+        return n
+
+    def _block(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Aggregate one block of battle rows (in stream order)."""
+        model_a = [r["model_a"] for r in rows]
+        model_b = [r["model_b"] for r in rows]
+        winner = [r["winner"] for r in rows]
+        codes = BattleCodes.encode(self.main.builder.positions, model_a, model_b, winner)
+        if codes.error is not None:
+            raise codes.error
+        a, b, kind = codes.a, codes.b, codes.kind
+        judges = [r.get("judge") for r in rows]
+        items = [r.get("item") for r in rows]
+        contexts = [r.get("context") for r in rows]
+        unit, keys = self._unit, self._keys
+        first = self.n_rows
+        if unit == "meme":
+            raw: Iterable[Hashable] = items
+        elif unit == "task":
+            raw = zip(items, contexts, strict=True)
+        else:
+            raw = (("battle", first + n) for n in range(len(rows)))
+        cl = np.fromiter((keys.setdefault(x, len(keys)) for x in raw), np.int64, len(rows))
+        own = np.fromiter(
+            (self._is_own(j, x, y) for j, x, y in zip(judges, model_a, model_b, strict=True)),
+            bool,
+            len(rows),
+        )
+        self.n_rows += len(rows)
+        self.n_self_judged += int(own.sum())
+        keep = ~own if self._exclude else np.ones(len(rows), dtype=bool)
+
+        def add(acc: LeaderboardAccumulator, sel: np.ndarray) -> None:
+            acc.add_codes(a[sel], b[sel], kind[sel], acc.index.codes(cl[sel]))
+
+        # The include-policy board sees every battle, the exclude-policy board the others.
+        if self._exclude:
+            add(self.main, keep)
+            add(self.other, np.ones(len(rows), dtype=bool))
+        else:
+            add(self.main, np.ones(len(rows), dtype=bool))
+            add(self.other, ~own)
+        has_judge = np.fromiter((j is not None for j in judges), bool, len(rows))
+        if has_judge.any():
+            # Register the clusters in row order first: the judges' tables share the index.
+            shared = np.full(len(rows), -1, dtype=np.int64)
+            shared[has_judge] = self.index.codes(cl[has_judge])
+            names = np.array([j if j is not None else "" for j in judges], dtype=object)
+            for judge in dict.fromkeys(j for j in judges if j is not None):
+                sel = has_judge & (names == judge)
+                table = self._judge_table(self.judge_all, judge, self._targets)
+                table.add_codes(a[sel], b[sel], kind[sel], shared[sel])
+                sel &= keep
+                if sel.any():
+                    table = self._judge_table(self.judge_kept, judge, self._targets)
+                    table.add_codes(a[sel], b[sel], kind[sel], shared[sel])
+        kept = np.flatnonzero(keep)
+        if self._with_groups:
+            for key, fieldname in GROUPS.items():
+                values = [rows[r].get(fieldname) for r in kept.tolist()]
+                labels = np.array(["(none)" if v is None else str(v) for v in values], dtype=object)
+                for group in dict.fromkeys(labels.tolist()):
                     acc = self.groups[key].get(group)
                     if acc is None:
                         acc = self.groups[key][group] = LeaderboardAccumulator(
-                            sorted(targets), elo_k=k
+                            self._targets, elo_k=self.acfg.elo_k
                         )
-                    acc.add(a, b, w, cl)
-            ans_a = answers.get((str(item), str(context), a)) if item is not None else None
-            ans_b = answers.get((str(item), str(context), b)) if item is not None else None
-            if ans_a and ans_b and "text" in ans_a and "text" in ans_b:
-                self.lengths.add(a, b, w, len(ans_a["text"]), len(ans_b["text"]), cl)
-            self.refusals.add(a, b, w, cl)
-        self._refusal_losses(outcome, families, unit, exclude)
+                    sel = kept[labels == group]
+                    acc.add_codes(a[sel], b[sel], kind[sel], acc.index.codes(cl[sel]))
+        with_len: list[int] = []
+        len_a: list[int] = []
+        len_b: list[int] = []
+        for r in kept.tolist():
+            item = items[r]
+            if item is None:
+                continue
+            la = self._length(item, contexts[r], model_a[r])
+            lb = self._length(item, contexts[r], model_b[r])
+            if la is not None and lb is not None:
+                with_len.append(r)
+                len_a.append(la)
+                len_b.append(lb)
+        if with_len:
+            sel = np.array(with_len, dtype=np.int64)
+            self.lengths.add_codes(
+                a[sel], b[sel], kind[sel], len_a, len_b, self.lengths.index.codes(cl[sel])
+            )
+        add(self.refusals, keep)
 
     def _judge_table(
         self, tables: dict[str, ClusteredCountsBuilder], judge: str, targets: Sequence[str]
@@ -322,6 +415,10 @@ class _Pass:
                 by_task.setdefault((uid, level), {})[target] = False
         self.refusal_battles = 0
         serial = 10**12  # battle-level clusters of added rows must not collide with real ones
+        winners: list[str] = []
+        losers: list[str] = []
+        clusters: list[int] = []
+        keys = self._keys
         for (uid, level), seen in by_task.items():
             refused = [t for t, r in seen.items() if r]
             answered = [t for t, r in seen.items() if not r]
@@ -332,9 +429,19 @@ class _Pass:
                             continue
                         for _crit in self.acfg.criteria:
                             serial += 1
-                            cl = cluster_of(unit, uid, level, serial)
-                            self.refusals.add(winner, loser, "model_a", cl)
+                            key = cluster_of(unit, uid, level, serial)
+                            winners.append(winner)
+                            losers.append(loser)
+                            clusters.append(keys.setdefault(key, len(keys)))
                             self.refusal_battles += 1
+        if winners:
+            codes = BattleCodes.encode(
+                self.refusals.builder.positions, winners, losers, ["model_a"] * len(winners)
+            )
+            if codes.error is not None:
+                raise codes.error
+            cl = np.array(clusters, dtype=np.int64)
+            self.refusals.add_codes(codes.a, codes.b, codes.kind, self.refusals.index.codes(cl))
 
 
 def _point_theta(counts: ClusteredCounts) -> tuple[np.ndarray, bool]:
