@@ -33,6 +33,7 @@ from memearena.stats.battles import (
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
 from memearena.stats.cluster import (
+    BattleCodes,
     ClusteredCounts,
     ClusteredCountsBuilder,
     ClusterIndex,
@@ -85,6 +86,7 @@ __all__ = [
     "WINNERS",
     "BTResult",
     "Battle",
+    "BattleCodes",
     "BattleTable",
     "BiasFigure",
     "BiasPair",

@@ -338,35 +338,61 @@ class VerdictMetrics:
         units: dict[tuple, dict[Any, Any]] = {}
         longer: dict[tuple, dict[str, tuple[float, Hashable | None]]] = {}
         need_units = bool({"kappa", "alpha"} & want)
+        do_first, do_longer = "first" in want, "longer" in want
+        do_relative, do_consistency = "relative" in want, "consistency" in want
+        owners = list(self.own.items()) if "self" in want else []
+        own_get, no_own = self.own.get, frozenset[str]()
+        add_judge = self.judges.add
         for v in verdicts:
             judge, a, b, w, cluster = v.judge, v.model_a, v.model_b, v.winner, v.cluster
-            self.judges.add(judge)
+            add_judge(judge)
             first = _FIRST_SCORE[w]
-            if "first" in want:
-                put(("first", judge), cluster, (first, 1.0))
-            unequal = v.len_a is not None and v.len_b is not None and v.len_a != v.len_b
-            if unequal:
-                score = _longer_score(v)
-                if "longer" in want:
-                    put(("longer", judge), cluster, (score, 1.0))
-                mine = self.own.get(judge, ())
-                if "relative" in want and a not in mine and b not in mine:
-                    longer.setdefault((v.criterion, v.item, a, b), {})[judge] = (score, cluster)
-            if "consistency" in want:
+            # Rows of two columns (points, 1) summed in place, in verdict order: the same sums
+            # as `put`, without a call per verdict.
+            if do_first:
+                if cluster is None:
+                    put(("first", judge), None, (first, 1.0))
+                else:
+                    cur = local.get((("first", judge), cluster))
+                    if cur is None:
+                        local[(("first", judge), cluster)] = [first, 1.0]
+                    else:
+                        cur[0] += first
+                        cur[1] += 1.0
+            len_a, len_b = v.len_a, v.len_b
+            if len_a is not None and len_b is not None and len_a != len_b:
+                score = first if len_a > len_b else 1.0 - first  # the longer response's points
+                if do_longer:
+                    if cluster is None:
+                        put(("longer", judge), None, (score, 1.0))
+                    else:
+                        cur = local.get((("longer", judge), cluster))
+                        if cur is None:
+                            local[(("longer", judge), cluster)] = [score, 1.0]
+                        else:
+                            cur[0] += score
+                            cur[1] += 1.0
+                if do_relative:
+                    mine = own_get(judge, no_own)
+                    if a not in mine and b not in mine:
+                        longer.setdefault((v.criterion, v.item, a, b), {})[judge] = (
+                            score,
+                            cluster,
+                        )
+            if do_consistency:
                 key = (judge, v.criterion, v.item, a, b)
                 outcome = "tie" if w == "tie" else a if w == "model_a" else b
                 if key in once:
                     again.setdefault(key, []).append(outcome)
                 else:
                     once[key] = (outcome, cluster)
-            if "self" in want:
-                for owner, own_set in self.own.items():
-                    a_own, b_own = a in own_set, b in own_set
-                    if a_own == b_own:
-                        continue
-                    s = v.score(a if a_own else b)
-                    mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
-                    put(("self", owner), cluster, mix)
+            for owner, own_set in owners:
+                a_own, b_own = a in own_set, b in own_set
+                if a_own == b_own:
+                    continue
+                s = v.score(a if a_own else b)
+                mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
+                put(("self", owner), cluster, mix)
             if need_units:
                 unit = units.setdefault((v.criterion, v.item, a, b), {None: cluster})
                 if judge in unit:

@@ -242,10 +242,17 @@ class _Pass:
     blocks of rows turned into columns (model, outcome and cluster codes) and counted a block
     at a time; online Elo still replays the battles one by one in stream order."""
 
-    def __init__(self, cfg: RunConfig, outcome: ArenaOutcome, with_groups: bool) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        outcome: ArenaOutcome,
+        with_groups: bool,
+        files: _BattleFiles | None = None,
+    ) -> None:
         acfg = cfg.arena
         assert acfg is not None
         self.acfg: ArenaConfig = acfg
+        self._files = files  # the battle rows, written as they are read
         targets = list(acfg.targets)
         self._targets = sorted(targets)
         self._families = _families(cfg)
@@ -329,6 +336,9 @@ class _Pass:
         )
         self.n_rows += len(rows)
         self.n_self_judged += int(own.sum())
+        if self._files is not None:
+            for row, is_own in zip(rows, own.tolist(), strict=True):
+                self._files.write(row, is_own)
         keep = ~own if self._exclude else np.ones(len(rows), dtype=bool)
 
         def add(acc: LeaderboardAccumulator, sel: np.ndarray) -> None:
@@ -568,13 +578,19 @@ def _length_section(p: _Pass, n_boot: int, seed: int) -> dict[str, Any] | None:
 
 
 def setting_section(
-    cfg: RunConfig, outcome: ArenaOutcome, *, bootstrap: int, with_groups: bool = True
+    cfg: RunConfig,
+    outcome: ArenaOutcome,
+    *,
+    bootstrap: int,
+    with_groups: bool = True,
+    files: _BattleFiles | None = None,
 ) -> dict[str, Any]:
-    """Leaderboards, sensitivity views and judge bias of one setting's battles."""
+    """Leaderboards, sensitivity views and judge bias of one setting's battles (written to
+    `files` as they are read, when given)."""
     acfg = cfg.arena
     assert acfg is not None
     seed = cfg.seed
-    p = _Pass(cfg, outcome, with_groups)
+    p = _Pass(cfg, outcome, with_groups, files)
     section: dict[str, Any] = {
         "setting": outcome.setting,
         "battles": p.main.n,
@@ -1007,11 +1023,39 @@ def arena_leaderboard(
     store: RunStore,
     *,
     bootstrap: int | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The ``leaderboard.json`` document of an Arena run (see DESIGN: contracts)."""
+    """The ``leaderboard.json`` document of an Arena run (see DESIGN: contracts); with
+    `run_dir`, also its battle files (as `write_battle_files`), written while the battles are
+    read for the analysis and put in place only when the whole document is computed."""
+    assert cfg.arena is not None
+    exclude = cfg.arena.self_judging == "exclude"
+    files = (
+        [_BattleFiles(run_dir, _battle_stem(i, o), exclude) for i, o in enumerate(outcomes)]
+        if run_dir is not None
+        else None
+    )
+    try:
+        doc = _leaderboard_doc(cfg, outcomes, store, bootstrap, files)
+    except BaseException:
+        for f in files or ():
+            f.discard()
+        raise
+    for f in files or ():
+        f.commit()
+    return doc
+
+
+def _leaderboard_doc(
+    cfg: RunConfig,
+    outcomes: Sequence[ArenaOutcome],
+    store: RunStore,
+    bootstrap: int | None,
+    files: Sequence[_BattleFiles] | None,
+) -> dict[str, Any]:
     assert cfg.arena is not None
     n_boot = cfg.arena.bootstrap if bootstrap is None else bootstrap
-    main = setting_section(cfg, outcomes[0], bootstrap=n_boot)
+    main = setting_section(cfg, outcomes[0], bootstrap=n_boot, files=files[0] if files else None)
     main["answers"] = answer_outcomes(outcomes[0])
     main["errors"] = current_errors(cfg.arena, store)
     main["usage"] = store.usage_summary("arena.")  # a run directory may hold other methods'
@@ -1024,7 +1068,14 @@ def arena_leaderboard(
         # Settings are compared with a smaller bootstrap: their point figures are the contrast.
         small = min(n_boot, 200)
         main["settings"] = {
-            o.setting: setting_section(cfg, o, bootstrap=small, with_groups=False) for o in outcomes
+            o.setting: setting_section(
+                cfg,
+                o,
+                bootstrap=small,
+                with_groups=False,
+                files=files[i] if files is not None and i > 0 else None,  # the first: written
+            )
+            for i, o in enumerate(outcomes)
         }
         main["settings_comparison"] = settings_vs_truth(main["settings"], truth)
     doc: dict[str, Any] = {"arena": main}
@@ -1046,38 +1097,70 @@ _line_encoder = msgspec.json.Encoder(order="sorted")
 with non-ASCII text is written by ``json.dumps`` instead, escaped."""
 
 
+def _battle_line(b: Mapping[str, Any]) -> str:
+    line = _line_encoder.encode(b).decode("utf-8")
+    if not line.isascii():  # escaped, so that no reader splits a line (U+2028)
+        line = json.dumps(b, sort_keys=True)
+    return line + "\n"
+
+
+class _BattleFiles:
+    """One setting's battle files (kept battles, and those the self-judging policy leaves
+    out), streamed to temporary files and renamed by `commit`: a kill or an error never
+    leaves half a file, nor replaces the previous one."""
+
+    def __init__(self, run_dir: Path, stem: str, exclude: bool) -> None:
+        self.kept, self.left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"
+        self._tmp_kept = self.kept.with_suffix(".jsonl.tmp")
+        self._tmp_left = self.left.with_suffix(".jsonl.tmp")
+        self._exclude = exclude
+        self._fk = self._tmp_kept.open("w", encoding="utf-8")
+        self._fl = self._tmp_left.open("w", encoding="utf-8")
+        self.n_left = 0
+
+    def write(self, row: Mapping[str, Any], own: bool) -> None:
+        if self._exclude and own:
+            self._fl.write(_battle_line(row))
+            self.n_left += 1
+        else:
+            self._fk.write(_battle_line(row))
+
+    def commit(self) -> None:
+        self._fk.close()
+        self._fl.close()
+        os.replace(self._tmp_kept, self.kept)
+        if self.n_left:
+            os.replace(self._tmp_left, self.left)
+        else:
+            self._tmp_left.unlink()
+            self.left.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        self._fk.close()
+        self._fl.close()
+        self._tmp_kept.unlink(missing_ok=True)
+        self._tmp_left.unlink(missing_ok=True)
+
+
+def _battle_stem(i: int, outcome: ArenaOutcome) -> str:
+    return "battles" if i == 0 else f"battles.{outcome.setting}"
+
+
 def write_battle_files(run_dir: Path, outcomes: Sequence[ArenaOutcome], cfg: RunConfig) -> None:
     """Write the battle files: ``battles.jsonl`` holds the battles
     the main leaderboard is fitted on, so ``memearena rank --cluster item`` reproduces it;
     battles left out by the self-judging policy go to ``battles.self_judged.jsonl``; other
-    settings to ``battles.<setting>.jsonl`` (and ``battles.<setting>.self_judged.jsonl``)."""
+    settings to ``battles.<setting>.jsonl`` (and ``battles.<setting>.self_judged.jsonl``).
+    (`arena_leaderboard` with ``run_dir`` writes the same files while it reads the battles.)"""
     assert cfg.arena is not None
     families = _families(cfg)
     exclude = cfg.arena.self_judging == "exclude"
     for i, o in enumerate(outcomes):
-        stem = "battles" if i == 0 else f"battles.{o.setting}"
-        kept, left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"
-        n_left = 0
-        # Streamed to temporary files, renamed when complete: a kill never leaves half a file.
-        tmp_kept, tmp_left = kept.with_suffix(".jsonl.tmp"), left.with_suffix(".jsonl.tmp")
-        with (
-            tmp_kept.open("w", encoding="utf-8") as fk,
-            tmp_left.open("w", encoding="utf-8") as fl,
-        ):
+        files = _BattleFiles(run_dir, _battle_stem(i, o), exclude)
+        try:
             for b in o.battles:
-                own = self_judged(b.get("judge"), b["model_a"], b["model_b"], families)
-                line = _line_encoder.encode(b).decode("utf-8")
-                if not line.isascii():  # escaped, so that no reader splits a line (U+2028)
-                    line = json.dumps(b, sort_keys=True)
-                line += "\n"
-                if exclude and own:
-                    fl.write(line)
-                    n_left += 1
-                else:
-                    fk.write(line)
-        os.replace(tmp_kept, kept)
-        if n_left:
-            os.replace(tmp_left, left)
-        else:
-            tmp_left.unlink()
-            left.unlink(missing_ok=True)
+                files.write(b, self_judged(b.get("judge"), b["model_a"], b["model_b"], families))
+        except BaseException:
+            files.discard()
+            raise
+        files.commit()

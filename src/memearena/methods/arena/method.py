@@ -159,12 +159,12 @@ class Arena:
             kept = {k: previous[k] for k in self.keys if k in previous}
             return Finished(kept, status, analysis_reused=True)
         # Imported only to analyse (statistics, numpy): a run that keeps its board needs none.
-        from memearena.methods.arena.analysis import arena_leaderboard, write_battle_files
+        from memearena.methods.arena.analysis import arena_leaderboard
 
-        board = arena_leaderboard(ctx.cfg, done, store, bootstrap=bootstrap)
+        # The battle files are written in the analysis's own pass over the battles.
+        board = arena_leaderboard(ctx.cfg, done, store, bootstrap=bootstrap, run_dir=ctx.run_dir)
         if self.notes and isinstance(board.get("arena"), dict):
             board["arena"]["judge_audit_warnings"] = self.notes
-        write_battle_files(ctx.run_dir, done, ctx.cfg)
         return Finished(board, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, digest))
 
     @staticmethod
