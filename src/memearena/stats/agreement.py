@@ -416,14 +416,24 @@ class VerdictMetrics:
             for judge, (own, cluster) in panel.items():
                 others = [s for j, (s, _) in panel.items() if j != judge]
                 put(("relative", judge), cluster, (own - sum(others) / len(others), 1.0))
+        kappa_keys = [(("kappa", pair), pair) for pair in self.pairs] if "kappa" in want else []
         for unit in units.values():
             cluster = unit[None]
-            if "kappa" in want:
-                for j1, j2 in self.pairs:
-                    if j1 in unit and j2 in unit:
-                        cell = [0.0] * 9
-                        cell[3 * _CODE[unit[j1]] + _CODE[unit[j2]]] = 1.0
-                        put(("kappa", (j1, j2)), cluster, cell)
+            for kkey, (j1, j2) in kappa_keys:
+                if j1 in unit and j2 in unit:
+                    cell = 3 * _CODE[unit[j1]] + _CODE[unit[j2]]
+                    if cluster is None:
+                        row = [0.0] * 9
+                        row[cell] = 1.0
+                        put(kkey, None, row)
+                        continue
+                    # A one-hot row: adding its zeros changes no sum, so only its one is added.
+                    cur = local.get((kkey, cluster))
+                    if cur is None:
+                        cur = local[(kkey, cluster)] = [0.0] * 9
+                        cur[cell] = 1.0
+                    else:
+                        cur[cell] += 1.0
             if "alpha" in want:
                 judged = (
                     [unit[j] for j in unit if j is not None]
