@@ -333,6 +333,18 @@ class VerdictMetrics:
                 for k, x in enumerate(row):
                     cur[k] += x
 
+        def put2(key: tuple[str, Any], cluster: Hashable | None, x: float) -> None:
+            """`put` of the row (x, 1.0), the same sums in the same order."""
+            if cluster is None:
+                self._sample(key).add((x, 1.0), None)
+                return
+            cur = local.get((key, cluster))
+            if cur is None:
+                local[(key, cluster)] = [x, 1.0]
+            else:
+                cur[0] += x
+                cur[1] += 1.0
+
         once: dict[tuple, tuple[str, Hashable | None]] = {}
         again: dict[tuple, list[str]] = {}
         units: dict[tuple, dict[Any, Any]] = {}
@@ -405,17 +417,17 @@ class VerdictMetrics:
             judge, criterion, item, a, b = key
             swapped = (judge, criterion, item, b, a)
             if a < b and (y := once.get(swapped)) is not None:
-                put(("consistency", judge), cluster, (float(x == y[0]), 1.0))
+                put2(("consistency", judge), cluster, float(x == y[0]))
                 if key in again and swapped in again:
                     for p, q in zip(again[key], again[swapped], strict=False):
-                        put(("consistency", judge), cluster, (float(p == q), 1.0))
+                        put2(("consistency", judge), cluster, float(p == q))
         for panel in longer.values():
             self._relative_judges.update(panel)
             if len(panel) < 2:
                 continue
             for judge, (own, cluster) in panel.items():
                 others = [s for j, (s, _) in panel.items() if j != judge]
-                put(("relative", judge), cluster, (own - sum(others) / len(others), 1.0))
+                put2(("relative", judge), cluster, own - sum(others) / len(others))
         kappa_keys = [(("kappa", pair), pair) for pair in self.pairs] if "kappa" in want else []
         for unit in units.values():
             cluster = unit[None]

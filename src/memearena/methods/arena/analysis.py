@@ -683,23 +683,24 @@ def verdict_batches(
         len_x = len(outcome.answers[(t.meme.uid, t.level, jp.x)]["text"])
         len_y = len(outcome.answers[(t.meme.uid, t.level, jp.y)]["text"])
         item = f"{t.meme.uid}|{t.level}"
+        # A meme's or task's cluster does not depend on the serial; a battle is its own unit.
+        cl = None if unit == "battle" else cluster_of(unit, t.meme.uid, t.level, serial)
+        judge = jp.judge
         shown = ((jp.forward, jp.x, jp.y, len_x, len_y), (jp.backward, jp.y, jp.x, len_y, len_x))
         for art, first, second, len_first, len_second in shown:
             for crit, v in (art.get("verdicts") or {}).items():
                 serial += 1
                 batch.append(
                     Verdict(
-                        judge=jp.judge,
-                        item=item,
-                        model_a=first,
-                        model_b=second,
-                        winner=as_winner[v["winner"]],  # type: ignore[arg-type]
-                        criterion=crit,
-                        len_a=len_first,
-                        len_b=len_second,
-                        cluster=None
-                        if unit == "battle"
-                        else cluster_of(unit, t.meme.uid, t.level, serial),
+                        judge,
+                        item,
+                        first,
+                        second,
+                        as_winner[v["winner"]],  # type: ignore[arg-type]
+                        crit,
+                        len_first,
+                        len_second,
+                        cl,
                     )
                 )
     if batch:
