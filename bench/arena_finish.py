@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -107,7 +107,9 @@ def _paths(a: object, b: object, at: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         return [p for k in sorted(set(a) | set(b)) for p in _paths(a.get(k), b.get(k), f"{at}.{k}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [p for k, (x, y) in enumerate(zip(a, b)) for p in _paths(x, y, f"{at}[{k}]")]
+        return [
+            p for k, (x, y) in enumerate(zip(a, b, strict=True)) for p in _paths(x, y, f"{at}[{k}]")
+        ]
     return [] if a == b else [at]
 
 
