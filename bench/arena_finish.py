@@ -39,8 +39,15 @@ from memearena.methods.arena import method as m
 
 n, boot, repeats, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 data = write_memes(Path(sys.argv[6]), n)  # one path for both trees: the same config digest
-cfg = demo_config(bootstrap=boot).model_copy(
-    update={"run": "p", "data": [DatasetConfig(format="demo", path=data)], "cache": False}
+cfg = demo_config(bootstrap=boot)
+arena = cfg.arena.model_copy(update={"bootstrap_unit": sys.argv[7], "self_judging": sys.argv[8]})
+cfg = cfg.model_copy(
+    update={
+        "run": "p",
+        "data": [DatasetConfig(format="demo", path=data)],
+        "cache": False,
+        "arena": arena,
+    }
 )
 times = []
 original = m.Arena.finish
@@ -91,6 +98,8 @@ def _run(src: str, args: argparse.Namespace, out: Path) -> list[float]:
             str(out),
             bench_dir,
             str(out.parent / "data"),
+            args.unit,
+            args.self_judging,
         ],
         env=env,
         capture_output=True,
@@ -142,6 +151,8 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--unit", default="meme", help="arena.bootstrap_unit: meme, task, battle")
+    ap.add_argument("--self-judging", default="exclude", help="arena.self_judging policy")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="arena_finish"))
@@ -154,7 +165,8 @@ def main() -> None:
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         base, new = statistics.median(times["baseline"]), statistics.median(times["src"])
         print(
-            f"finish CPU at {args.memes} memes (bootstrap {args.bootstrap}), medians of "
+            f"finish CPU at {args.memes} memes (bootstrap {args.bootstrap}, unit {args.unit}, "
+            f"self-judging {args.self_judging}), medians of "
             f"{len(times['src'])}: baseline {base:.3f} s {times['baseline']}, "
             f"src {new:.3f} s {times['src']}, {base / new:.2f}x; load: {load}"
         )
