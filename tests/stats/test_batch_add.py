@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memearena.stats import StatsError
+from memearena.stats import StatsError, Verdict, VerdictMetrics
 from memearena.stats.cluster import (
     BattleCodes,
     ClusteredCounts,
@@ -135,3 +136,61 @@ def test_length_add_codes_equal_one_add_per_battle(
         assert x.dtype == y.dtype and np.array_equal(x, y)
         if x.dtype.kind == "f":  # the same bits, signed zeros included
             assert [math.copysign(1, v) for v in x] == [math.copysign(1, v) for v in y]
+
+
+def _verdict_rows(winner: st.SearchStrategy[str]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.tuples(
+        st.sampled_from(["j1", "j2", "j3"]),
+        st.sampled_from(["i1", "i2"]),
+        st.sampled_from(MODELS[:3]),
+        st.sampled_from(MODELS[:3]),
+        winner,
+        st.sampled_from(["c1", "c2", None]),
+        st.one_of(st.none(), st.integers(1, 9)),
+        st.one_of(st.none(), st.integers(1, 9)),
+        st.one_of(st.none(), st.sampled_from(["u1", "u2", "u3"])),
+    )
+
+
+valid_verdict = _verdict_rows(st.sampled_from(["model_a", "model_b", "tie"])).filter(
+    lambda r: r[2] != r[3]
+)
+any_verdict = _verdict_rows(st.sampled_from(["model_a", "model_b", "tie", "nobody"]))
+verdict_batch = st.tuples(
+    st.lists(valid_verdict, max_size=12), st.one_of(st.none(), any_verdict), st.integers(0, 12)
+).map(lambda t: t[0] if t[1] is None else [*t[0][: t[2]], t[1], *t[0][t[2] :]])
+
+
+def _metrics() -> VerdictMetrics:
+    return VerdictMetrics(
+        own_models={"j1": "m0", "j3": ["m1", "m2"]},
+        panel=["j1", "j2", "j3"],
+        pairs=[("j1", "j2"), ("j1", "j3"), ("j2", "j3")],
+    )
+
+
+def _figures(vm: VerdictMetrics) -> list[Any]:
+    out: list[Any] = [
+        vm.position_consistency(n_boot=20),
+        vm.prefer_first_rate(n_boot=20),
+        vm.prefer_longer_rate(n_boot=20),
+        vm.relative_longer_rate(n_boot=20),
+        vm.self_preference(n_boot=20),
+        vm.krippendorff_alpha(n_boot=20),
+        *(vm.cohen_kappa(a, b, n_boot=20) for a, b in vm.pairs),
+    ]
+    return [repr(x) for x in out]  # NaN-safe, to the last digit printed
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(verdict_batch, max_size=3))
+def test_verdict_rows_aggregate_as_verdicts_do(batches: list[list[tuple[Any, ...]]]) -> None:
+    objects, rows = _metrics(), _metrics()
+    for batch in batches:
+
+        def as_objects(batch: list[tuple[Any, ...]] = batch) -> None:
+            objects.add([Verdict(*r) for r in batch])
+
+        assert _error(lambda batch=batch: rows.add_rows(batch)) == _error(as_objects)
+    assert objects.judges == rows.judges
+    assert _figures(objects) == _figures(rows)

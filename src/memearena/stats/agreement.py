@@ -63,6 +63,11 @@ class Verdict:
         return {"model_a": self.model_a, "model_b": self.model_b}.get(self.winner, "tie")
 
 
+VerdictRow = tuple[str, str, str, str, str, str | None, int | None, int | None, Hashable | None]
+"""A verdict as a plain tuple: judge, item, model_a, model_b, winner, criterion, len_a, len_b,
+cluster (`Verdict`'s fields, in its order)."""
+
+
 class Estimate(BaseModel):
     """A statistic with its bootstrap percentile interval."""
 
@@ -319,6 +324,36 @@ class VerdictMetrics:
 
     def add(self, verdicts: Iterable[Verdict]) -> None:
         """Aggregate one batch of verdicts (see the class: matched verdicts share a batch)."""
+        self._add(
+            [
+                (
+                    v.judge,
+                    v.item,
+                    v.model_a,
+                    v.model_b,
+                    v.winner,
+                    v.criterion,
+                    v.len_a,
+                    v.len_b,
+                    v.cluster,
+                )
+                for v in verdicts
+            ]
+        )
+
+    def add_rows(self, rows: Iterable[VerdictRow]) -> None:
+        """`add` for verdicts given as tuples in `Verdict`'s field order (no object per
+        verdict): the same sums; a row that `Verdict` would refuse raises the same error, and
+        then nothing of the batch is added."""
+        rows = list(rows)
+        for row in rows:
+            if row[4] not in _LABELS:
+                raise StatsError(f"verdict winner must be one of {', '.join(_LABELS)}")
+            if row[2] == row[3]:
+                raise StatsError(f"verdict compares {row[2]!r} with itself")
+        self._add(rows)
+
+    def _add(self, verdicts: Sequence[VerdictRow]) -> None:
         want = self.metrics
         local: dict[tuple[tuple[str, Any], Hashable], list[float]] = {}
 
@@ -355,8 +390,7 @@ class VerdictMetrics:
         owners = list(self.own.items()) if "self" in want else []
         own_get, no_own = self.own.get, frozenset[str]()
         add_judge = self.judges.add
-        for v in verdicts:
-            judge, a, b, w, cluster = v.judge, v.model_a, v.model_b, v.winner, v.cluster
+        for judge, item, a, b, w, criterion, len_a, len_b, cluster in verdicts:
             add_judge(judge)
             first = _FIRST_SCORE[w]
             # Rows of two columns (points, 1) summed in place, in verdict order: the same sums
@@ -371,7 +405,6 @@ class VerdictMetrics:
                     else:
                         cur[0] += first
                         cur[1] += 1.0
-            len_a, len_b = v.len_a, v.len_b
             if len_a is not None and len_b is not None and len_a != len_b:
                 score = first if len_a > len_b else 1.0 - first  # the longer response's points
                 if do_longer:
@@ -387,12 +420,12 @@ class VerdictMetrics:
                 if do_relative:
                     mine = own_get(judge, no_own)
                     if a not in mine and b not in mine:
-                        longer.setdefault((v.criterion, v.item, a, b), {})[judge] = (
+                        longer.setdefault((criterion, item, a, b), {})[judge] = (
                             score,
                             cluster,
                         )
             if do_consistency:
-                key = (judge, v.criterion, v.item, a, b)
+                key = (judge, criterion, item, a, b)
                 outcome = "tie" if w == "tie" else a if w == "model_a" else b
                 if key in once:
                     again.setdefault(key, []).append(outcome)
@@ -402,15 +435,15 @@ class VerdictMetrics:
                 a_own, b_own = a in own_set, b in own_set
                 if a_own == b_own:
                     continue
-                s = v.score(a if a_own else b)
+                s = 0.5 if w == "tie" else 1.0 if (w == "model_a") == a_own else 0.0
                 mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
                 put(("self", owner), cluster, mix)
             if need_units:
-                unit = units.setdefault((v.criterion, v.item, a, b), {None: cluster})
+                unit = units.setdefault((criterion, item, a, b), {None: cluster})
                 if judge in unit:
                     raise StatsError(
-                        f"judge {judge!r} has two verdicts on item {v.item!r} ({a} vs {b}, "
-                        f"criterion {v.criterion!r})"
+                        f"judge {judge!r} has two verdicts on item {item!r} ({a} vs {b}, "
+                        f"criterion {criterion!r})"
                     )
                 unit[judge] = w
         for key, (x, cluster) in once.items():

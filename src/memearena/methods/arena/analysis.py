@@ -32,6 +32,7 @@ from memearena.stats import (
     StatsError,
     Verdict,
     VerdictMetrics,
+    VerdictRow,
     kendall_tau,
     ndcg,
     spearman_rho,
@@ -64,6 +65,7 @@ __all__ = [
     "true_ranking",
     "verdict_batches",
     "verdict_metrics",
+    "verdict_row_batches",
     "write_battle_files",
 ]
 
@@ -659,9 +661,18 @@ def verdict_batches(
     unit (`unit`) it belongs to: one list per meme, so that a meme's verdicts can be matched
     across orders and judges and then dropped. `failures`, when given, counts each judge's
     unparsed verdict calls."""
+    for batch in verdict_row_batches(outcome, unit, failures):
+        yield [Verdict(*row) for row in batch]  # type: ignore[arg-type]
+
+
+def verdict_row_batches(
+    outcome: ArenaOutcome, unit: str = "meme", failures: Counter[str] | None = None
+) -> Iterator[list[VerdictRow]]:
+    """`verdict_batches` as tuples (`stats.VerdictRow`: no object per verdict), for
+    `VerdictMetrics.add_rows`."""
     as_winner = {"A": "model_a", "B": "model_b", "tie": "tie"}
     serial = 0
-    batch: list[Verdict] = []
+    batch: list[VerdictRow] = []
     current: str | None = None
     finished: set[str] = set()
     judged = outcome.judged
@@ -691,12 +702,12 @@ def verdict_batches(
             for crit, v in (art.get("verdicts") or {}).items():
                 serial += 1
                 batch.append(
-                    Verdict(
+                    (
                         judge,
                         item,
                         first,
                         second,
-                        as_winner[v["winner"]],  # type: ignore[arg-type]
+                        as_winner[v["winner"]],
                         crit,
                         len_first,
                         len_second,
@@ -722,8 +733,8 @@ def verdict_metrics(cfg: RunConfig, outcome: ArenaOutcome) -> tuple[VerdictMetri
         own_models=own_models(cfg), panel=judges, pairs=list(combinations(judges, 2))
     )
     failures: Counter[str] = Counter()
-    for batch in verdict_batches(outcome, acfg.bootstrap_unit, failures):
-        metrics.add(batch)
+    for batch in verdict_row_batches(outcome, acfg.bootstrap_unit, failures):
+        metrics.add_rows(batch)
     return metrics, failures
 
 
