@@ -420,10 +420,10 @@ class VerdictMetrics:
                 if do_relative:
                     mine = own_get(judge, no_own)
                     if a not in mine and b not in mine:
-                        longer.setdefault((criterion, item, a, b), {})[judge] = (
-                            score,
-                            cluster,
-                        )
+                        panel = longer.get((criterion, item, a, b))
+                        if panel is None:
+                            panel = longer[(criterion, item, a, b)] = {}
+                        panel[judge] = (score, cluster)
             if do_consistency:
                 key = (judge, criterion, item, a, b)
                 outcome = "tie" if w == "tie" else a if w == "model_a" else b
@@ -439,7 +439,9 @@ class VerdictMetrics:
                 mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
                 put(("self", owner), cluster, mix)
             if need_units:
-                unit = units.setdefault((criterion, item, a, b), {None: cluster})
+                unit = units.get((criterion, item, a, b))
+                if unit is None:
+                    unit = units[(criterion, item, a, b)] = {None: cluster}
                 if judge in unit:
                     raise StatsError(
                         f"judge {judge!r} has two verdicts on item {item!r} ({a} vs {b}, "
