@@ -11,6 +11,7 @@ from memearena.stats.agreement import (
     SelfPreference,
     Verdict,
     VerdictMetrics,
+    VerdictRow,
     cohen_kappa,
     krippendorff_alpha,
     nominal_alpha,
@@ -33,6 +34,7 @@ from memearena.stats.battles import (
 )
 from memearena.stats.bt import BTResult, bradley_terry, bt_probability, resample
 from memearena.stats.cluster import (
+    BattleCodes,
     ClusteredCounts,
     ClusteredCountsBuilder,
     ClusterIndex,
@@ -85,6 +87,7 @@ __all__ = [
     "WINNERS",
     "BTResult",
     "Battle",
+    "BattleCodes",
     "BattleTable",
     "BiasFigure",
     "BiasPair",
@@ -109,6 +112,7 @@ __all__ = [
     "UnboundedRatingsError",
     "Verdict",
     "VerdictMetrics",
+    "VerdictRow",
     "average_win_rate",
     "bias_conformity",
     "bias_deviation",

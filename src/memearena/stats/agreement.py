@@ -63,6 +63,11 @@ class Verdict:
         return {"model_a": self.model_a, "model_b": self.model_b}.get(self.winner, "tie")
 
 
+VerdictRow = tuple[str, str, str, str, str, str | None, int | None, int | None, Hashable | None]
+"""A verdict as a plain tuple: judge, item, model_a, model_b, winner, criterion, len_a, len_b,
+cluster (`Verdict`'s fields, in its order)."""
+
+
 class Estimate(BaseModel):
     """A statistic with its bootstrap percentile interval."""
 
@@ -319,6 +324,36 @@ class VerdictMetrics:
 
     def add(self, verdicts: Iterable[Verdict]) -> None:
         """Aggregate one batch of verdicts (see the class: matched verdicts share a batch)."""
+        self._add(
+            [
+                (
+                    v.judge,
+                    v.item,
+                    v.model_a,
+                    v.model_b,
+                    v.winner,
+                    v.criterion,
+                    v.len_a,
+                    v.len_b,
+                    v.cluster,
+                )
+                for v in verdicts
+            ]
+        )
+
+    def add_rows(self, rows: Iterable[VerdictRow]) -> None:
+        """`add` for verdicts given as tuples in `Verdict`'s field order (no object per
+        verdict): the same sums; a row that `Verdict` would refuse raises the same error, and
+        then nothing of the batch is added."""
+        rows = list(rows)
+        for row in rows:
+            if row[4] not in _LABELS:
+                raise StatsError(f"verdict winner must be one of {', '.join(_LABELS)}")
+            if row[2] == row[3]:
+                raise StatsError(f"verdict compares {row[2]!r} with itself")
+        self._add(rows)
+
+    def _add(self, verdicts: Sequence[VerdictRow]) -> None:
         want = self.metrics
         local: dict[tuple[tuple[str, Any], Hashable], list[float]] = {}
 
@@ -333,71 +368,119 @@ class VerdictMetrics:
                 for k, x in enumerate(row):
                     cur[k] += x
 
+        def put2(key: tuple[str, Any], cluster: Hashable | None, x: float) -> None:
+            """`put` of the row (x, 1.0), the same sums in the same order."""
+            if cluster is None:
+                self._sample(key).add((x, 1.0), None)
+                return
+            cur = local.get((key, cluster))
+            if cur is None:
+                local[(key, cluster)] = [x, 1.0]
+            else:
+                cur[0] += x
+                cur[1] += 1.0
+
         once: dict[tuple, tuple[str, Hashable | None]] = {}
         again: dict[tuple, list[str]] = {}
         units: dict[tuple, dict[Any, Any]] = {}
         longer: dict[tuple, dict[str, tuple[float, Hashable | None]]] = {}
         need_units = bool({"kappa", "alpha"} & want)
-        for v in verdicts:
-            judge, a, b, w, cluster = v.judge, v.model_a, v.model_b, v.winner, v.cluster
-            self.judges.add(judge)
+        do_first, do_longer = "first" in want, "longer" in want
+        do_relative, do_consistency = "relative" in want, "consistency" in want
+        owners = list(self.own.items()) if "self" in want else []
+        own_get, no_own = self.own.get, frozenset[str]()
+        add_judge = self.judges.add
+        for judge, item, a, b, w, criterion, len_a, len_b, cluster in verdicts:
+            add_judge(judge)
             first = _FIRST_SCORE[w]
-            if "first" in want:
-                put(("first", judge), cluster, (first, 1.0))
-            unequal = v.len_a is not None and v.len_b is not None and v.len_a != v.len_b
-            if unequal:
-                score = _longer_score(v)
-                if "longer" in want:
-                    put(("longer", judge), cluster, (score, 1.0))
-                mine = self.own.get(judge, ())
-                if "relative" in want and a not in mine and b not in mine:
-                    longer.setdefault((v.criterion, v.item, a, b), {})[judge] = (score, cluster)
-            if "consistency" in want:
-                key = (judge, v.criterion, v.item, a, b)
+            # Rows of two columns (points, 1) summed in place, in verdict order: the same sums
+            # as `put`, without a call per verdict.
+            if do_first:
+                if cluster is None:
+                    put(("first", judge), None, (first, 1.0))
+                else:
+                    cur = local.get((("first", judge), cluster))
+                    if cur is None:
+                        local[(("first", judge), cluster)] = [first, 1.0]
+                    else:
+                        cur[0] += first
+                        cur[1] += 1.0
+            if len_a is not None and len_b is not None and len_a != len_b:
+                score = first if len_a > len_b else 1.0 - first  # the longer response's points
+                if do_longer:
+                    if cluster is None:
+                        put(("longer", judge), None, (score, 1.0))
+                    else:
+                        cur = local.get((("longer", judge), cluster))
+                        if cur is None:
+                            local[(("longer", judge), cluster)] = [score, 1.0]
+                        else:
+                            cur[0] += score
+                            cur[1] += 1.0
+                if do_relative:
+                    mine = own_get(judge, no_own)
+                    if a not in mine and b not in mine:
+                        panel = longer.get((criterion, item, a, b))
+                        if panel is None:
+                            panel = longer[(criterion, item, a, b)] = {}
+                        panel[judge] = (score, cluster)
+            if do_consistency:
+                key = (judge, criterion, item, a, b)
                 outcome = "tie" if w == "tie" else a if w == "model_a" else b
                 if key in once:
                     again.setdefault(key, []).append(outcome)
                 else:
                     once[key] = (outcome, cluster)
-            if "self" in want:
-                for owner, own_set in self.own.items():
-                    a_own, b_own = a in own_set, b in own_set
-                    if a_own == b_own:
-                        continue
-                    s = v.score(a if a_own else b)
-                    mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
-                    put(("self", owner), cluster, mix)
+            for owner, own_set in owners:
+                a_own, b_own = a in own_set, b in own_set
+                if a_own == b_own:
+                    continue
+                s = 0.5 if w == "tie" else 1.0 if (w == "model_a") == a_own else 0.0
+                mix = (s, 1.0, 0.0, 0.0) if judge == owner else (0.0, 0.0, s, 1.0)
+                put(("self", owner), cluster, mix)
             if need_units:
-                unit = units.setdefault((v.criterion, v.item, a, b), {None: cluster})
+                unit = units.get((criterion, item, a, b))
+                if unit is None:
+                    unit = units[(criterion, item, a, b)] = {None: cluster}
                 if judge in unit:
                     raise StatsError(
-                        f"judge {judge!r} has two verdicts on item {v.item!r} ({a} vs {b}, "
-                        f"criterion {v.criterion!r})"
+                        f"judge {judge!r} has two verdicts on item {item!r} ({a} vs {b}, "
+                        f"criterion {criterion!r})"
                     )
                 unit[judge] = w
         for key, (x, cluster) in once.items():
             judge, criterion, item, a, b = key
             swapped = (judge, criterion, item, b, a)
             if a < b and (y := once.get(swapped)) is not None:
-                put(("consistency", judge), cluster, (float(x == y[0]), 1.0))
+                put2(("consistency", judge), cluster, float(x == y[0]))
                 if key in again and swapped in again:
                     for p, q in zip(again[key], again[swapped], strict=False):
-                        put(("consistency", judge), cluster, (float(p == q), 1.0))
+                        put2(("consistency", judge), cluster, float(p == q))
         for panel in longer.values():
             self._relative_judges.update(panel)
             if len(panel) < 2:
                 continue
             for judge, (own, cluster) in panel.items():
                 others = [s for j, (s, _) in panel.items() if j != judge]
-                put(("relative", judge), cluster, (own - sum(others) / len(others), 1.0))
+                put2(("relative", judge), cluster, own - sum(others) / len(others))
+        kappa_keys = [(("kappa", pair), pair) for pair in self.pairs] if "kappa" in want else []
         for unit in units.values():
             cluster = unit[None]
-            if "kappa" in want:
-                for j1, j2 in self.pairs:
-                    if j1 in unit and j2 in unit:
-                        cell = [0.0] * 9
-                        cell[3 * _CODE[unit[j1]] + _CODE[unit[j2]]] = 1.0
-                        put(("kappa", (j1, j2)), cluster, cell)
+            for kkey, (j1, j2) in kappa_keys:
+                if j1 in unit and j2 in unit:
+                    cell = 3 * _CODE[unit[j1]] + _CODE[unit[j2]]
+                    if cluster is None:
+                        row = [0.0] * 9
+                        row[cell] = 1.0
+                        put(kkey, None, row)
+                        continue
+                    # A one-hot row: adding its zeros changes no sum, so only its one is added.
+                    cur = local.get((kkey, cluster))
+                    if cur is None:
+                        cur = local[(kkey, cluster)] = [0.0] * 9
+                        cur[cell] = 1.0
+                    else:
+                        cur[cell] += 1.0
             if "alpha" in want:
                 judged = (
                     [unit[j] for j in unit if j is not None]

@@ -12,7 +12,7 @@ Memory grows with the number of (cluster, pair, outcome) cells met, never with b
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ from memearena.stats.counts import FloatArray, IntArray, PairCounts
 from memearena.stats.errors import StatsError
 
 __all__ = [
+    "BattleCodes",
     "ClusterIndex",
     "ClusteredCounts",
     "ClusteredCountsBuilder",
@@ -31,6 +32,7 @@ __all__ = [
 
 _OUTCOME = {"model_a": 0, "model_b": 1, "tie": 2, "tie (bothbad)": 2}
 _FLIP = (1, 0, 2)  # the outcome seen from the other side
+_FLIP_CODES = np.array(_FLIP, dtype=np.int64)
 _WEIGHT_ELEMENTS = 1 << 23  # rounds × clusters per block of weights (64 MB of int64)
 
 
@@ -47,6 +49,19 @@ class ClusterIndex:
         if k is None:
             k = self._index[key] = len(self._index)
         return k
+
+    def codes(self, keys: IntArray) -> IntArray:
+        """The indices of integer keys, as one call of the index per key in order would give
+        them (new keys get the next indices in order of first occurrence)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if not len(keys):
+            return np.zeros(0, dtype=np.int64)
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        out = np.empty(len(uniq), dtype=np.int64)
+        index = self._index
+        for pos in np.argsort(first, kind="stable").tolist():
+            out[pos] = index.setdefault(int(uniq[pos]), len(index))
+        return out[inverse.ravel()]
 
     def __len__(self) -> int:
         return len(self._index)
@@ -66,6 +81,46 @@ def cluster_weights(n_clusters: int, rounds: int, rng: np.random.Generator) -> I
     for start in range(0, rounds, step):
         k = min(step, rounds - start)
         yield rng.multinomial(n_clusters, p, size=k).astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class BattleCodes:
+    """Battles as columns: each side's position in a model list and the outcome (0 = `a`
+    won, 1 = `b` won, 2 = tie) seen from `a`. Rows before `valid` are valid battles; `error`,
+    when set, is row `valid`'s error (the one a battle-by-battle `add` raises first)."""
+
+    a: IntArray
+    b: IntArray
+    kind: IntArray
+    valid: int
+    error: StatsError | None
+
+    @staticmethod
+    def encode(
+        positions: Mapping[str, int],
+        model_a: Sequence[str],
+        model_b: Sequence[str],
+        winner: Sequence[str],
+    ) -> BattleCodes:
+        """Encode named battles (one dict lookup per name): an unknown model, a model
+        against itself or an unknown winner ends the valid rows, as `add` would raise."""
+        n = len(model_a)
+        get, out = positions.get, _OUTCOME.get
+        a = np.fromiter((get(x, -1) for x in model_a), np.int64, n)
+        b = np.fromiter((get(x, -1) for x in model_b), np.int64, n)
+        kind = np.fromiter((out(w, -1) for w in winner), np.int64, n)
+        bad = np.flatnonzero((a < 0) | (b < 0) | (a == b) | (kind < 0))
+        if not len(bad):
+            return BattleCodes(a, b, kind, n, None)
+        r = int(bad[0])
+        if a[r] < 0 or b[r] < 0:
+            unknown = model_a[r] if a[r] < 0 else model_b[r]
+            error = StatsError(f"battle involves model {unknown!r}, not in the model list")
+        elif a[r] == b[r]:
+            error = StatsError(f"battle compares {model_a[r]!r} with itself")
+        else:
+            error = StatsError(f"unknown winner {winner[r]!r}")
+        return BattleCodes(a[:r], b[:r], kind[:r], r, error)
 
 
 @dataclass(frozen=True, eq=False)
@@ -214,6 +269,11 @@ class ClusteredCountsBuilder:
         self._chunks: list[tuple[IntArray, FloatArray]] = []
         self._merged = 0  # cells in the first chunk after the last merge
 
+    @property
+    def positions(self) -> Mapping[str, int]:
+        """Each model's position in `models` (what `BattleCodes.encode` takes)."""
+        return self._pos
+
     def add(self, model_a: str, model_b: str, winner: str, cluster: Hashable) -> None:
         """Count one battle in its cluster."""
         a, b = self._pos.get(model_a), self._pos.get(model_b)
@@ -232,6 +292,41 @@ class ClusteredCountsBuilder:
         self._buf.append(((self.index(cluster) * m + a) * m + b) * 3 + kind)
         if len(self._buf) >= self._BUFFER:
             self._flush()
+
+    def add_many(
+        self,
+        model_a: Sequence[str],
+        model_b: Sequence[str],
+        winner: Sequence[str],
+        clusters: Sequence[Hashable],
+    ) -> None:
+        """Count battles given as columns, as one `add` per row in order would (an invalid
+        row raises the same error, after the rows before it are counted)."""
+        codes = BattleCodes.encode(self._pos, model_a, model_b, winner)
+        index = self.index
+        cluster = np.fromiter(
+            (index(clusters[r]) for r in range(codes.valid)), np.int64, codes.valid
+        )
+        self.add_codes(codes.a, codes.b, codes.kind, cluster)
+        if codes.error is not None:
+            raise codes.error
+
+    def add_codes(self, a: IntArray, b: IntArray, kind: IntArray, cluster: IntArray) -> None:
+        """Count valid encoded battles (see `BattleCodes`) whose clusters are already indices
+        of `self.index` (e.g. from `ClusterIndex.codes`)."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        if not len(a):
+            return
+        kind = np.asarray(kind, dtype=np.int64)
+        flip = a > b
+        kind = np.where(flip, _FLIP_CODES[kind], kind)
+        m = len(self.models)
+        codes = (
+            (np.asarray(cluster, dtype=np.int64) * m + np.minimum(a, b)) * m + np.maximum(a, b)
+        ) * 3 + kind
+        uniq, counts = np.unique(codes, return_counts=True)
+        self._chunks.append((uniq.astype(np.int64), counts.astype(np.float64)))
+        self._flush()
 
     def _flush(self) -> None:
         """Count the buffer into a chunk; merge the chunks once they outgrow the merged part."""

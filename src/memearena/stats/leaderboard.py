@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from memearena.stats.battles import Battle
 from memearena.stats.bt import BTResult, TieModel, bradley_terry
 from memearena.stats.cluster import (
+    BattleCodes,
     ClusteredCounts,
     ClusteredCountsBuilder,
     ClusterIndex,
@@ -247,6 +248,45 @@ class LeaderboardAccumulator:
         delta = self.elo_k * (score_a - 1.0 / (1.0 + self.base ** ((rb - ra) / self.scale)))
         self.elo[model_a], self.elo[model_b] = ra + delta, rb - delta
         self.n += 1
+
+    @property
+    def index(self) -> ClusterIndex:
+        """The cluster index of the counts."""
+        return self.builder.index
+
+    def add_many(
+        self,
+        model_a: Sequence[str],
+        model_b: Sequence[str],
+        winner: Sequence[str],
+        clusters: Sequence[Hashable],
+    ) -> None:
+        """Battles given as columns, as one `add` per row in order would (an invalid row
+        raises the same error, after the rows before it are counted)."""
+        codes = BattleCodes.encode(self.builder.positions, model_a, model_b, winner)
+        index = self.index
+        cluster = np.fromiter(
+            (index(clusters[r]) for r in range(codes.valid)), np.int64, codes.valid
+        )
+        self.add_codes(codes.a, codes.b, codes.kind, cluster)
+        if codes.error is not None:
+            raise codes.error
+
+    def add_codes(self, a: IntArray, b: IntArray, kind: IntArray, cluster: IntArray) -> None:
+        """Valid encoded battles (see `BattleCodes`; clusters already indices of `self.index`):
+        counted at once, replayed through online Elo one by one in order (Elo is sequential)."""
+        self.builder.add_codes(a, b, kind, cluster)
+        ratings = [self.elo[m] for m in self.models]
+        k, base, scale = self.elo_k, self.base, self.scale
+        score = (1.0, 0.0, 0.5)  # points of `a` by outcome code
+        for i, j, o in zip(
+            np.asarray(a).tolist(), np.asarray(b).tolist(), np.asarray(kind).tolist(), strict=True
+        ):
+            ra, rb = ratings[i], ratings[j]
+            delta = k * (score[o] - 1.0 / (1.0 + base ** ((rb - ra) / scale)))
+            ratings[i], ratings[j] = ra + delta, rb - delta
+        self.elo = dict(zip(self.models, ratings, strict=True))
+        self.n += len(a)
 
     def counts(self) -> ClusteredCounts:
         """The per-cluster counts so far, restricted to the models that played."""

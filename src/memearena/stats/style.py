@@ -93,6 +93,35 @@ class LengthObservations:
         if len(self._code) >= self._BUFFER:
             self._flush()
 
+    def add_codes(
+        self,
+        a: IntArray,
+        b: IntArray,
+        kind: IntArray,
+        len_a: Sequence[int],
+        len_b: Sequence[int],
+        cluster: IntArray,
+    ) -> None:
+        """Valid encoded battles (see `cluster.BattleCodes`; clusters already indices of
+        `self.index`) with both answers' lengths, as one `add` per row would count them."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        if not len(a):
+            return
+        # math.log2 per row: the same bits as `add` (a vectorised log2 may round differently).
+        x = np.array(
+            [math.log2((p + 1) / (q + 1)) for p, q in zip(len_a, len_b, strict=True)],
+            dtype=np.float64,
+        )
+        score = np.array([1.0, 0.0, 0.5])[np.asarray(kind, dtype=np.int64)]
+        flip = a > b
+        x = np.where(flip, -x, x)
+        score = np.where(flip, 1.0 - score, score)
+        m = len(self.models)
+        code = (np.asarray(cluster, dtype=np.int64) * m + np.minimum(a, b)) * m + np.maximum(a, b)
+        self._flush()
+        self._chunks.append(_collapse(code, x, score, np.ones(len(code))))
+        self._flush()
+
     def _flush(self, everything: bool = False) -> None:
         if self._code:
             code = np.frombuffer(self._code, dtype=np.int64).copy()

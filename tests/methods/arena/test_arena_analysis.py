@@ -169,3 +169,63 @@ def test_the_pairwise_win_rate_matrix_counts_each_pair_and_halves_ties() -> None
     assert n[0][1] == n[1][0] == 8 and n[1][2] == 4
     assert w[0][1] == pytest.approx(0.75) and w[1][0] == pytest.approx(0.25)  # 4 wins + 4 ties
     assert w[0][2] == 1.0 and w[2][0] == 0.0 and w[1][2] == 1.0
+
+
+def _two_settings() -> tuple[RunConfig, list[ArenaOutcome]]:
+    families = {"a": "fa", "b": "fb", "c": "fc", "j1": "f1", "j2": "f2", "jc": "fc"}
+    cfg = _cfg(families, ["j1", "j2", "jc"])
+    main = _ranked("abc", "j1", 5) + _ranked("bca", "j2", 5) + _ranked("cab", "jc", 5)
+    other = [dict(r, setting="self") for r in _ranked("acb", "j2", 4) + _ranked("cba", "jc", 3)]
+    return cfg, [ArenaOutcome(setting="memearena", battles=main), ArenaOutcome("self", other)]
+
+
+def test_the_analysis_writes_the_battle_files_write_battle_files_writes(tmp_path: Path) -> None:
+    from memearena.methods.arena.analysis import arena_leaderboard
+    from memearena.store import RunStore
+
+    cfg, outcomes = _two_settings()
+    fused, alone = tmp_path / "fused", tmp_path / "alone"
+    fused.mkdir()
+    alone.mkdir()
+    with RunStore(tmp_path / "run.db") as store:
+        arena_leaderboard(cfg, outcomes, store, bootstrap=10, run_dir=fused)
+    write_battle_files(alone, outcomes, cfg)
+    names = sorted(p.name for p in alone.iterdir())
+    assert names == sorted(p.name for p in fused.iterdir())
+    assert "battles.self.self_judged.jsonl" in names and len(names) == 4
+    for name in names:
+        assert (fused / name).read_bytes() == (alone / name).read_bytes()
+
+
+def test_a_failed_analysis_leaves_the_previous_battle_files(tmp_path: Path) -> None:
+    from memearena.methods.arena.analysis import arena_leaderboard
+    from memearena.stats import StatsError
+    from memearena.store import RunStore
+
+    cfg, outcomes = _two_settings()
+    (tmp_path / "battles.jsonl").write_text("earlier\n")
+    bad = [*outcomes[1].battles, _row("a", "zz", "model_a", "j1", "m0")]
+    outcomes[1] = ArenaOutcome("self", bad)
+    with (
+        RunStore(tmp_path / "run.db") as store,
+        pytest.raises(StatsError, match="model 'zz', not in the model list"),
+    ):
+        arena_leaderboard(cfg, outcomes, store, bootstrap=10, run_dir=tmp_path)
+    assert (tmp_path / "battles.jsonl").read_text() == "earlier\n"
+    assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "battles.self.jsonl").exists()
+
+
+@pytest.mark.parametrize("unit", ["meme", "task", "battle"])
+def test_the_section_does_not_depend_on_how_the_battles_are_split_into_blocks(
+    monkeypatch: pytest.MonkeyPatch, unit: str
+) -> None:
+    """Blocks of 7 rows (online Elo and first-seen cluster order carried across blocks) give
+    the same section as one block."""
+    import memearena.methods.arena.analysis as analysis
+
+    cfg, outcomes = _two_settings()
+    assert cfg.arena is not None
+    cfg = cfg.model_copy(update={"arena": cfg.arena.model_copy(update={"bootstrap_unit": unit})})
+    whole = setting_section(cfg, outcomes[0], bootstrap=20)
+    monkeypatch.setattr(analysis, "_CHUNK", 7)
+    assert setting_section(cfg, outcomes[0], bootstrap=20) == whole

@@ -86,3 +86,24 @@ def test_a_noop_rerun_reads_the_stored_counts_and_a_change_counts_again(
     damaged = run_method("arena", _config(limit=1, seed=1), run_dir, show_progress=False)
     assert damaged.new_calls == 0 and len(counted) == 5
     assert _rows(damaged) == _rows(seeded)
+
+
+@pytest.mark.parametrize("policy", ["exclude", "include"])
+def test_the_battles_counted_from_the_analysis_are_every_battle_written(
+    tmp_path: Path, policy: str
+) -> None:
+    """The analysis hands the status its count of the battles it read: every battle, the
+    self-judged ones included, under either self-judging policy."""
+    cfg = _config(limit=2)
+    assert cfg.arena is not None
+    models = {**cfg.models, "j-one": cfg.models["j-one"].model_copy(update={"family": "a"})}
+    arena = cfg.arena.model_copy(update={"self_judging": policy})
+    cfg = cfg.model_copy(update={"models": models, "arena": arena})
+    result = run_method("arena", cfg, tmp_path, show_progress=False)
+    lines = sum(
+        len(p.read_text().splitlines())
+        for p in (tmp_path / "battles.jsonl", tmp_path / "battles.self_judged.jsonl")
+        if p.exists()
+    )
+    assert (tmp_path / "battles.self_judged.jsonl").exists() == (policy == "exclude")
+    assert result.status.battles == lines > 0

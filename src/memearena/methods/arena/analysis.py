@@ -32,12 +32,14 @@ from memearena.stats import (
     StatsError,
     Verdict,
     VerdictMetrics,
+    VerdictRow,
     kendall_tau,
     ndcg,
     spearman_rho,
 )
 from memearena.stats.bt import BTResult, fit_draws
 from memearena.stats.cluster import (
+    BattleCodes,
     ClusteredCounts,
     ClusteredCountsBuilder,
     ClusterIndex,
@@ -63,6 +65,7 @@ __all__ = [
     "true_ranking",
     "verdict_batches",
     "verdict_metrics",
+    "verdict_row_batches",
     "write_battle_files",
 ]
 
@@ -232,16 +235,31 @@ def _pairwise(counts: ClusteredCounts) -> dict[str, Any]:
     }
 
 
-class _Pass:
-    """Everything the analysis aggregates in one pass over a setting's battle rows."""
+_CHUNK = 1 << 16
+"""Battle rows read per block of the analysis pass: memory is bounded by a block."""
 
-    def __init__(self, cfg: RunConfig, outcome: ArenaOutcome, with_groups: bool) -> None:
+
+class _Pass:
+    """Everything the analysis aggregates in one pass over a setting's battle rows, read in
+    blocks of rows turned into columns (model, outcome and cluster codes) and counted a block
+    at a time; online Elo still replays the battles one by one in stream order."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        outcome: ArenaOutcome,
+        with_groups: bool,
+        files: _BattleFiles | None = None,
+    ) -> None:
         acfg = cfg.arena
         assert acfg is not None
         self.acfg: ArenaConfig = acfg
+        self._files = files  # the battle rows, written as they are read
         targets = list(acfg.targets)
-        families = _families(cfg)
-        unit, exclude = acfg.bootstrap_unit, acfg.self_judging == "exclude"
+        self._targets = sorted(targets)
+        self._families = _families(cfg)
+        self._unit, self._exclude = acfg.bootstrap_unit, acfg.self_judging == "exclude"
+        self._with_groups = with_groups
         k = acfg.elo_k
         self.main = LeaderboardAccumulator(sorted(targets), elo_k=k)
         self.other = LeaderboardAccumulator(sorted(targets), elo_k=k)  # the other policy
@@ -254,46 +272,133 @@ class _Pass:
         self.refusals = LeaderboardAccumulator(sorted(targets), elo_k=k)
         self.n_rows = 0
         self.n_self_judged = 0
-        answers = outcome.answers
-        for n, row in enumerate(outcome.battles):
-            a, b, w, judge = row["model_a"], row["model_b"], row["winner"], row.get("judge")
-            item, context = row.get("item"), row.get("context")
-            cl = cluster_of(unit, item, context, n)
-            own = self_judged(judge, a, b, families)
-            self.n_rows += 1
-            self.n_self_judged += own
-            keep = not (exclude and own)
-            # The include-policy board sees every battle, the exclude-policy board the others.
-            if exclude:
-                if keep:
-                    self.main.add(a, b, w, cl)
-                self.other.add(a, b, w, cl)
-            else:
-                self.main.add(a, b, w, cl)
-                if not own:
-                    self.other.add(a, b, w, cl)
-            if judge is not None:
-                self._judge_table(self.judge_all, judge, targets).add(a, b, w, cl)
-                if keep:
-                    self._judge_table(self.judge_kept, judge, targets).add(a, b, w, cl)
-            if not keep:
-                continue
-            if with_groups:
-                for key, fieldname in GROUPS.items():
-                    value = row.get(fieldname)
-                    group = "(none)" if value is None else str(value)
+        # Cluster keys → integer keys (first seen first), shared by every table of the pass
+        # (refusal battles included), so that each table's own index sees its clusters in the
+        # order a battle-by-battle pass would.
+        self._keys: dict[Hashable, int] = {}
+        self._own: dict[tuple[str | None, str, str], bool] = {}
+        self._lengths_of: dict[tuple[str, str, str], int | None] = {}
+        self._lengths_item: Any = None
+        self._answers = outcome.answers
+        block: list[dict[str, Any]] = []
+        for row in outcome.battles:
+            block.append(row)
+            if len(block) >= _CHUNK:
+                self._block(block)
+                block = []
+        if block:
+            self._block(block)
+        self._refusal_losses(outcome, self._families, self._unit, self._exclude)
+
+    def _is_own(self, judge: str | None, a: str, b: str) -> bool:
+        key = (judge, a, b)
+        own = self._own.get(key)
+        if own is None:
+            own = self._own[key] = self_judged(judge, a, b, self._families)
+        return own
+
+    def _length(self, item: Any, context: Any, model: str) -> int | None:
+        """The length of an answer with text (None: no such answer); remembered for the
+        current meme only (rows come meme by meme)."""
+        if item != self._lengths_item:
+            self._lengths_of, self._lengths_item = {}, item
+        key = (str(item), str(context), model)
+        if key in self._lengths_of:
+            return self._lengths_of[key]
+        ans = self._answers.get(key)
+        n = len(ans["text"]) if ans and "text" in ans else None
+        self._lengths_of[key] = n
+        return n
+
+    def _block(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Aggregate one block of battle rows (in stream order)."""
+        model_a = [r["model_a"] for r in rows]
+        model_b = [r["model_b"] for r in rows]
+        winner = [r["winner"] for r in rows]
+        codes = BattleCodes.encode(self.main.builder.positions, model_a, model_b, winner)
+        if codes.error is not None:
+            raise codes.error
+        a, b, kind = codes.a, codes.b, codes.kind
+        judges = [r.get("judge") for r in rows]
+        items = [r.get("item") for r in rows]
+        contexts = [r.get("context") for r in rows]
+        unit, keys = self._unit, self._keys
+        first = self.n_rows
+        if unit == "meme":
+            raw: Iterable[Hashable] = items
+        elif unit == "task":
+            raw = zip(items, contexts, strict=True)
+        else:
+            raw = (("battle", first + n) for n in range(len(rows)))
+        cl = np.fromiter((keys.setdefault(x, len(keys)) for x in raw), np.int64, len(rows))
+        own = np.fromiter(
+            (self._is_own(j, x, y) for j, x, y in zip(judges, model_a, model_b, strict=True)),
+            bool,
+            len(rows),
+        )
+        self.n_rows += len(rows)
+        self.n_self_judged += int(own.sum())
+        if self._files is not None:
+            for row, is_own in zip(rows, own.tolist(), strict=True):
+                self._files.write(row, is_own)
+        keep = ~own if self._exclude else np.ones(len(rows), dtype=bool)
+
+        def add(acc: LeaderboardAccumulator, sel: np.ndarray) -> None:
+            acc.add_codes(a[sel], b[sel], kind[sel], acc.index.codes(cl[sel]))
+
+        # The include-policy board sees every battle, the exclude-policy board the others.
+        if self._exclude:
+            add(self.main, keep)
+            add(self.other, np.ones(len(rows), dtype=bool))
+        else:
+            add(self.main, np.ones(len(rows), dtype=bool))
+            add(self.other, ~own)
+        has_judge = np.fromiter((j is not None for j in judges), bool, len(rows))
+        if has_judge.any():
+            # Register the clusters in row order first: the judges' tables share the index.
+            shared = np.full(len(rows), -1, dtype=np.int64)
+            shared[has_judge] = self.index.codes(cl[has_judge])
+            names = np.array([j if j is not None else "" for j in judges], dtype=object)
+            for judge in dict.fromkeys(j for j in judges if j is not None):
+                sel = has_judge & (names == judge)
+                table = self._judge_table(self.judge_all, judge, self._targets)
+                table.add_codes(a[sel], b[sel], kind[sel], shared[sel])
+                sel &= keep
+                if sel.any():
+                    table = self._judge_table(self.judge_kept, judge, self._targets)
+                    table.add_codes(a[sel], b[sel], kind[sel], shared[sel])
+        kept = np.flatnonzero(keep)
+        if self._with_groups:
+            for key, fieldname in GROUPS.items():
+                values = [rows[r].get(fieldname) for r in kept.tolist()]
+                labels = np.array(["(none)" if v is None else str(v) for v in values], dtype=object)
+                for group in dict.fromkeys(labels.tolist()):
                     acc = self.groups[key].get(group)
                     if acc is None:
                         acc = self.groups[key][group] = LeaderboardAccumulator(
-                            sorted(targets), elo_k=k
+                            self._targets, elo_k=self.acfg.elo_k
                         )
-                    acc.add(a, b, w, cl)
-            ans_a = answers.get((str(item), str(context), a)) if item is not None else None
-            ans_b = answers.get((str(item), str(context), b)) if item is not None else None
-            if ans_a and ans_b and "text" in ans_a and "text" in ans_b:
-                self.lengths.add(a, b, w, len(ans_a["text"]), len(ans_b["text"]), cl)
-            self.refusals.add(a, b, w, cl)
-        self._refusal_losses(outcome, families, unit, exclude)
+                    sel = kept[labels == group]
+                    acc.add_codes(a[sel], b[sel], kind[sel], acc.index.codes(cl[sel]))
+        with_len: list[int] = []
+        len_a: list[int] = []
+        len_b: list[int] = []
+        for r in kept.tolist():
+            item = items[r]
+            if item is None:
+                continue
+            la = self._length(item, contexts[r], model_a[r])
+            lb = self._length(item, contexts[r], model_b[r])
+            if la is not None and lb is not None:
+                with_len.append(r)
+                len_a.append(la)
+                len_b.append(lb)
+        if with_len:
+            sel = np.array(with_len, dtype=np.int64)
+            self.lengths.add_codes(
+                a[sel], b[sel], kind[sel], len_a, len_b, self.lengths.index.codes(cl[sel])
+            )
+        add(self.refusals, keep)
 
     def _judge_table(
         self, tables: dict[str, ClusteredCountsBuilder], judge: str, targets: Sequence[str]
@@ -322,6 +427,10 @@ class _Pass:
                 by_task.setdefault((uid, level), {})[target] = False
         self.refusal_battles = 0
         serial = 10**12  # battle-level clusters of added rows must not collide with real ones
+        winners: list[str] = []
+        losers: list[str] = []
+        clusters: list[int] = []
+        keys = self._keys
         for (uid, level), seen in by_task.items():
             refused = [t for t, r in seen.items() if r]
             answered = [t for t, r in seen.items() if not r]
@@ -332,9 +441,19 @@ class _Pass:
                             continue
                         for _crit in self.acfg.criteria:
                             serial += 1
-                            cl = cluster_of(unit, uid, level, serial)
-                            self.refusals.add(winner, loser, "model_a", cl)
+                            key = cluster_of(unit, uid, level, serial)
+                            winners.append(winner)
+                            losers.append(loser)
+                            clusters.append(keys.setdefault(key, len(keys)))
                             self.refusal_battles += 1
+        if winners:
+            codes = BattleCodes.encode(
+                self.refusals.builder.positions, winners, losers, ["model_a"] * len(winners)
+            )
+            if codes.error is not None:
+                raise codes.error
+            cl = np.array(clusters, dtype=np.int64)
+            self.refusals.add_codes(codes.a, codes.b, codes.kind, self.refusals.index.codes(cl))
 
 
 def _point_theta(counts: ClusteredCounts) -> tuple[np.ndarray, bool]:
@@ -461,13 +580,19 @@ def _length_section(p: _Pass, n_boot: int, seed: int) -> dict[str, Any] | None:
 
 
 def setting_section(
-    cfg: RunConfig, outcome: ArenaOutcome, *, bootstrap: int, with_groups: bool = True
+    cfg: RunConfig,
+    outcome: ArenaOutcome,
+    *,
+    bootstrap: int,
+    with_groups: bool = True,
+    files: _BattleFiles | None = None,
 ) -> dict[str, Any]:
-    """Leaderboards, sensitivity views and judge bias of one setting's battles."""
+    """Leaderboards, sensitivity views and judge bias of one setting's battles (written to
+    `files` as they are read, when given)."""
     acfg = cfg.arena
     assert acfg is not None
     seed = cfg.seed
-    p = _Pass(cfg, outcome, with_groups)
+    p = _Pass(cfg, outcome, with_groups, files)
     section: dict[str, Any] = {
         "setting": outcome.setting,
         "battles": p.main.n,
@@ -536,9 +661,18 @@ def verdict_batches(
     unit (`unit`) it belongs to: one list per meme, so that a meme's verdicts can be matched
     across orders and judges and then dropped. `failures`, when given, counts each judge's
     unparsed verdict calls."""
+    for batch in verdict_row_batches(outcome, unit, failures):
+        yield [Verdict(*row) for row in batch]  # type: ignore[arg-type]
+
+
+def verdict_row_batches(
+    outcome: ArenaOutcome, unit: str = "meme", failures: Counter[str] | None = None
+) -> Iterator[list[VerdictRow]]:
+    """`verdict_batches` as tuples (`stats.VerdictRow`: no object per verdict), for
+    `VerdictMetrics.add_rows`."""
     as_winner = {"A": "model_a", "B": "model_b", "tie": "tie"}
     serial = 0
-    batch: list[Verdict] = []
+    batch: list[VerdictRow] = []
     current: str | None = None
     finished: set[str] = set()
     judged = outcome.judged
@@ -560,23 +694,24 @@ def verdict_batches(
         len_x = len(outcome.answers[(t.meme.uid, t.level, jp.x)]["text"])
         len_y = len(outcome.answers[(t.meme.uid, t.level, jp.y)]["text"])
         item = f"{t.meme.uid}|{t.level}"
+        # A meme's or task's cluster does not depend on the serial; a battle is its own unit.
+        cl = None if unit == "battle" else cluster_of(unit, t.meme.uid, t.level, serial)
+        judge = jp.judge
         shown = ((jp.forward, jp.x, jp.y, len_x, len_y), (jp.backward, jp.y, jp.x, len_y, len_x))
         for art, first, second, len_first, len_second in shown:
             for crit, v in (art.get("verdicts") or {}).items():
                 serial += 1
                 batch.append(
-                    Verdict(
-                        judge=jp.judge,
-                        item=item,
-                        model_a=first,
-                        model_b=second,
-                        winner=as_winner[v["winner"]],  # type: ignore[arg-type]
-                        criterion=crit,
-                        len_a=len_first,
-                        len_b=len_second,
-                        cluster=None
-                        if unit == "battle"
-                        else cluster_of(unit, t.meme.uid, t.level, serial),
+                    (
+                        judge,
+                        item,
+                        first,
+                        second,
+                        as_winner[v["winner"]],
+                        crit,
+                        len_first,
+                        len_second,
+                        cl,
                     )
                 )
     if batch:
@@ -598,8 +733,8 @@ def verdict_metrics(cfg: RunConfig, outcome: ArenaOutcome) -> tuple[VerdictMetri
         own_models=own_models(cfg), panel=judges, pairs=list(combinations(judges, 2))
     )
     failures: Counter[str] = Counter()
-    for batch in verdict_batches(outcome, acfg.bootstrap_unit, failures):
-        metrics.add(batch)
+    for batch in verdict_row_batches(outcome, acfg.bootstrap_unit, failures):
+        metrics.add_rows(batch)
     return metrics, failures
 
 
@@ -900,11 +1035,39 @@ def arena_leaderboard(
     store: RunStore,
     *,
     bootstrap: int | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The ``leaderboard.json`` document of an Arena run (see DESIGN: contracts)."""
+    """The ``leaderboard.json`` document of an Arena run (see DESIGN: contracts); with
+    `run_dir`, also its battle files (as `write_battle_files`), written while the battles are
+    read for the analysis and put in place only when the whole document is computed."""
+    assert cfg.arena is not None
+    exclude = cfg.arena.self_judging == "exclude"
+    files = (
+        [_BattleFiles(run_dir, _battle_stem(i, o), exclude) for i, o in enumerate(outcomes)]
+        if run_dir is not None
+        else None
+    )
+    try:
+        doc = _leaderboard_doc(cfg, outcomes, store, bootstrap, files)
+    except BaseException:
+        for f in files or ():
+            f.discard()
+        raise
+    for f in files or ():
+        f.commit()
+    return doc
+
+
+def _leaderboard_doc(
+    cfg: RunConfig,
+    outcomes: Sequence[ArenaOutcome],
+    store: RunStore,
+    bootstrap: int | None,
+    files: Sequence[_BattleFiles] | None,
+) -> dict[str, Any]:
     assert cfg.arena is not None
     n_boot = cfg.arena.bootstrap if bootstrap is None else bootstrap
-    main = setting_section(cfg, outcomes[0], bootstrap=n_boot)
+    main = setting_section(cfg, outcomes[0], bootstrap=n_boot, files=files[0] if files else None)
     main["answers"] = answer_outcomes(outcomes[0])
     main["errors"] = current_errors(cfg.arena, store)
     main["usage"] = store.usage_summary("arena.")  # a run directory may hold other methods'
@@ -917,7 +1080,14 @@ def arena_leaderboard(
         # Settings are compared with a smaller bootstrap: their point figures are the contrast.
         small = min(n_boot, 200)
         main["settings"] = {
-            o.setting: setting_section(cfg, o, bootstrap=small, with_groups=False) for o in outcomes
+            o.setting: setting_section(
+                cfg,
+                o,
+                bootstrap=small,
+                with_groups=False,
+                files=files[i] if files is not None and i > 0 else None,  # the first: written
+            )
+            for i, o in enumerate(outcomes)
         }
         main["settings_comparison"] = settings_vs_truth(main["settings"], truth)
     doc: dict[str, Any] = {"arena": main}
@@ -939,38 +1109,70 @@ _line_encoder = msgspec.json.Encoder(order="sorted")
 with non-ASCII text is written by ``json.dumps`` instead, escaped."""
 
 
+def _battle_line(b: Mapping[str, Any]) -> str:
+    line = _line_encoder.encode(b).decode("utf-8")
+    if not line.isascii():  # escaped, so that no reader splits a line (U+2028)
+        line = json.dumps(b, sort_keys=True)
+    return line + "\n"
+
+
+class _BattleFiles:
+    """One setting's battle files (kept battles, and those the self-judging policy leaves
+    out), streamed to temporary files and renamed by `commit`: a kill or an error never
+    leaves half a file, nor replaces the previous one."""
+
+    def __init__(self, run_dir: Path, stem: str, exclude: bool) -> None:
+        self.kept, self.left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"
+        self._tmp_kept = self.kept.with_suffix(".jsonl.tmp")
+        self._tmp_left = self.left.with_suffix(".jsonl.tmp")
+        self._exclude = exclude
+        self._fk = self._tmp_kept.open("w", encoding="utf-8")
+        self._fl = self._tmp_left.open("w", encoding="utf-8")
+        self.n_left = 0
+
+    def write(self, row: Mapping[str, Any], own: bool) -> None:
+        if self._exclude and own:
+            self._fl.write(_battle_line(row))
+            self.n_left += 1
+        else:
+            self._fk.write(_battle_line(row))
+
+    def commit(self) -> None:
+        self._fk.close()
+        self._fl.close()
+        os.replace(self._tmp_kept, self.kept)
+        if self.n_left:
+            os.replace(self._tmp_left, self.left)
+        else:
+            self._tmp_left.unlink()
+            self.left.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        self._fk.close()
+        self._fl.close()
+        self._tmp_kept.unlink(missing_ok=True)
+        self._tmp_left.unlink(missing_ok=True)
+
+
+def _battle_stem(i: int, outcome: ArenaOutcome) -> str:
+    return "battles" if i == 0 else f"battles.{outcome.setting}"
+
+
 def write_battle_files(run_dir: Path, outcomes: Sequence[ArenaOutcome], cfg: RunConfig) -> None:
     """Write the battle files: ``battles.jsonl`` holds the battles
     the main leaderboard is fitted on, so ``memearena rank --cluster item`` reproduces it;
     battles left out by the self-judging policy go to ``battles.self_judged.jsonl``; other
-    settings to ``battles.<setting>.jsonl`` (and ``battles.<setting>.self_judged.jsonl``)."""
+    settings to ``battles.<setting>.jsonl`` (and ``battles.<setting>.self_judged.jsonl``).
+    (`arena_leaderboard` with ``run_dir`` writes the same files while it reads the battles.)"""
     assert cfg.arena is not None
     families = _families(cfg)
     exclude = cfg.arena.self_judging == "exclude"
     for i, o in enumerate(outcomes):
-        stem = "battles" if i == 0 else f"battles.{o.setting}"
-        kept, left = run_dir / f"{stem}.jsonl", run_dir / f"{stem}.self_judged.jsonl"
-        n_left = 0
-        # Streamed to temporary files, renamed when complete: a kill never leaves half a file.
-        tmp_kept, tmp_left = kept.with_suffix(".jsonl.tmp"), left.with_suffix(".jsonl.tmp")
-        with (
-            tmp_kept.open("w", encoding="utf-8") as fk,
-            tmp_left.open("w", encoding="utf-8") as fl,
-        ):
+        files = _BattleFiles(run_dir, _battle_stem(i, o), exclude)
+        try:
             for b in o.battles:
-                own = self_judged(b.get("judge"), b["model_a"], b["model_b"], families)
-                line = _line_encoder.encode(b).decode("utf-8")
-                if not line.isascii():  # escaped, so that no reader splits a line (U+2028)
-                    line = json.dumps(b, sort_keys=True)
-                line += "\n"
-                if exclude and own:
-                    fl.write(line)
-                    n_left += 1
-                else:
-                    fk.write(line)
-        os.replace(tmp_kept, kept)
-        if n_left:
-            os.replace(tmp_left, left)
-        else:
-            tmp_left.unlink()
-            left.unlink(missing_ok=True)
+                files.write(b, self_judged(b.get("judge"), b["model_a"], b["model_b"], families))
+        except BaseException:
+            files.discard()
+            raise
+        files.commit()

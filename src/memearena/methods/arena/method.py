@@ -135,8 +135,25 @@ class Arena:
         # that derived them instead of re-deriving every battle.
         counts_key = _counts_key(digest, ctx.inputs.memes) if done else ""
         counts = _recorded_counts(store, counts_key) if done else None
+        previous = _previous_board(ctx.run_dir, store, digest) if done else None
+        board: dict[str, Any] | None = None
+        if done and previous is None:
+            # Imported only to analyse (statistics, numpy): a run that keeps its board needs none.
+            from memearena.methods.arena.analysis import arena_leaderboard
+
+            # The battle files are written in the analysis's own pass over the battles.
+            board = arena_leaderboard(
+                ctx.cfg, done, store, bootstrap=bootstrap, run_dir=ctx.run_dir
+            )
+            if self.notes and isinstance(board.get("arena"), dict):
+                board["arena"]["judge_audit_warnings"] = self.notes
         if counts is None and done:
-            counts = status_counts(ctx.cfg, done[0], memes=len(ctx.inputs.memes))
+            counts = status_counts(
+                ctx.cfg,
+                done[0],
+                memes=len(ctx.inputs.memes),
+                battles=None if board is None else _battles_read(ctx.cfg, board),
+            )
             store.set_meta(STATUS_COUNTS, json.dumps({"key": counts_key, "counts": counts}))
         status = arena_status(
             ctx.cfg,
@@ -154,17 +171,10 @@ class Arena:
             # status replaces any earlier leaderboard, so that neither the file nor the report
             # can pass an older result off as this run's; the report's banner says why.
             return Finished({}, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, ""))
-        previous = _previous_board(ctx.run_dir, store, digest)
         if previous is not None:
             kept = {k: previous[k] for k in self.keys if k in previous}
             return Finished(kept, status, analysis_reused=True)
-        # Imported only to analyse (statistics, numpy): a run that keeps its board needs none.
-        from memearena.methods.arena.analysis import arena_leaderboard, write_battle_files
-
-        board = arena_leaderboard(ctx.cfg, done, store, bootstrap=bootstrap)
-        if self.notes and isinstance(board.get("arena"), dict):
-            board["arena"]["judge_audit_warnings"] = self.notes
-        write_battle_files(ctx.run_dir, done, ctx.cfg)
+        assert board is not None
         return Finished(board, status, written=lambda: store.set_meta(ANALYSIS_DIGEST, digest))
 
     @staticmethod
@@ -269,10 +279,23 @@ def _recorded_counts(store: RunStore, key: str) -> dict[str, Any] | None:
     return counts if isinstance(counts, dict) else None
 
 
-def status_counts(cfg: RunConfig, main: ArenaOutcome, *, memes: int) -> dict[str, Any]:
+def _battles_read(cfg: RunConfig, board: Mapping[str, Any]) -> int:
+    """The battle rows of the main setting that the analysis read: its leaderboard's battles
+    and, under the exclude policy, the self-judged ones it left out (under include the
+    leaderboard holds every battle)."""
+    assert cfg.arena is not None
+    arena = board["arena"]
+    left_out = arena["self_judged_battles"] if cfg.arena.self_judging == "exclude" else 0
+    return int(arena["battles"]) + int(left_out)
+
+
+def status_counts(
+    cfg: RunConfig, main: ArenaOutcome, *, memes: int, battles: int | None = None
+) -> dict[str, Any]:
     """What a finished setting delivered, per model and role, read from its records (one pass
-    over answers and judged pairs, one count of battles): ``{"rows": [[model, role, planned,
-    done, refused], ...], "battles": n}``, rows in the status's order."""
+    over answers and judged pairs, one count of battles unless `battles` gives it, as the
+    analysis read them): ``{"rows": [[model, role, planned, done, refused], ...], "battles":
+    n}``, rows in the status's order."""
     assert cfg.arena is not None
     acfg = cfg.arena
     answers = main.answers
@@ -295,7 +318,8 @@ def status_counts(cfg: RunConfig, main: ArenaOutcome, *, memes: int) -> dict[str
     for j in acfg.judges:
         c = states[j]
         rows.append([j, "judge", sum(c.values()), c["done"], c["refused"]])
-    battles = sum(1 for _ in main.battles)  # a stream: counted, never held
+    if battles is None:
+        battles = sum(1 for _ in main.battles)  # a stream: counted, never held
     return {"rows": rows, "battles": battles}
 
 
