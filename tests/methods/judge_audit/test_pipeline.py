@@ -436,3 +436,46 @@ def test_the_report_states_the_ranking_once_and_the_flag_margins(
         "fewer than 10 pairs per type",
     ):
         assert rule in page, rule
+
+
+def test_a_judges_two_triplets_are_in_flight_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One pair at a time (window 1): its judge's unbiased and biased triplets, independent of
+    # each other, are still asked side by side, so the models' slots are not left half idle.
+    from memearena.config import DatasetConfig
+    from memearena.data.demo import demo_dir
+    from memearena.demo import demo_config
+    from memearena.models import backends as be
+
+    rows = [json.loads(x) for x in (demo_dir() / "memes.jsonl").read_text().splitlines() if x]
+    data = tmp_path / "data"
+    shutil.copytree(demo_dir() / "img", data / "img")
+    (data / "memes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    cfg = demo_config(bootstrap=20)
+    assert cfg.judge_audit is not None
+    models = {n: m.model_copy(update={"latency_ms": 5}) for n, m in cfg.models.items()}
+    cfg = cfg.model_copy(
+        update={
+            "models": models,
+            "data": [DatasetConfig(format="demo", path=data / "memes.jsonl")],
+            "judge_audit": cfg.judge_audit.model_copy(update={"window": 1}),
+        }
+    )
+    now, most = [0], [0]
+    chat = be.SimBackend.chat
+
+    async def counted(self, messages, params, role):  # type: ignore[no-untyped-def]
+        if role != "judge_audit.score":
+            return await chat(self, messages, params, role)
+        now[0] += 1
+        most[0] = max(most[0], now[0])
+        try:
+            return await chat(self, messages, params, role)
+        finally:
+            now[0] -= 1
+
+    monkeypatch.setattr(be.SimBackend, "chat", counted)
+    res = run_method("judge_audit", cfg, tmp_path / "run", show_progress=False)
+    assert res.exit_code == 0 and res.stages["ja_score"].new > 0
+    assert most[0] == 2

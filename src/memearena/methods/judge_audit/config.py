@@ -117,7 +117,8 @@ class JudgeAuditConfig(BaseModel):
     bootstrap: int = Field(1000, ge=0)
     """Bootstrap rounds (over items) for every interval."""
     window: int = Field(256, ge=1)
-    """Judgments in flight at once (memory follows this, not the number of memes)."""
+    """Pairs judged at once, each judge's two judgments of a pair side by side (memory follows
+    this, not the number of memes)."""
     examples: int = Field(1, ge=0, le=5)
     """Before/after examples per bias type kept for the report."""
 

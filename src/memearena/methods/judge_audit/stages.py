@@ -648,8 +648,8 @@ class JudgeAuditPipeline:
         for every pair, as
         they finish (the judges it got to: all of them unless the spend cap stopped it). A job
         is one pair: its judges one after the other (each item starting at another judge, so
-        the window's calls spread over the judges), at most ``window`` pairs, so ``window``
-        calls, in flight. Each request is built once (a triplet's messages
+        the window's calls spread over the judges), each judge's two triplets side by side, at
+        most ``window`` pairs, so ``2 x window`` calls, in flight. Each request is built once (a triplet's messages
         once for every judge, the unbiased triplet's requests once for every bias type sharing
         it), and the store is asked for a few hundred steps at a time, not step by step (not
         at all in a fresh audit: ``_step`` knows what this run stored)."""
@@ -716,14 +716,26 @@ class JudgeAuditPipeline:
             for judge, u_req, b_req, u_look, b_look in job[1]:
                 if self._stopped is not None:
                     break
-                try:
-                    u = await self._score(judge, u_req, lookup=u_look)
-                    b = await self._score(judge, b_req, lookup=b_look)
-                except BudgetExceeded as e:
+                # A judge's two triplets are asked side by side (neither depends on the other):
+                # the models' slots stay fuller than with one call per pair in flight.
+                got: list[dict[str, Any] | BaseException | None] = list(
+                    await asyncio.gather(
+                        self._score(judge, u_req, lookup=u_look),
+                        self._score(judge, b_req, lookup=b_look),
+                        return_exceptions=True,
+                    )
+                )
+                failed = [r for r in got if isinstance(r, BaseException)]
+                stop = next((r for r in failed if isinstance(r, BudgetExceeded)), None)
+                other = next((r for r in failed if not isinstance(r, BudgetExceeded)), None)
+                if other is not None:
+                    raise other
+                if stop is not None:
                     # What this pair's judges finished is kept; ``_window`` ends the stage.
-                    self._stopped = self._stopped or e
+                    self._stopped = self._stopped or stop
                     break
-                done.append((judge, (u, b), (u_req.request, b_req.request)))
+                scored = tuple(r for r in got if not isinstance(r, BaseException))
+                done.append((judge, scored, (u_req.request, b_req.request)))
             return done
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
