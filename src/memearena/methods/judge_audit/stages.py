@@ -649,10 +649,10 @@ class JudgeAuditPipeline:
         they finish (the judges it got to: all of them unless the spend cap stopped it). A job
         is one pair: its judges one after the other (each item starting at another judge, so
         the window's calls spread over the judges), each judge's two triplets side by side, at
-        most ``window`` pairs, so ``2 x window`` calls, in flight. Each request is built once (a triplet's messages
-        once for every judge, the unbiased triplet's requests once for every bias type sharing
-        it), and the store is asked for a few hundred steps at a time, not step by step (not
-        at all in a fresh audit: ``_step`` knows what this run stored)."""
+        most ``window`` pairs, so ``2 x window`` calls, in flight. Each request is built once
+        (a triplet's messages once for every judge, the unbiased triplet's requests once for
+        every bias type sharing it), and the store is asked for a few hundred steps at a time,
+        not step by step (not at all in a fresh audit: ``_step`` knows what this run stored)."""
         judges = self.acfg.judges
         Step = tuple[str, _Request, _Request, bool, bool]
         Job = tuple[AuditPair, list[Step]]
