@@ -65,9 +65,12 @@ def _wait(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> No
     raise SystemExit("sim-serve did not start listening")
 
 
-def http_config(data: Path, base_url: str, concurrency: int) -> dict[str, Any]:
-    """``examples/adapt.yaml`` with every model an endpoint of the server, on ``data``."""
-    cfg = yaml.safe_load((ROOT / "examples" / "adapt.yaml").read_text())
+def served_config(
+    example: str, run: str, data: Path, base_url: str, concurrency: int
+) -> dict[str, Any]:
+    """``examples/<example>`` with every model an endpoint of the server at ``base_url``, on
+    ``data``, no response cache, as run ``run``."""
+    cfg = yaml.safe_load((ROOT / "examples" / example).read_text())
     cfg["models"] = {
         name: {
             "provider": "openai",
@@ -81,8 +84,13 @@ def http_config(data: Path, base_url: str, concurrency: int) -> dict[str, Any]:
     }
     cfg["data"] = [{"format": "demo", "path": str(data)}]
     cfg["cache"] = False
-    cfg["run"] = "http-adapt"
+    cfg["run"] = run
     return cfg
+
+
+def http_config(data: Path, base_url: str, concurrency: int) -> dict[str, Any]:
+    """``examples/adapt.yaml`` with every model an endpoint of the server, on ``data``."""
+    return served_config("adapt.yaml", "http-adapt", data, base_url, concurrency)
 
 
 def in_flight(db: Path) -> dict[str, Any]:

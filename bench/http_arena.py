@@ -124,22 +124,28 @@ def arena_run(data: Path, base_url: str, args: Any, client: str, tmp: Path) -> d
     }
 
 
-async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: Path) -> float:
-    """CPU per call (s) of ModelPool + cache + store alone, on requests of the Arena's size."""
+def _arena_sized() -> tuple[Any, str]:
+    """A demo meme's image part and a prompt of a judge request's size."""
     import base64
-
-    from memearena.config import OpenAIModelConfig
-    from memearena.data.demo import demo_dir
-    from memearena.models import ImagePart, Message, ModelPool, ResponseCache, TextPart
-    from memearena.store import RunStore
-
-    img = sorted((demo_dir() / "img").glob("*.png"))[0].read_bytes()
     import hashlib
 
+    from memearena.data.demo import demo_dir
+    from memearena.models import ImagePart
+
+    img = sorted((demo_dir() / "img").glob("*.png"))[0].read_bytes()
     image = ImagePart(
         "data:image/png;base64," + base64.b64encode(img).decode(), hashlib.sha256(img).hexdigest()
     )
-    prompt = "Judge the two interpretations of this meme against the guideline. " * 40
+    return image, "Judge the two interpretations of this meme against the guideline. " * 40
+
+
+async def _layer(base_url: str, calls: int, concurrency: int, client: str, tmp: Path) -> float:
+    """CPU per call (s) of ModelPool + cache + store alone, on requests of the Arena's size."""
+    from memearena.config import OpenAIModelConfig
+    from memearena.models import Message, ModelPool, ResponseCache, TextPart
+    from memearena.store import RunStore
+
+    image, prompt = _arena_sized()
     cfg = OpenAIModelConfig(
         provider="openai",
         model="sim-aurora",
@@ -174,19 +180,11 @@ async def _no_pipeline(
     through ModelPool + store (no cache) to a server with the run's latency, every model at once
     and no call waiting on another: what any pipeline on this model layer, machine and transport
     could reach at best (its ratio to the same floor is the design's own)."""
-    import base64
-    import hashlib
-
     from memearena.config import OpenAIModelConfig
-    from memearena.data.demo import demo_dir
-    from memearena.models import ImagePart, Message, ModelPool, TextPart
+    from memearena.models import Message, ModelPool, TextPart
     from memearena.store import RunStore
 
-    img = sorted((demo_dir() / "img").glob("*.png"))[0].read_bytes()
-    image = ImagePart(
-        "data:image/png;base64," + base64.b64encode(img).decode(), hashlib.sha256(img).hexdigest()
-    )
-    prompt = "Judge the two interpretations of this meme against the guideline. " * 40
+    image, prompt = _arena_sized()
     cfgs = {
         name: OpenAIModelConfig(
             provider="openai",

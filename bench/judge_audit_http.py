@@ -48,7 +48,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from http_adapt import _free_port, _wait  # noqa: E402
+from http_adapt import _free_port, _wait, served_config  # noqa: E402
 
 # The child: the CLI, with the image worker count set when the tree has the knob (``pN``: N
 # worker processes instead of threads, started by a fork server, for the comparison only).
@@ -74,22 +74,7 @@ _CHILD = (
 
 def http_config(data: Path, base_url: str, concurrency: int) -> dict[str, Any]:
     """``examples/judge-audit.yaml`` with every model an endpoint of the server, on ``data``."""
-    cfg = yaml.safe_load((ROOT / "examples" / "judge-audit.yaml").read_text())
-    cfg["models"] = {
-        name: {
-            "provider": "openai",
-            "model": name,
-            "base_url": base_url,
-            "family": m.get("family"),
-            "max_concurrency": concurrency,
-            "timeout": 60,
-        }
-        for name, m in cfg["models"].items()
-    }
-    cfg["data"] = [{"format": "demo", "path": str(data)}]
-    cfg["cache"] = False
-    cfg["run"] = "http-judge-audit"
-    return cfg
+    return served_config("judge-audit.yaml", "http-judge-audit", data, base_url, concurrency)
 
 
 def calls(db: Path, latency: float, window: int, concurrency: int) -> dict[str, Any]:
