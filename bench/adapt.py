@@ -148,7 +148,7 @@ class Breakdown:
         self.wrap(ModelPool, "request_key", "request keys")
         self.wrap(RunStore, "commit_step", "step commits (queued)")
         self.wrap(RunStore, "_take_steps", "group commits: step rows")
-        self.wrap(RunStore, "_write_steps", "group commits: step rows")
+        self.wrap(RunStore, "write_steps", "group commits: step rows")
         self.wrap(ModelPool, "_flush", "group commits (all rows)")
 
     def record(self) -> dict[str, Any]:
