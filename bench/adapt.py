@@ -17,8 +17,13 @@ own functions, timed by wrappers that cost the run about a microsecond each): re
 request keys, parsing replies, image preparation, step commits (queued and written), and the
 model layer's group commits in the run beside the replay's (their number and CPU: a pipeline
 whose calls end in smaller bursts commits more often).
+``--floor`` adds the ideal pipeline's ratio (``bench/percall.py``'s ``Essentials``): the same
+calls replayed with only the work the method cannot do without redone around them (its prompts
+rendered, its replies parsed, its step outcomes queued) plus the CPU of its image work as
+measured in the run, and no dependency between calls: the lowest ratio a pipeline on this model
+layer and store can reach for these calls.
 
-    python bench/adapt.py [--scale 10] [--repeats 2] [--percall [--breakdown]]
+    python bench/adapt.py [--scale 10] [--repeats 2] [--percall [--breakdown] [--floor]]
 """
 
 from __future__ import annotations
@@ -170,12 +175,14 @@ def print_breakdown(runs: list[dict[str, Any]], indent: str = "      ") -> None:
         print(line)
 
 
-def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
-    """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed."""
-    from percall import Recorder, replay, timed_method
+def child_percall(n: int, breakdown: bool = False, floor: bool = False) -> dict[str, Any]:
+    """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed (and,
+    with ``floor``, replayed again with the run's essential work around them)."""
+    from percall import Essentials, Recorder, replay, timed_method
     from scale import write_memes
 
     import memearena.methods.adapt.common as common
+    import memearena.methods.adapt.erase as erase
     from memearena.engine.pool import open_pool, sim_world
     from memearena.engine.rundir import load_memes
     from memearena.methods.adapt.sim import AdaptWorld
@@ -196,6 +203,14 @@ def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
             return ask(*a, **kw)
 
         common.ask = asking  # type: ignore[assignment]
+    essentials = Essentials()
+    if floor:
+        essentials.install()
+        essentials.renderer(common, "build_messages")
+        essentials.asker(common)
+        essentials.image_work(common, "prepare_image", time.process_time)
+        essentials.image_work(erase, "prepare_image", time.process_time)
+        essentials.image_work(erase.TextEraser, "erase", time.thread_time)
     # The images the run told the simulated world about, so the replay's world knows them too.
     images: list[tuple[str, str, str | None]] = []
     register = AdaptWorld.register_image
@@ -212,6 +227,7 @@ def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
         rec = Recorder().install()
         res = run_method("adapt", cfg, root / "run", show_progress=False)
         rec.uninstall()
+        essentials.uninstall()
         AdaptWorld.register_image = register  # type: ignore[method-assign]
         store = RunStore(root / "replay.db")
         memes = load_memes(cfg, store).memes
@@ -226,6 +242,12 @@ def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
         parts.phase = "replay"
         base = replay(make_pool, rec.calls, cfg.adapt.window)
         store.close()
+        ideal = None
+        if floor:
+            store = RunStore(root / "floor.db")
+            (root / "replay.sqlite").unlink(missing_ok=True)
+            ideal = replay(make_pool, rec.calls, cfg.adapt.window, floor=essentials, store=store)
+            store.close()
     return {
         "memes": n,
         "calls": len(rec.calls),
@@ -233,10 +255,23 @@ def child_percall(n: int, breakdown: bool = False) -> dict[str, Any]:
         "model_layer_cpu_s": base,
         "models": len(res.section["models"]),
         **({"breakdown": parts.record()} if breakdown else {}),
+        **(
+            {
+                "floor_cpu_s": ideal + essentials.image_cpu_s,
+                "floor_image_cpu_s": essentials.image_cpu_s,
+                "floor_work": [
+                    len(essentials.renders),
+                    len(essentials.parses),
+                    len(essentials.steps),
+                ],
+            }
+            if ideal is not None
+            else {}
+        ),
     }
 
 
-def percall(scale: int, repeats: int, breakdown: bool = False) -> None:
+def percall(scale: int, repeats: int, breakdown: bool = False, floor: bool = False) -> None:
     print(
         "pipeline CPU per call (AdaptPipeline.run, analysis excluded) beside the model layer's "
         "on the same calls replayed (fresh ModelPool + simulated backend + store + cache, no "
@@ -247,7 +282,8 @@ def percall(scale: int, repeats: int, breakdown: bool = False) -> None:
         for _ in range(repeats):
             out = subprocess.run(
                 [sys.executable, __file__, "--child", str(n)]
-                + (["--breakdown"] if breakdown else []),
+                + (["--breakdown"] if breakdown else [])
+                + (["--floor"] if floor else []),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -263,8 +299,23 @@ def percall(scale: int, repeats: int, breakdown: bool = False) -> None:
             f"model layer {base:6.3f} ms/call, ratio {ratio:5.2f}x (target <= 1.3x)",
             flush=True,
         )
+        if floor:
+            print_floor(runs)
         if breakdown:
             print_breakdown(runs)
+
+
+def print_floor(runs: list[dict[str, Any]], indent: str = "      ") -> None:
+    """The ideal pipeline's CPU per call and ratio (medians over ``runs``)."""
+    f = statistics.median(1000 * r["floor_cpu_s"] / r["calls"] for r in runs)
+    img = statistics.median(1000 * r["floor_image_cpu_s"] / r["calls"] for r in runs)
+    ratio = statistics.median(r["floor_cpu_s"] / r["model_layer_cpu_s"] for r in runs)
+    renders, parses, steps = runs[0]["floor_work"]
+    print(
+        f"{indent}ideal pipeline (same calls, no dependencies; {renders} renders, {parses} "
+        f"parses, {steps} step outcomes, image work {img:.3f} ms/call): {f:6.3f} ms/call, "
+        f"ratio {ratio:5.2f}x"
+    )
 
 
 def main() -> None:
@@ -273,13 +324,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--percall", action="store_true")
     ap.add_argument("--breakdown", action="store_true", help="with --percall: where CPU goes")
+    ap.add_argument(
+        "--floor", action="store_true", help="with --percall: the ideal pipeline's ratio"
+    )
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child_percall(args.child, args.breakdown)))
+        print(json.dumps(child_percall(args.child, args.breakdown, args.floor)))
         return
     if args.percall:
-        percall(args.scale, args.repeats, args.breakdown)
+        percall(args.scale, args.repeats, args.breakdown, args.floor)
         return
     with tempfile.TemporaryDirectory(prefix="memearena-bench-data-") as tmp:
         small = (DatasetConfig(format="demo"), 24)

@@ -22,6 +22,8 @@ times the demo (memes cycled with distinct ids and texts), each run in its own p
 the image work's share of the pipeline's CPU (originals and perturbations). Target: at most
 1.3x at both sizes. ``--breakdown`` adds where the pipeline's CPU goes, in µs per call (as
 ``bench/adapt.py --breakdown``; the image work by its worker threads' own CPU).
+``--floor`` adds the ideal pipeline's ratio, as ``bench/adapt.py --floor`` (the image work by
+its worker threads' own CPU).
 
 Part 4 (``--rss``): peak RSS of the whole audit (analysis and report included) at 24, 144 and
 480 memes, each size in its own process, with the peak after each stage and after the analysis,
@@ -29,7 +31,8 @@ and SQLite's memory high-water mark (its page caches, bounded by the store's sof
 ``--tracemalloc`` adds the Python heap's peak per stage (slower). Target: growth at most 0.1 MB
 per meme (24 -> 480); the growth between the two largest sizes is printed too.
 
-    python bench/judge_audit.py [--seeds 3] [--percall [--breakdown]] [--rss] [--sizes 24,144,480]
+    python bench/judge_audit.py [--seeds 3] [--percall [--breakdown] [--floor]] [--rss]
+        [--sizes 24,144,480]
 """
 
 from __future__ import annotations
@@ -214,13 +217,16 @@ def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
     return cfg.model_copy(update={"data": [DatasetConfig(format="demo", path=data)]})
 
 
-def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, Any]:
-    """One audit over ``n`` memes with its calls recorded, then those calls replayed."""
+def child_percall(
+    n: int, bootstrap: int, breakdown: bool = False, floor: bool = False
+) -> dict[str, Any]:
+    """One audit over ``n`` memes with its calls recorded, then those calls replayed (and,
+    with ``floor``, replayed again with the run's essential work around them)."""
     from adapt import Breakdown
-    from percall import Recorder, replay, timed_method
+    from percall import Essentials, Recorder, replay, timed_method
 
     from memearena.engine.pool import open_pool, sim_world
-    from memearena.methods.judge_audit import stages
+    from memearena.methods.judge_audit import judge, stages
     from memearena.methods.judge_audit.stages import JudgeAuditPipeline
     from memearena.store import RunStore
 
@@ -243,6 +249,19 @@ def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, 
             return ask(*a, **kw)
 
         stages.ask = asking  # type: ignore[assignment]
+    essentials = Essentials()
+    if floor:
+        essentials.install()
+        # What renders a prompt (the judges' prompts on a miss of their small memo).
+        for owner, name in (
+            (stages, "build_messages"),
+            (judge, "render"),
+            (judge, "build_messages"),
+        ):
+            essentials.renderer(owner, name)
+        essentials.asker(stages)
+        for name in ("image_variant", "meme_image", "_fingerprint"):
+            essentials.image_work(stages, name, time.thread_time)
     with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
         root = Path(tmp)
         cfg = _audit_config(root, n, bootstrap)
@@ -251,6 +270,7 @@ def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, 
             "judge_audit", cfg, root / "run", show_progress=False, console=Console(quiet=True)
         )
         rec.uninstall()
+        essentials.uninstall()
         memes = load_datasets(cfg.data, cfg.image).memes
         store = RunStore(root / "replay.db")
         assert cfg.judge_audit is not None
@@ -263,6 +283,23 @@ def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, 
             cfg.judge_audit.window,
         )
         store.close()
+        ideal = None
+        if floor:
+            fstore = RunStore(root / "floor.db")
+            ideal = replay(
+                lambda: open_pool(
+                    cfg,
+                    sim_world(cfg, memes),
+                    fstore,
+                    cache_path=root / "floor.sqlite",
+                    max_cost=None,
+                ),
+                rec.calls,
+                cfg.judge_audit.window,
+                floor=essentials,
+                store=fstore,
+            )
+            fstore.close()
     board = [(r["judge"], r["trust"]["value"]) for r in res.section["leaderboard"]]
     return {
         "memes": n,
@@ -272,6 +309,19 @@ def child_percall(n: int, bootstrap: int, breakdown: bool = False) -> dict[str, 
         "model_layer_cpu_s": base,
         "board": board,
         **({"breakdown": parts.record()} if breakdown else {}),
+        **(
+            {
+                "floor_cpu_s": ideal + essentials.image_cpu_s,
+                "floor_image_cpu_s": essentials.image_cpu_s,
+                "floor_work": [
+                    len(essentials.renders),
+                    len(essentials.parses),
+                    len(essentials.steps),
+                ],
+            }
+            if ideal is not None
+            else {}
+        ),
     }
 
 
@@ -373,8 +423,10 @@ def _child(args: list[str]) -> dict[str, Any]:
     return result
 
 
-def percall(scale: int, repeats: int, bootstrap: int, breakdown: bool = False) -> None:
-    from adapt import print_breakdown
+def percall(
+    scale: int, repeats: int, bootstrap: int, breakdown: bool = False, floor: bool = False
+) -> None:
+    from adapt import print_breakdown, print_floor
 
     print(
         "Part 3: pipeline CPU per call (JudgeAuditPipeline.run, analysis excluded) beside the "
@@ -386,6 +438,7 @@ def percall(scale: int, repeats: int, bootstrap: int, breakdown: bool = False) -
             _child(
                 ["--child", "percall", "--n", str(n), "--bootstrap", str(bootstrap)]
                 + (["--breakdown"] if breakdown else [])
+                + (["--floor"] if floor else [])
             )
             for _ in range(repeats)
         ]
@@ -400,6 +453,8 @@ def percall(scale: int, repeats: int, bootstrap: int, breakdown: bool = False) -
             "(target <= 1.3x)",
             flush=True,
         )
+        if floor:
+            print_floor(runs)
         if breakdown:
             print_breakdown(runs)
 
@@ -450,20 +505,23 @@ def main() -> None:
     ap.add_argument("--sizes", default="24,144,480")
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--breakdown", action="store_true", help="with --percall: where CPU goes")
+    ap.add_argument(
+        "--floor", action="store_true", help="with --percall: the ideal pipeline's ratio"
+    )
     ap.add_argument("--child", choices=["percall", "rss"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--twin", action="store_true", help="add a clean twin of the reference")
     ap.add_argument("--no-generators", action="store_true", help="part 1 only")
     args = ap.parse_args()
     if args.child == "percall":
-        print(json.dumps(child_percall(args.n, args.bootstrap, args.breakdown)))
+        print(json.dumps(child_percall(args.n, args.bootstrap, args.breakdown, args.floor)))
         return
     if args.child == "rss":
         print(json.dumps(child_rss(args.n, args.bootstrap, args.tracemalloc)))
         return
     if args.percall or args.rss:
         if args.percall:
-            percall(args.scale, args.repeats, args.bootstrap, args.breakdown)
+            percall(args.scale, args.repeats, args.bootstrap, args.breakdown, args.floor)
         if args.rss:
             rss([int(s) for s in args.sizes.split(",")], args.bootstrap, args.tracemalloc)
         return

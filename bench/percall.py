@@ -8,20 +8,34 @@ copies those calls' messages into new objects (outside its timed region) and sen
 through a fresh ``ModelPool`` (the simulated backend, a fresh run store and response cache, the
 same window) with no pipeline: the model layer's own CPU on the run's own requests. The ratio
 of the two is what the pipeline adds on top of its calls.
+
+``Essentials`` (the ``--floor`` of both benches) keeps, during the same run, the work a pipeline
+cannot do without for its calls: every prompt it rendered (the rendering functions' arguments),
+every reply it parsed (the parser and the text), every step outcome it queued
+(``RunStore.commit_step``'s arguments), and the CPU of its image work. ``replay(...,
+floor=...)`` then sends the same calls with that work redone around them, spread evenly over the
+calls (renders before a call, parses and step outcomes after it), and no dependency between
+calls, so the group commits are as large as the window allows. That is an ideal pipeline: no
+memo, no scheduling, no bookkeeping; the method's own choices of what to ask cost nothing. Its
+CPU (plus the image work measured in the run) over the plain replay's is the lowest ratio any
+design on this model layer and store can reach for the method's calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import resource
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from memearena.engine.steps import bounded_map
+from memearena.errors import ParseError
 from memearena.models import ModelPool
 from memearena.models.types import Message
+from memearena.store import RunStore
 
 Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 
@@ -66,6 +80,84 @@ class Recorder:
         self._saved.clear()
 
 
+class Essentials:
+    """A run's essential per-call work, recorded for the floor replay (see the module)."""
+
+    def __init__(self) -> None:
+        self.renders: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self.parses: list[tuple[Callable[[str], Any], str]] = []
+        self.steps: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.image_cpu_s = 0.0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        self._saved.append((owner, name, inspect.getattr_static(owner, name)))
+        setattr(owner, name, new)
+
+    def renderer(self, owner: Any, name: str) -> None:
+        """Record every call of the rendering function ``owner.name`` (a module's own name
+        for it: the one the pipeline calls)."""
+        fn = getattr(owner, name)
+
+        def rendering(*a: Any, **kw: Any) -> Any:
+            self.renders.append((fn, a, kw))
+            return fn(*a, **kw)
+
+        self._patch(owner, name, rendering)
+
+    def parser(self, parser: Callable[[str], Any]) -> Callable[[str], Any]:
+        """``parser``, recording each text it is given."""
+
+        def parsing(text: str) -> Any:
+            self.parses.append((parser, text))
+            return parser(text)
+
+        return parsing
+
+    def asker(self, owner: Any, name: str = "ask") -> None:
+        """Record the parser of every reply ``owner.name`` (``prompts.ask``) parses."""
+        ask = getattr(owner, name)
+
+        def asking(*a: Any, **kw: Any) -> Any:
+            return ask(*a[:4], self.parser(a[4]), *a[5:], **kw)
+
+        self._patch(owner, name, asking)
+
+    def image_work(self, owner: Any, name: str, clock: Callable[[], float]) -> None:
+        """Add the CPU of ``owner.name`` (by ``clock``: ``time.thread_time`` in workers)."""
+        fn = getattr(owner, name)
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            c = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.image_cpu_s += clock() - c  # a float add: atomic enough under the GIL
+
+        self._patch(owner, name, timed)
+
+    def install(self) -> Essentials:
+        """Record every step outcome queued (all methods queue them through the store)."""
+        commit = RunStore.commit_step
+
+        async def committing(store: RunStore, *a: Any, **kw: Any) -> Any:
+            self.steps.append((a, kw))
+            return await commit(store, *a, **kw)
+
+        self._patch(RunStore, "commit_step", committing)
+        return self
+
+    def uninstall(self) -> None:
+        for owner, name, orig in reversed(self._saved):
+            setattr(owner, name, orig)
+        self._saved.clear()
+
+
+def _share(items: Sequence[Any], i: int, n: int) -> Sequence[Any]:
+    """The ``i``-th of ``n`` even shares of ``items``, in order."""
+    return items[i * len(items) // n : (i + 1) * len(items) // n]
+
+
 def timed_method(cls: type, name: str, acc: dict[str, float]) -> None:
     """Wrap the coroutine method ``cls.name`` to add its CPU seconds to ``acc[name]``, and
     those of the calling (event loop's) thread alone to ``acc[name + "_main"]`` (work handed to
@@ -88,10 +180,15 @@ def replay(
     calls: Sequence[Call],
     window: int,
     main: dict[str, float] | None = None,
+    floor: Essentials | None = None,
+    store: RunStore | None = None,
 ) -> float:
     """CPU seconds of ``calls`` sent through a fresh pool (``make_pool``), ``window`` at a
     time; a call that fails (a simulated fault past its retries) counts as made. ``main``:
-    given, its ``"cpu"`` is set to the CPU seconds of the event loop's thread alone."""
+    given, its ``"cpu"`` is set to the CPU seconds of the event loop's thread alone.
+
+    ``floor`` (with the pool's ``store``): the calls with the run's essential work redone
+    around them, each call's even share of it (the module's ideal pipeline)."""
 
     calls = [
         (kind, model, tuple(map(_fresh, a)), {k: _fresh(v) for k, v in kw.items()})
@@ -107,9 +204,27 @@ def replay(
             with contextlib.suppress(Exception):
                 await getattr(pool, kind)(model, *a, **kw)
 
+        n = len(calls)
+
+        async def ideal(job: tuple[int, Call]) -> None:
+            assert floor is not None and store is not None
+            i, call = job
+            for fn, a, kw in _share(floor.renders, i, n):
+                fn(*a, **kw)
+            await one(call)
+            for parser, text in _share(floor.parses, i, n):
+                with contextlib.suppress(ParseError):
+                    parser(text)
+            for a, kw in _share(floor.steps, i, n):
+                await store.commit_step(*a, **kw)
+
         t, m = time.process_time(), time.thread_time()
-        async for _ in bounded_map(one, calls, window):
-            pass
+        if floor is None:
+            async for _ in bounded_map(one, calls, window):
+                pass
+        else:
+            async for _ in bounded_map(ideal, enumerate(calls), window):
+                pass
         cpu = time.process_time() - t
         if main is not None:
             main["cpu"] = time.thread_time() - m
