@@ -108,11 +108,11 @@ def _read(run: Path) -> tuple[dict[str, Any] | None, dict[str, Any], Any]:
         r.close()
 
 
-def _pages(run: Path) -> dict[str, str]:
+def _pages(run: Path, urls: tuple[str, ...] = PAGES) -> dict[str, str]:
     async def go() -> dict[str, str]:
         out = {}
         async with TestClient(TestServer(make_app(run.parent, warm=False))) as client:
-            for url in PAGES:
+            for url in urls:
                 resp = await client.get(url)
                 assert resp.status == 200, url
                 out[url] = await resp.text()
@@ -219,6 +219,10 @@ def test_a_run_written_before_the_record_or_a_damaged_one_is_scanned(
     _write_board(older, board)
     assert _read(older)[0] is None
     assert _pages(older) == pages  # the same pages, from a scan
+    with monkeypatch.context() as m:  # the Arena's lists offer its own values: no scan
+        _no_scan(m)
+        lists = ("/r/0/battles?model=t-a", "/r/0/memes?q=a")
+        assert _pages(older, lists) == _pages(arena_run, lists)
     damaged: list[dict[str, Any]] = [
         {**rec, "calls": [str(rec["calls"][0]), rec["calls"][1]]},
         {**rec, "calls": [float(x) for x in rec["calls"]]},

@@ -274,7 +274,7 @@ class RunReader:
         sections = [m for m in method_names() if m in board]
         if not sections:
             return None
-        return stored_usage(board, sections, calls_stamp(self.q))
+        return stored_usage(board, sections, lambda: calls_stamp(self.q))
 
     def overview(self) -> dict[str, Any]:
         """Run facts, status, spend, calls, tokens, errors by reason, simulated notes."""

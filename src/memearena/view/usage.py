@@ -68,12 +68,18 @@ def usage(q: Query) -> dict[str, list[dict[str, Any]]]:
     models = [dict(zip(USAGE_COLUMNS, (v or 0 for v in r), strict=True)) for r in rows]
     for m in models:
         m["model"] = str(m["model"])
+    # The failed calls are the rows counted in ``errors``: none there, none to look for.
+    failed = any(m["errors"] for m in models)
     call_errors = [
         {"kind": k or "unknown", "count": n}
-        for k, n in q(
-            "SELECT error_kind, COUNT(*) FROM calls WHERE status='error'"
-            " GROUP BY error_kind ORDER BY COUNT(*) DESC",
-            (),
+        for k, n in (
+            q(
+                "SELECT error_kind, COUNT(*) FROM calls WHERE status='error'"
+                " GROUP BY error_kind ORDER BY COUNT(*) DESC",
+                (),
+            )
+            if failed
+            else []
         )
     ]
     return {"models": models, "call_errors": call_errors}
@@ -125,15 +131,24 @@ def _valid(rec: Mapping[str, Any]) -> bool:
 
 
 def stored_usage(
-    board: Mapping[str, Any], sections: list[str], stamp: list[int]
+    board: Mapping[str, Any], sections: list[str], stamp: Callable[[], list[int]]
 ) -> dict[str, Any] | None:
     """The first record under ``USAGE_KEY`` in ``board``'s ``sections`` that was summed from
-    calls of this ``stamp`` and is well formed (None when none is: scan the calls)."""
-    for name in sections:
-        section = board.get(name)
-        rec = section.get(USAGE_KEY) if isinstance(section, dict) else None
-        if not isinstance(rec, dict) or rec.get("calls") != stamp:
+    calls of the stamp ``stamp()`` gives (read only when some section holds a record) and is
+    well formed (None when none is: scan the calls)."""
+    records = [
+        rec
+        for name in sections
+        if isinstance(section := board.get(name), dict)
+        and isinstance(rec := section.get(USAGE_KEY), dict)
+    ]
+    if not records:
+        return None
+    now = stamp()
+    for rec in records:
+        calls = rec.get("calls")
+        if calls != now or not all(type(x) is int for x in calls):
             continue
-        if all(type(x) is int for x in rec["calls"]) and _valid(rec):
+        if _valid(rec):
             return rec
     return None
