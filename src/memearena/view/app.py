@@ -528,7 +528,8 @@ class View:
         **ctx: Any,
     ) -> web.Response:
         """A filtered page of one list: the query's ``filters``, ``offset`` and ``limit`` (50)
-        passed to ``fetch(reader, ...)``; ``f`` holds the values the filters offer."""
+        passed to ``fetch(reader, ...)``; ``f`` holds the values the filters offer (the reader's
+        ``filter_values`` unless the page gives its own)."""
         n, r = self.reader(request)
         q = request.query
         page = fetch(
@@ -537,7 +538,8 @@ class View:
             offset=query_int(request, "offset"),
             limit=query_int(request, "limit", 50) or 50,
         )
-        ctx.setdefault("f", r.filter_values())
+        if "f" not in ctx:  # a page that gives its own values needs no scan of the calls
+            ctx["f"] = r.filter_values()
         return self.render(request, template, n=n, label=self.label(n), page=page, **ctx)
 
     def memes_shown(self, reader: RunReader) -> dict[str, Mapping[str, str | None]]:

@@ -25,6 +25,7 @@ from memearena.errors import MemearenaError
 from memearena.jsonsafe import loads_bounded
 from memearena.store.images import find_image
 from memearena.store.requests import decode_payload, unpack
+from memearena.view.usage import USAGE_COLUMNS, call_values, calls_stamp, stored_usage, usage
 
 __all__ = [
     "MAX_PER_PAGE",
@@ -262,6 +263,19 @@ class RunReader:
         board = self.board
         return [m for m in method_names() if m in board]
 
+    def stored_usage(self) -> dict[str, Any] | None:
+        """The record of the run's calls (``view.usage``) stored with a method's section of
+        leaderboard.json, when it was summed from the calls on record now (None: it was not,
+        or there is none; a run written before such records)."""
+        return self.cached("usage", self._stored_usage)  # type: ignore[no-any-return]
+
+    def _stored_usage(self) -> dict[str, Any] | None:
+        board = self.board
+        sections = [m for m in method_names() if m in board]
+        if not sections:
+            return None
+        return stored_usage(board, sections, lambda: calls_stamp(self.q))
+
     def overview(self) -> dict[str, Any]:
         """Run facts, status, spend, calls, tokens, errors by reason, simulated notes."""
         return dict(self.cached("overview", self._overview))
@@ -270,32 +284,12 @@ class RunReader:
         board = self.board
         run: dict[str, Any] = board["run"] if isinstance(board.get("run"), dict) else {}
         status = board.get("status") if isinstance(board.get("status"), dict) else None
-        usage = self.q(
-            "SELECT model, COUNT(*), SUM(status='cached'), SUM(status='error'),"
-            " SUM(status='refusal'), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd),"
-            " SUM(latency_s), SUM(status='sent'),"
-            " SUM(CASE WHEN status='sent' THEN cost_bound_usd ELSE 0 END)"
-            # One pass over the table: grouping through the model index would visit every
-            # row out of order (about a third slower on a large run).
-            " FROM calls NOT INDEXED GROUP BY model ORDER BY model"
-        )
-        cols = (
-            "model",
-            "calls",
-            "cached",
-            "errors",
-            "refusals",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "latency_s",
-            "unsettled",
-            "unsettled_usd",
-        )
-        models = [dict(zip(cols, (v or 0 for v in r), strict=True)) for r in usage]
-        for m in models:
-            m["model"] = str(m["model"])
-        totals = {c: sum(m[c] for m in models) for c in cols[1:]}
+        # The usage a method stored with its section when it was summed from these very
+        # calls; else (an older run, a run written to since) one pass over the calls.
+        stored = self.stored_usage()
+        scanned = stored if stored is not None else usage(self.q)
+        models: list[dict[str, Any]] = [dict(m) for m in scanned["models"]]
+        totals = {c: sum(m[c] for m in models) for c in USAGE_COLUMNS[1:]}
         errors = [
             {"kind": k, "reason": r, "count": n}
             for k, r, n in self.q(
@@ -303,13 +297,7 @@ class RunReader:
                 " ORDER BY COUNT(*) DESC, kind, reason"
             )
         ]
-        call_errors = [
-            {"kind": k or "unknown", "count": n}
-            for k, n in self.q(
-                "SELECT error_kind, COUNT(*) FROM calls WHERE status='error'"
-                " GROUP BY error_kind ORDER BY COUNT(*) DESC"
-            )
-        ]
+        call_errors = [dict(e) for e in scanned["call_errors"]]
         simulated = []
         if isinstance(board.get("simulated"), dict):
             simulated.append(str(board["simulated"].get("note") or "targets are simulated"))
@@ -468,19 +456,30 @@ class RunReader:
         return dict(self.cached("filters", self._filter_values))
 
     def _filter_values(self) -> dict[str, list[str]]:
-        call_models = [str(m) for (m,) in self.q("SELECT DISTINCT model FROM calls ORDER BY 1")]
-        roles = [str(r) for (r,) in self.q("SELECT DISTINCT role FROM calls ORDER BY 1")]
+        stored = self.stored_usage()
+        calls = (
+            {k: list(stored[k]) for k in ("call_models", "roles")}
+            if stored is not None
+            else call_values(self.q)
+        )
+        return {
+            **self.method_filter_values(),
+            **calls,
+            "statuses": ["ok", "cached", "refusal", "error", "sent", "budget"],
+        }
+
+    def method_filter_values(self) -> dict[str, list[str]]:
+        """Values every registered method's filters offer (read from leaderboard.json only:
+        what a method's list pages need, without scanning the calls)."""
+        return dict(self.cached("method_filters", self._method_filter_values))
+
+    def _method_filter_values(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for name in method_names():  # each registered method's, empty when the run lacks it
             pages = method_pages(name)
             if pages is not None and pages.filters is not None:
                 out.update(pages.filters(self))
-        return {
-            **out,
-            "call_models": call_models,
-            "roles": roles,
-            "statuses": ["ok", "cached", "refusal", "error", "sent", "budget"],
-        }
+        return out
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for a name that is not an attribute: a registered method's query

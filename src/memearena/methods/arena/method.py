@@ -48,6 +48,7 @@ __all__ = [
     "Arena",
     "analysis_digest",
     "arena_status",
+    "run_usage",
     "status_counts",
 ]
 
@@ -147,6 +148,12 @@ class Arena:
             )
             if self.notes and isinstance(board.get("arena"), dict):
                 board["arena"]["judge_audit_warnings"] = self.notes
+            if isinstance(board.get("arena"), dict):
+                from memearena.view.usage import USAGE_KEY
+
+                record = run_usage(ctx.run_dir, store)
+                if record is not None:
+                    board["arena"][USAGE_KEY] = record
         if counts is None and done:
             counts = status_counts(
                 ctx.cfg,
@@ -213,6 +220,28 @@ def _analysis_source() -> bytes:
     spec = importlib.util.find_spec("memearena.methods.arena.analysis")
     assert spec is not None and spec.origin is not None
     return Path(spec.origin).read_bytes()
+
+
+def run_usage(run_dir: Path, store: RunStore) -> dict[str, Any] | None:
+    """The run directory's calls (every method's) as the viewer's overview shows them, with
+    the stamp of the calls they were summed from (``memearena.view.usage``), stored with the
+    section so that a viewer's first page need not scan the calls; None when they cannot be
+    read as the store sees them (a viewer then scans them)."""
+    from memearena.view.queries import RunReader, ViewError
+    from memearena.view.usage import usage_record
+
+    # Read through the viewer's own queries, so that its pages show what a scan would; every
+    # call row queued by the run is committed first (a read through the store syncs).
+    last = store.last_call_id()
+    try:
+        reader = RunReader(run_dir)
+    except ViewError:
+        return None
+    try:
+        record = usage_record(reader.q)
+    finally:
+        reader.close()
+    return record if record["calls"][1] == last else None
 
 
 def _previous_board(run_dir: Path, store: RunStore, digest: str) -> dict[str, Any] | None:

@@ -592,8 +592,9 @@ def _leaderboards(v: View, request: web.Request) -> web.Response:
 
 def _memes_page(v: View, request: web.Request) -> web.Response:
     _, r = v.reader(request)
+    # Its filters are the Arena's own (leaderboard.json): no scan of the calls for them.
     return v.listing(
-        request, "arena/memes.html.j2", memes, ("q", "outcome", "model"), f=r.filter_values()
+        request, "arena/memes.html.j2", memes, ("q", "outcome", "model"), f=filter_values(r)
     )
 
 
@@ -608,7 +609,7 @@ def _meme_page(v: View, request: web.Request) -> web.Response:
 def _battles_page(v: View, request: web.Request) -> web.Response:
     _, r = v.reader(request)
     filters = ("meme", "model", "judge", "criterion", "outcome")
-    return v.listing(request, "arena/battles.html.j2", battles, filters, f=r.filter_values())
+    return v.listing(request, "arena/battles.html.j2", battles, filters, f=filter_values(r))
 
 
 def _battle_page(v: View, request: web.Request) -> web.Response:
