@@ -35,6 +35,7 @@ __all__ = [
     "seeded_rng",
     "step_outcome",
     "tally_step",
+    "unparsed_outcome",
 ]
 
 T = TypeVar("T")
@@ -86,8 +87,10 @@ def tally_step(kind: str, field: str) -> None:
     outcomes counts it as ``run_step`` would have)."""
     tally = _TALLY.get()
     if tally is not None:
-        c = tally.setdefault(kind, StageCount())
-        setattr(c, field, getattr(c, field) + 1)
+        c = tally.get(kind)
+        if c is None:
+            c = tally[kind] = StageCount()
+        c.__dict__[field] += 1
 
 
 def outcome_value(
@@ -128,6 +131,14 @@ def step_outcome(
     final artifact, so a re-run asks again (with its own re-asks) instead of reusing it."""
     if res.value is not None:
         return encode(res.value, res), None
+    return unparsed_outcome(res, required=required)
+
+
+def unparsed_outcome(
+    res: AskResult[Any], *, required: bool = False
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """``step_outcome`` of an ask that came back with no parsed value (a refusal, a parse
+    failure, a failure worth retrying)."""
     if res.refusal:
         raw = res.raw[-1] if res.raw else ""
         return {"refusal": True, "raw": raw}, ("refusal", raw[:500])
