@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import random
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ __all__ = [
     "bounded_map",
     "capped_map",
     "counting_steps",
+    "fewer_collections",
     "outcome_value",
     "run_step",
     "seeded_rng",
@@ -64,6 +67,39 @@ class StageCount:
     again: int = 0
     """Reached again in this run (one request reached by several items or chains): answered
     from the outcome this run already counted as reused or new, so neither count repeats it."""
+
+
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Allocations between two collections of the youngest generation while a pipeline runs
+(Python's default: 700)."""
+
+_GC_LOCK = threading.Lock()
+_GC_HELD: list[tuple[int, int, int]] = []  # the thresholds to restore, while any block is inside
+
+
+@contextlib.contextmanager
+def fewer_collections(young: int = YOUNG_COLLECTION_THRESHOLD) -> Iterator[None]:
+    """Collect the youngest generation every ``young`` allocations instead of every 700 inside
+    the block (the whole process: thresholds are global). A pipeline keeps a window of steps in
+    flight, whose coroutines, messages and replies outlive 700 allocations: each default
+    collection traverses them and promotes them, so the older generations are traversed again;
+    with room for a window's worth, most of them are gone before the next collection. Nothing
+    is left uncollected (cycles wait a little longer). Nested or concurrent blocks restore the
+    thresholds once the last one ends."""
+    with _GC_LOCK:
+        if not _GC_HELD:
+            old = gc.get_threshold()
+            _GC_HELD.append(old)
+            gc.set_threshold(max(young, old[0]), old[1], old[2])
+        else:
+            _GC_HELD.append(_GC_HELD[0])
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            first = _GC_HELD.pop()
+            if not _GC_HELD:
+                gc.set_threshold(*first)
 
 
 _TALLY: ContextVar[dict[str, StageCount] | None] = ContextVar("memearena_step_tally", default=None)
