@@ -161,3 +161,24 @@ def _answer(text: str):  # a step's call that parses to ``text``
         return AskResult(value=text, raw=[text])
 
     return call
+
+
+def test_fewer_collections_raises_the_young_threshold_and_restores_it_after_nesting() -> None:
+    import gc
+
+    from memearena.engine.steps import fewer_collections
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, before[1], before[2])
+        with fewer_collections(5000):
+            assert gc.get_threshold()[0] == 5000
+            with fewer_collections(9000):  # an inner block keeps the outer one's setting
+                assert gc.get_threshold()[0] == 5000
+            assert gc.get_threshold()[0] == 5000
+        assert gc.get_threshold() == (700, before[1], before[2])
+        with pytest.raises(RuntimeError), fewer_collections(5000):
+            raise RuntimeError("stage failed")
+        assert gc.get_threshold() == (700, before[1], before[2])
+    finally:
+        gc.set_threshold(*before)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import random
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,11 +32,13 @@ __all__ = [
     "bounded_map",
     "capped_map",
     "counting_steps",
+    "fewer_collections",
     "outcome_value",
     "run_step",
     "seeded_rng",
     "step_outcome",
     "tally_step",
+    "unparsed_outcome",
 ]
 
 T = TypeVar("T")
@@ -65,6 +69,39 @@ class StageCount:
     from the outcome this run already counted as reused or new, so neither count repeats it."""
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Allocations between two collections of the youngest generation while a pipeline runs
+(Python's default: 700)."""
+
+_GC_LOCK = threading.Lock()
+_GC_HELD: list[tuple[int, int, int]] = []  # the thresholds to restore, while any block is inside
+
+
+@contextlib.contextmanager
+def fewer_collections(young: int = YOUNG_COLLECTION_THRESHOLD) -> Iterator[None]:
+    """Collect the youngest generation every ``young`` allocations instead of every 700 inside
+    the block (the whole process: thresholds are global). A pipeline keeps a window of steps in
+    flight, whose coroutines, messages and replies outlive 700 allocations: each default
+    collection traverses them and promotes them, so the older generations are traversed again;
+    with room for a window's worth, most of them are gone before the next collection. Nothing
+    is left uncollected (cycles wait a little longer). Nested or concurrent blocks restore the
+    thresholds once the last one ends."""
+    with _GC_LOCK:
+        if not _GC_HELD:
+            old = gc.get_threshold()
+            _GC_HELD.append(old)
+            gc.set_threshold(max(young, old[0]), old[1], old[2])
+        else:
+            _GC_HELD.append(_GC_HELD[0])
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            first = _GC_HELD.pop()
+            if not _GC_HELD:
+                gc.set_threshold(*first)
+
+
 _TALLY: ContextVar[dict[str, StageCount] | None] = ContextVar("memearena_step_tally", default=None)
 
 
@@ -86,8 +123,10 @@ def tally_step(kind: str, field: str) -> None:
     outcomes counts it as ``run_step`` would have)."""
     tally = _TALLY.get()
     if tally is not None:
-        c = tally.setdefault(kind, StageCount())
-        setattr(c, field, getattr(c, field) + 1)
+        c = tally.get(kind)
+        if c is None:
+            c = tally[kind] = StageCount()
+        c.__dict__[field] += 1
 
 
 def outcome_value(
@@ -128,6 +167,14 @@ def step_outcome(
     final artifact, so a re-run asks again (with its own re-asks) instead of reusing it."""
     if res.value is not None:
         return encode(res.value, res), None
+    return unparsed_outcome(res, required=required)
+
+
+def unparsed_outcome(
+    res: AskResult[Any], *, required: bool = False
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """``step_outcome`` of an ask that came back with no parsed value (a refusal, a parse
+    failure, a failure worth retrying)."""
     if res.refusal:
         raw = res.raw[-1] if res.raw else ""
         return {"refusal": True, "raw": raw}, ("refusal", raw[:500])

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 from memearena.config import RunConfig
 from memearena.data import Meme, prepare_image
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import run_step, tally_step
+from memearena.engine.steps import tally_step, unparsed_outcome
 from memearena.errors import ConfigError, DataError, ParseError
 from memearena.jsonsafe import loads_bounded
 from memearena.methods.adapt.config import AdaptConfig
@@ -128,6 +128,9 @@ class AdaptContext:
     _memo: OrderedDict[Hashable, _Memo] = field(default_factory=OrderedDict)
     _prompts: OrderedDict[Hashable, list[Message]] = field(default_factory=OrderedDict)
     _params: dict[tuple[object, ...], GenParams] = field(default_factory=dict)
+    _memo_gen: int = 0
+    """Bumped whenever ``_memo`` gains a key or an outcome (a look-up's result still holds
+    while it is unchanged)."""
     drawn: OrderedDict[tuple[str, str], ImagePart] = field(default_factory=OrderedDict)
     """Texts drawn into images (``render_text``), by (image hash, text): drawn once each."""
 
@@ -184,6 +187,15 @@ class AdaptContext:
         got = self._params.get(k)
         if got is None:
             got = self._params[k] = GenParams(seed=self.cfg.seed * 1000 + repeat, **extra)
+        return got
+
+    def params(self, **fields: Any) -> GenParams:
+        """``GenParams(**fields)``, one object per distinct value in a run (the same parameters
+        are asked for again and again: a reference candidate's, a rewrite attempt's)."""
+        k = ("params", *fields.items())
+        got = self._params.get(k)
+        if got is None:
+            got = self._params[k] = GenParams(**fields)
         return got
 
     def _may_be_stored(self, kind: str, short: int) -> bool:
@@ -268,15 +280,19 @@ class AdaptContext:
             if vkey is None
             else (kind, model, role, template, sha, params, reasks, required, vkey)
         )
+        memo_gen = self._memo_gen
         if memo_key is not None:
             seen = self._memo.get(memo_key)
-            if seen is not None and seen.outcome is not None:
-                self._memo.move_to_end(memo_key)
-                tally_step(kind, "again")
-                return _Ready(seen.outcome)
+            if seen is not None:
+                if seen.outcome is not None:
+                    self._memo.move_to_end(memo_key)
+                    tally_step(kind, "again")
+                    return _Ready(seen.outcome)
+                memo_gen = -1  # in flight: ``_step`` joins it
         return self._step(
             memo_key, kind, parts, model, role, template, parser, encode, image, params, reasks,
             required, vars, None if vkey is None else (template, sha, vkey), tuple(images),
+            memo_gen,
         )  # fmt: skip
 
     async def _step(
@@ -295,9 +311,12 @@ class AdaptContext:
         required: bool,
         vars: dict[str, Any],
         prompt_key: Hashable | None,
-        images: Sequence[ImagePart] = (),
+        images: Sequence[ImagePart],
+        memo_gen: int,
     ) -> dict[str, Any] | None:
-        if memo_key is not None:
+        # ``memo_gen``: the memo's generation when ``step`` looked the key up; unchanged, that
+        # look-up still holds (a step awaited at once), so it is not made again.
+        if memo_key is not None and memo_gen != self._memo_gen:
             seen = self._memo.get(memo_key)
             if seen is not None:
                 if seen.outcome is not None:  # answered since this step was asked for
@@ -319,33 +338,37 @@ class AdaptContext:
         # Two chains can reach the same step at once (a loop and its control share their first
         # rewrite): the later one waits for the first one's call, so nothing is paid twice
         # even with the cache off; if that caller is cancelled, the step is called afresh.
-        while key in self._inflight:
+        inflight = self._inflight
+        while key in inflight:
             got = await self._join(key)
             if got is not _ABANDONED:
                 tally_step(kind, "again")
                 return cast("dict[str, Any] | None", got)
         waiting: list[asyncio.Future[Any]] = []
-        self._inflight[key] = waiting
+        inflight[key] = waiting
         short = int(fingerprint[:16], 16)
         memo: _Memo | None = None
         if memo_key is not None:
             memo = self._memo[memo_key] = _Memo(key)
+            self._memo_gen += 1
             if len(self._memo) > STEP_MEMO_SIZE:
                 self._memo.popitem(last=False)
         progress = self.progress
-        counted: list[str] = []
-
-        def observe(how: str) -> None:
-            counted.append(how)
-            progress.made(kind, how)
-
         progress.reach(kind)
+        counted = False
         try:
-            got = await run_step(
-                self.store,
-                kind,
-                fingerprint,
-                lambda: ask(
+            # ``run_step`` (look-up, call, tally, queued commit), written out here: the step
+            # that every Adapt call goes through.
+            store = self.store
+            got = None
+            if self._may_be_stored(kind, short):
+                got = store.get_artifact(kind, fingerprint)
+            if got is not None:
+                counted = True
+                tally_step(kind, "reused")
+                progress.made(kind, "reused")
+            else:
+                res = await ask(
                     self.pool,
                     model,
                     role,
@@ -354,18 +377,30 @@ class AdaptContext:
                     max_reasks=reasks,
                     params=params,
                     key=fingerprint,
-                ),
-                # The reply itself is on record with its call (``calls.response``): the artifact
-                # keeps what the stages read, not a second copy of it.
-                lambda v, r: {"model": model, "for": artifact_key(*parts), **encode(v)},
-                lookup=self._may_be_stored(kind, short),
-                required=required,
-                observe=observe,
-            )
+                )
+                if res.value is not None:
+                    # The reply itself is on record with its call (``calls.response``): the
+                    # artifact keeps what the stages read, not a second copy of it.
+                    value: dict[str, Any] | None = {
+                        "model": model,
+                        "for": artifact_key(*parts),
+                        **encode(res.value),
+                    }
+                    error = None
+                else:
+                    value, error = unparsed_outcome(res, required=required)
+                how = "new" if value is not None else "failed"
+                counted = True
+                tally_step(kind, how)
+                progress.made(kind, how)
+                # The key was found absent before the call (or could not be stored yet).
+                got = await store.commit_step(
+                    kind, fingerprint, value, error=error, clear_error=error is None, absent=True
+                )
         except BaseException as e:
             if not counted:  # stopped before the tally counted it: not a step of this run
                 progress.unreach(kind)
-            del self._inflight[key]
+            del inflight[key]
             for w in waiting:
                 if not w.done():
                     if isinstance(e, asyncio.CancelledError):
@@ -373,11 +408,12 @@ class AdaptContext:
                     else:
                         w.set_exception(e)
             raise
-        del self._inflight[key]
+        del inflight[key]
         if got is not None:
             self._written.add(short)
             if memo is not None:
                 memo.outcome = got
+                self._memo_gen += 1
         for w in waiting:
             if not w.done():  # a caller cancelled while it waited is not woken
                 w.set_result(got)

@@ -18,7 +18,7 @@ from memearena.methods.adapt.common import (
     parse_reference_choice,
     parse_text,
 )
-from memearena.models.types import GenParams, ImagePart
+from memearena.models.types import ImagePart
 from memearena.prompts import defang_score_fields
 
 __all__ = ["reference"]
@@ -51,7 +51,7 @@ async def reference(
                 "adapt/reference.j2",
                 parse_text,
                 lambda v: {"text": v},
-                params=GenParams(temperature=acfg.reference_temperature, seed=i),
+                params=ctx.params(temperature=acfg.reference_temperature, seed=i),
                 max_reasks=0,
                 **common,
             )

@@ -36,7 +36,7 @@ from memearena.methods.adapt.config import AdaptConfig
 from memearena.methods.adapt.erase import EraseFlagged, refine_image, render_caption
 from memearena.methods.adapt.reference import reference
 from memearena.methods.adapt.scoring import answer_and_score
-from memearena.models.types import GenParams, ImagePart
+from memearena.models.types import ImagePart
 
 __all__ = [
     "EMBED_ROLE",
@@ -473,7 +473,7 @@ async def _rewrite(
             lambda v: {"rewrite": v[0], "explanation": v[1]},
             image=image,
             images=images,
-            params=GenParams(seed=(seed * 64 + again) * 16 + attempt),
+            params=ctx.params(seed=(seed * 64 + again) * 16 + attempt),
             meme_text=meme.text,
             category=sample.category.name,
             misbelief=sample.misbelief,

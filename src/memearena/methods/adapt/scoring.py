@@ -15,7 +15,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from memearena.methods.adapt.common import AdaptContext, Category, gather_steps, parse_text
 from memearena.models.types import ImagePart
@@ -127,11 +127,12 @@ async def answer_and_score(
 
     ans: dict[str, Any] | None = None
     ref: dict[str, Any] | None
-    parallel = isinstance(reference, Awaitable)
-    if isinstance(reference, Awaitable):
-        ref, ans = await both(reference, ask())
+    # Not a dict (nor None): still in the making (no ABC check, which costs a microsecond).
+    parallel = reference is not None and not isinstance(reference, dict)
+    if parallel:
+        ref, ans = await both(cast("Awaitable[dict[str, Any] | None]", reference), ask())
     else:
-        ref = reference
+        ref = cast("dict[str, Any] | None", reference)
     if ref is None:
         return None
     if "reference" not in ref:
