@@ -16,6 +16,7 @@ import hashlib
 import os
 import random
 import re
+import threading
 from collections import deque
 from collections.abc import (
     AsyncIterator,
@@ -28,6 +29,8 @@ from collections.abc import (
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+from PIL import Image
 
 from memearena.config import RunConfig
 from memearena.data import Meme
@@ -482,13 +485,15 @@ class JudgeAuditPipeline:
         if ex is None or image is None:
             return
         acfg = self.acfg
+        pixels = _Pixels(image)  # decoded once, by the first of these jobs to run
         for bias_type in acfg.bias_types:
             if bias_type not in IMAGE_VARIANTS:
                 continue
             if integrality_check(bias_type, query, meme.text) is not None:
                 continue
             self._variants[(meme.uid, bias_type)] = ex.submit(
-                image_variant,
+                _variant,
+                pixels,
                 bias_type,
                 query,
                 image,
@@ -498,7 +503,7 @@ class JudgeAuditPipeline:
                 acfg.texture_max_cover,
             )
         if DONOR_TYPES.intersection(acfg.bias_types) and image.sha256 not in self._scenes:
-            self._scenes[image.sha256] = ex.submit(_fingerprint, image)
+            self._scenes[image.sha256] = ex.submit(_scene, pixels)
 
     # ---------------------------------------------------------------- stage 2
     def _donor(self, uid: str, donors: _Donors, bias_type: str) -> Triplet | None:
@@ -1022,8 +1027,36 @@ class _Donors:
         return None
 
 
-def _fingerprint(image: AuditImage) -> SceneFingerprint:
-    return scene_fingerprint(image.load())
+class _Pixels:
+    """An image's pixels, decoded once for all the image work on it (its variants and its scene
+    fingerprint) by whichever job needs them first; freed with the last of those jobs (the
+    executor drops a job's arguments once it has run). Never changed: see ``_need_image``."""
+
+    __slots__ = ("_lock", "_pixels", "image")
+
+    def __init__(self, image: AuditImage) -> None:
+        self.image = image
+        self._lock = threading.Lock()
+        self._pixels: Image.Image | None = None
+
+    def get(self) -> Image.Image:
+        with self._lock:
+            if self._pixels is None:
+                self._pixels = self.image.load()
+            return self._pixels
+
+
+def _variant(pixels: _Pixels, *args: Any) -> _Variant:
+    """``image_variant(*args)`` on the item's shared decoded pixels."""
+    return image_variant(*args, pixels.get())
+
+
+def _scene(pixels: _Pixels) -> SceneFingerprint:
+    return _fingerprint(pixels.image, pixels.get())
+
+
+def _fingerprint(image: AuditImage, pixels: Image.Image | None = None) -> SceneFingerprint:
+    return scene_fingerprint(image.load() if pixels is None else pixels)
 
 
 def _example_key(pair: AuditPair) -> str:
