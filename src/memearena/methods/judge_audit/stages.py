@@ -721,15 +721,11 @@ class JudgeAuditPipeline:
             for judge, u_req, b_req, u_look, b_look in job[1]:
                 if self._stopped is not None:
                     break
-                # A judge's two triplets are asked side by side (neither depends on the other):
-                # the models' slots stay fuller than with one call per pair in flight.
-                got: list[dict[str, Any] | BaseException | None] = list(
-                    await asyncio.gather(
-                        self._score(judge, u_req, lookup=u_look),
-                        self._score(judge, b_req, lookup=b_look),
-                        return_exceptions=True,
-                    )
-                )
+                got = await self._side_by_side(judge, u_req, b_req, u_look, b_look)
+                u, b = got
+                if not isinstance(u, Exception) and not isinstance(b, Exception):
+                    done.append((judge, (u, b), (u_req.request, b_req.request)))
+                    continue
                 failed = [r for r in got if isinstance(r, BaseException)]
                 stop = next((r for r in failed if isinstance(r, BudgetExceeded)), None)
                 other = next((r for r in failed if not isinstance(r, BudgetExceeded)), None)
@@ -745,6 +741,34 @@ class JudgeAuditPipeline:
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
             yield pair, done
+
+    async def _side_by_side(
+        self, judge: str, u_req: _Request, b_req: _Request, u_look: bool, b_look: bool
+    ) -> tuple[dict[str, Any] | Exception | None, dict[str, Any] | Exception | None]:
+        """A judge's scores of a pair's two triplets, each failure as its exception (as
+        ``gather(..., return_exceptions=True)``). They are asked side by side (neither depends
+        on the other: the models' slots stay fuller than with one call per pair in flight):
+        the biased in a task of its own while the unbiased is awaited here, so one task is made
+        instead of gather's two and its future; none when the unbiased was answered a moment
+        ago (answered from memory, nothing to wait for beside it)."""
+        first: dict[str, Any] | Exception | None
+        second: dict[str, Any] | Exception | None
+        task = None
+        if ("ja_score", self._key(u_req)) not in self._recent:
+            task = asyncio.get_running_loop().create_task(self._score(judge, b_req, lookup=b_look))
+        try:
+            first = await self._score(judge, u_req, lookup=u_look)
+        except Exception as e:
+            first = e
+        except BaseException:
+            if task is not None:
+                task.cancel()  # cancelled: the biased step goes with it, as under gather
+            raise
+        try:
+            second = await (task or self._score(judge, b_req, lookup=b_look))
+        except Exception as e:
+            second = e
+        return first, second
 
     def _requests(self, triplet: Triplet) -> dict[str, _Request]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
@@ -1046,9 +1070,18 @@ class _Pixels:
             return self._pixels
 
 
-def _variant(pixels: _Pixels, *args: Any) -> _Variant:
-    """``image_variant(*args)`` on the item's shared decoded pixels."""
-    return image_variant(*args, pixels.get())
+def _variant(
+    pixels: _Pixels,
+    bias_type: str,
+    query: str,
+    image: AuditImage | None,
+    root: Path,
+    seed: str,
+    shows: str,
+    max_cover: float,
+) -> _Variant:
+    """``image_variant`` on the item's shared decoded pixels."""
+    return image_variant(bias_type, query, image, root, seed, shows, max_cover, pixels.get())
 
 
 def _scene(pixels: _Pixels) -> SceneFingerprint:
