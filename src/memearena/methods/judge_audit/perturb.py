@@ -839,10 +839,12 @@ def insert_text(
     edges = _edges(g)
     avoid = _text_regions(g, edges)
     # Edge counts summed over any box in O(1): the integral image, computed once (rows
-    # summed first, along memory, then the rows added in place).
-    detail = np.zeros((h + 1, w + 1), dtype=np.int64)
-    np.cumsum(edges, axis=1, dtype=np.int64, out=detail[1:, 1:])
-    np.cumsum(detail[1:], axis=0, out=detail[1:])
+    # summed first, along memory, then the rows added in place; 32 bits hold any count of a
+    # smaller image's pixels).
+    count = np.int32 if w * h < 2**31 else np.int64
+    detail = np.zeros((h + 1, w + 1), dtype=count)
+    np.cumsum(edges, axis=1, dtype=count, out=detail[1:, 1:])
+    np.cumsum(detail, axis=0, out=detail)
     words = " ".join(text.split()) or "(no query)"
     budget = max_cover * w * h
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
