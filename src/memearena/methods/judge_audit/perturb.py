@@ -771,6 +771,18 @@ def _edges(g: np.ndarray) -> np.ndarray:
     return e
 
 
+def _integral(mask: np.ndarray) -> np.ndarray:
+    """The integral image of a boolean ``mask`` (h x w): ``out[y, x]`` counts the set pixels
+    above and left of (y, x), one row and column of zeros first. Rows are summed first, along
+    memory, then added down in place; 32 bits hold any count of a smaller image's pixels."""
+    h, w = mask.shape
+    count = np.int32 if h * w < 2**31 else np.int64
+    out = np.zeros((h + 1, w + 1), dtype=count)
+    np.cumsum(mask, axis=1, dtype=count, out=out[1:, 1:])
+    np.cumsum(out, axis=0, out=out)
+    return out
+
+
 def text_regions(im: Image.Image) -> list[Box]:
     """Where a meme's caption text is (a heuristic for captions drawn on the image: bands of
     rows dense in sharp light/dark transitions, padded). When nothing is found, the top and
@@ -838,13 +850,8 @@ def insert_text(
     g = _grey(im)
     edges = _edges(g)
     avoid = _text_regions(g, edges)
-    # Edge counts summed over any box in O(1): the integral image, computed once (rows
-    # summed first, along memory, then the rows added in place; 32 bits hold any count of a
-    # smaller image's pixels).
-    count = np.int32 if w * h < 2**31 else np.int64
-    detail = np.zeros((h + 1, w + 1), dtype=count)
-    np.cumsum(edges, axis=1, dtype=count, out=detail[1:, 1:])
-    np.cumsum(detail, axis=0, out=detail)
+    # Edge counts summed over any box in O(1): the integral image, computed once.
+    detail = _integral(edges)
     words = " ".join(text.split()) or "(no query)"
     budget = max_cover * w * h
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
