@@ -968,11 +968,12 @@ def image_variant(
     seed: str,
     shows: str,
     max_cover: float,
-    pixels: Image.Image | None = None,
+    pixels: Image.Image | Callable[[], Image.Image] | None = None,
 ) -> tuple[AuditImage | None, dict[str, str]] | str:
     """The variant image of an ``IMAGE_VARIANTS`` type and the generator's notes, or why it
     cannot be built (a DataError's message). Every argument is plain data (``pixels``: the
-    image decoded, ``image.load()``'s pixels, when the caller has them) and the image store is
+    image decoded, ``image.load()``'s pixels, when the caller has them, or a function giving
+    them) and the image store is
     content-addressed with atomic writes, so this runs in any worker thread or process and gives
     the very bytes ``perturb`` gives on the same item with ``random.Random(seed)``."""
     ctx = PerturbContext(
@@ -980,7 +981,7 @@ def image_variant(
         rng=random.Random(seed),
         shows=shows,
         max_cover=max_cover,
-        pixels=pixels,
+        pixels=pixels() if callable(pixels) else pixels,
     )
     try:
         got = perturb(bias_type, Triplet(query, image, ""), ctx)

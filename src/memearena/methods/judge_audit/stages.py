@@ -1080,16 +1080,16 @@ def _variant(
     shows: str,
     max_cover: float,
 ) -> _Variant:
-    """``image_variant`` on the item's shared decoded pixels."""
-    return image_variant(bias_type, query, image, root, seed, shows, max_cover, pixels.get())
+    """``image_variant`` on the item's shared decoded pixels (decoded inside it, if first)."""
+    return image_variant(bias_type, query, image, root, seed, shows, max_cover, pixels.get)
 
 
 def _scene(pixels: _Pixels) -> SceneFingerprint:
-    return _fingerprint(pixels.image, pixels.get())
+    return _fingerprint(pixels.image, pixels)
 
 
-def _fingerprint(image: AuditImage, pixels: Image.Image | None = None) -> SceneFingerprint:
-    return scene_fingerprint(image.load() if pixels is None else pixels)
+def _fingerprint(image: AuditImage, pixels: _Pixels | None = None) -> SceneFingerprint:
+    return scene_fingerprint(image.load() if pixels is None else pixels.get())
 
 
 def _example_key(pair: AuditPair) -> str:
