@@ -349,3 +349,47 @@ def test_images_made_ahead_never_push_out_kept_ones() -> None:
     assert parts.get("b", "image/png") is None and parts.get("a", "image/png") is first
     sent = parts.put("c", "image/png", b"z" * 30)  # a part asked for is kept, the oldest goes
     assert parts.get("c", "image/png") is sent and parts.get("a", "image/png") is None
+
+
+@pytest.mark.parametrize("name", ["brightness", "contrast"])
+def test_blend_edits_give_image_enhances_pixels(name: str) -> None:
+    # Brightness and contrast run as byte tables made by Pillow's own blend: on every image
+    # and strength they give exactly ImageEnhance's pixels (the variants' bytes and request
+    # keys depend on it).
+    from PIL import ImageEnhance
+
+    from memearena.methods.judge_audit.perturb import AESTHETIC_EDITS
+
+    rng = np.random.default_rng(3)
+    noisy = Image.fromarray(rng.integers(0, 256, (37, 53, 3), dtype=np.uint8), "RGB")
+    images = [noisy, _picture((200, 60, 60)), Image.new("RGB", (5, 4), (255, 255, 255))]
+    kind = {"brightness": ImageEnhance.Brightness, "contrast": ImageEnhance.Contrast}[name]
+    lo, hi = {"brightness": (0.90, 1.10), "contrast": (0.88, 1.12)}[name]
+    for im in images:
+        for seed in range(12):
+            got, what = AESTHETIC_EDITS[name](im, random.Random(seed))
+            r = random.Random(seed)
+            k = r.choice((r.uniform(lo, 1 - (1 - lo) / 3), r.uniform(1 + (hi - 1) / 3, hi)))
+            assert what == f"{name} ×{k:.2f}"
+            assert got.tobytes() == kind(im).enhance(k).tobytes(), (name, im.size, seed)
+
+
+def test_vignette_mask_table_equals_its_formula() -> None:
+    from memearena.methods.judge_audit.perturb import _BYTES, _rounded, _table
+
+    for k in (0.08, 0.1, 0.1234567, 0.15):
+        assert _rounded(255 * (1 - k * _BYTES / 255)) == _table(
+            lambda v, k=k: 255 * (1 - k * v / 255)
+        )
+    for k in (-0.06, -0.03, 0.03, 0.0517):
+        assert _rounded(_BYTES * (1 + k)) == _table(lambda v, k=k: v * (1 + k))
+
+
+def test_integral_image_counts_every_box() -> None:
+    from memearena.methods.judge_audit.perturb import _integral
+
+    rng = np.random.default_rng(5)
+    for shape in ((1, 1), (7, 3), (64, 101)):
+        mask = rng.random(shape) < 0.3
+        want = np.pad(mask.astype(np.int64), ((1, 0), (1, 0))).cumsum(0).cumsum(1)
+        assert (_integral(mask) == want).all()

@@ -161,12 +161,28 @@ def parse_pointwise(
     return PointwiseScore(score.value, feedback[:2000])
 
 
+_FEEDBACK_LABEL = re.compile(r"^###\s*Feedback\s*:\s*")
+
+
+@lru_cache(maxsize=256)
+def _may_quote_a_score(shown: tuple[str, ...]) -> bool:
+    """Whether a text of ``shown``, normalised as an echo of it would be, spells ``score``.
+    Every score field does, normalised too, so where none does no field of a reply can be a
+    quote of them (``quoted_in`` would find none). The same texts are shown to every judge of
+    a triplet: asked once for all of them."""
+    return quoted_in("Score", shown)
+
+
 def _parse_reference(text: str, shown: tuple[str, ...] = ()) -> PointwiseScore:
     """``### Feedback: … ### Score: n`` (every score field agreeing; the inputs' score labels
     were made inert, so a field in the reply is the judge's own); a ``Rating: [[n]]`` line is
     accepted too. An integer 1–10 or one decimal, as the other variants."""
     every = list(_SCORE_FIELD.finditer(text))
-    found = [m for m in every if not quoted_in(m.group(0), shown)]
+    found = (
+        [m for m in every if not quoted_in(m.group(0), shown)]
+        if every and _may_quote_a_score(tuple(shown))
+        else every
+    )
     if every and not found:
         raise ParseError(
             "the only score field is quoted from the material shown; "
@@ -186,7 +202,7 @@ def _parse_reference(text: str, shown: tuple[str, ...] = ()) -> PointwiseScore:
     if not 1 <= v <= 10 or round(v, 1) != v:
         raise ParseError(f"score {v:g} is not between 1 and 10 (one decimal at most)")
     feedback = text[: found[0].start()].strip()
-    feedback = re.sub(r"^###\s*Feedback\s*:\s*", "", feedback)
+    feedback = _FEEDBACK_LABEL.sub("", feedback)
     return PointwiseScore(int(v) if v.is_integer() else v, feedback[:2000])
 
 

@@ -343,6 +343,9 @@ class PerturbContext:
     """``texture_insertion``: the largest share of the image area the inserted text may cover."""
     notes: dict[str, str] = field(default_factory=dict)
     """Facts a generator records about the variant it built (e.g. ``covered_share``)."""
+    pixels: Image.Image | None = None
+    """The triplet's image decoded (RGB), when the caller has it: what ``AuditImage.load``
+    would give, never changed by a generator."""
 
 
 def _text_dominance(t: Triplet, ctx: PerturbContext) -> Triplet:
@@ -418,7 +421,7 @@ class SceneFingerprint:
 
 def scene_fingerprint(im: Image.Image) -> SceneFingerprint:
     """The image's ``SceneFingerprint``."""
-    rgb = im.convert("RGB")
+    rgb = im if im.mode == "RGB" else im.convert("RGB")  # never changed in place
     w, h = rgb.size
     band = rgb.crop((0, int(h * 0.22), w, max(int(h * 0.22) + 1, int(h * 0.78))))
     grey = np.asarray(band.convert("L").resize((9, 8), Image.Resampling.LANCZOS), dtype=np.int16)
@@ -435,10 +438,12 @@ def same_scene(a: SceneFingerprint, b: SceneFingerprint) -> bool:
     return float(np.abs(a.thumb - b.thumb).mean()) <= SCENE_COLOUR
 
 
-def _need_image(t: Triplet, what: str) -> Image.Image:
+def _need_image(t: Triplet, ctx: PerturbContext, what: str) -> Image.Image:
     if t.image is None:
         raise DataError(f"{what}: the item has no image to transform")
-    return t.image.load()
+    # Shared, not copied: no generator changes its input image in place (each edit returns a
+    # new image), so one decoding serves every variant of the item.
+    return ctx.pixels if ctx.pixels is not None else t.image.load()
 
 
 # ---------------------------------------------------------------- visual transformation
@@ -493,17 +498,32 @@ def _table(fn: Callable[[int], float]) -> list[int]:
     return [min(255, max(0, round(fn(v)))) for v in range(256)]
 
 
+_BYTES = np.arange(256, dtype=np.float64)
+"""The 256 byte values as floats: a table whose formula is a few IEEE operations (each
+correctly rounded, in numpy as in Python) is computed over them at once, with the very values
+``_table`` gives (``np.rint`` rounds half to even, as ``round`` does)."""
+
+
+def _rounded(values: np.ndarray) -> list[int]:
+    """``_table``'s rounding and clipping of values computed over ``_BYTES``."""
+    out: list[int] = np.clip(np.rint(values), 0, 255).astype(np.int64).tolist()
+    return out
+
+
 _IDENTITY = list(range(256))
 
 
 def _gamma(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     g = rng.choice((rng.uniform(0.88, 0.95), rng.uniform(1.05, 1.12)))
-    return im.point(_table(lambda v: 255.0 * (v / 255.0) ** g) * 3), f"gamma {g:.2f}"
+    # In Python, not numpy: a power is not one correctly rounded operation, and numpy's may
+    # differ from the C library's in the last place.
+    lut = [min(255, max(0, round(255.0 * (v / 255.0) ** g))) for v in range(256)]
+    return im.point(lut * 3), f"gamma {g:.2f}"
 
 
 def _temperature(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     k = rng.choice((-1, 1)) * rng.uniform(0.03, 0.06)
-    lut = _table(lambda v: v * (1 + k)) + _IDENTITY + _table(lambda v: v * (1 - k))
+    lut = _rounded(_BYTES * (1 + k)) + _IDENTITY + _rounded(_BYTES * (1 - k))
     return im.point(lut), f"colour temperature {k:+.2f}"
 
 
@@ -552,12 +572,16 @@ def _gauss3(radius: float) -> ImageFilter.Kernel:
     return ImageFilter.Kernel((3, 3), weights, sum(weights))
 
 
+_GRAIN_BACK = _table(lambda v: 128 + (v - 128) / 10)
+"""Grain drawn at 10x its amplitude brought back to it."""
+
+
 def _grain(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     # Luminance noise drawn at 10x its amplitude, softened over neighbouring pixels, then
     # brought back to sigma and added to every channel alike.
     sigma = round(rng.uniform(2.0, 4.0), 1)
     g = _noise_image(rng, "L", im.size, sigma, 10.0).filter(_gauss3(0.6))
-    g = g.point(_table(lambda v: 128 + (v - 128) / 10))
+    g = g.point(_GRAIN_BACK)
     return ImageChops.add(im, Image.merge("RGB", (g, g, g)), 1.0, -128), f"film grain σ {sigma:.1f}"
 
 
@@ -572,31 +596,61 @@ def _radius2(size: tuple[int, int]) -> Image.Image:
 
 def _vignette(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     k = rng.uniform(0.08, 0.15)
-    mask = _radius2(im.size).point(_table(lambda v: 255 * (1 - k * v / 255)))
+    mask = _radius2(im.size).point(_rounded(255 * (1 - k * _BYTES / 255)))
     return ImageChops.multiply(im, Image.merge("RGB", (mask, mask, mask))), f"vignette {k:.2f}"
 
 
 def _jpeg(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     q = rng.randint(70, 85)
     buf = io.BytesIO()
-    im.convert("RGB").save(buf, format="JPEG", quality=q)
+    (im if im.mode == "RGB" else im.convert("RGB")).save(buf, format="JPEG", quality=q)
     with Image.open(io.BytesIO(buf.getvalue()), formats=("JPEG",)) as j:
         return j.convert("RGB"), f"JPEG quality {q}"
 
 
+def _strength(rng: random.Random, lo: float, hi: float) -> float:
+    """A factor in [lo, hi] away from the no-op middle third on either side of 1."""
+    return rng.choice((rng.uniform(lo, 1 - (1 - lo) / 3), rng.uniform(1 + (hi - 1) / 3, hi)))
+
+
 def _enhance(kind: type[ImageEnhance._Enhance], name: str, lo: float, hi: float) -> Any:
     def edit(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
-        k = rng.choice((rng.uniform(lo, 1 - (1 - lo) / 3), rng.uniform(1 + (hi - 1) / 3, hi)))
+        k = _strength(rng, lo, hi)
         return kind(im).enhance(k), f"{name} ×{k:.2f}"  # type: ignore[call-arg]
 
     return edit
 
 
+_RAMP = bytes(range(256))
+
+
+def _blend_table(grey: int, factor: float) -> list[int]:
+    """``Image.blend(uniform grey image, image, factor)`` as a byte -> byte table, made by that
+    very blend over the 256 byte values: blend maps each byte on its own (the grey image being
+    uniform), so the table gives exactly its pixels, for a lookup's cost."""
+    ramp = Image.frombytes("L", (256, 1), _RAMP)
+    return list(Image.blend(Image.new("L", (256, 1), grey), ramp, factor).tobytes())
+
+
+def _brightness(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
+    # ImageEnhance.Brightness: a blend with black.
+    k = _strength(rng, 0.90, 1.10)
+    return im.point(_blend_table(0, k) * 3), f"brightness ×{k:.2f}"
+
+
+def _contrast(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
+    # ImageEnhance.Contrast: a blend with the grey of the image's mean luminance, rounded
+    # (ImageStat's mean: the exact integer sum over the pixel count, one division).
+    k = _strength(rng, 0.88, 1.12)
+    grey = np.asarray(im.convert("L"))
+    mean = int(int(grey.sum(dtype=np.int64)) / grey.size + 0.5)
+    return im.point(_blend_table(mean, k) * 3), f"contrast ×{k:.2f}"
+
+
 def _sharpness(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
     # ImageEnhance.Sharpness's blend of the image with its SMOOTH-filtered self, as the one
     # 3x3 kernel that blend amounts to (a single filter pass).
-    lo, hi = 0.70, 1.50
-    k = rng.choice((rng.uniform(lo, 1 - (1 - lo) / 3), rng.uniform(1 + (hi - 1) / 3, hi)))
+    k = _strength(rng, 0.70, 1.50)
     weights = [(1 - k) / 13] * 9
     weights[4] = k + 5 * (1 - k) / 13
     return im.filter(ImageFilter.Kernel((3, 3), weights, 1.0)), f"sharpness ×{k:.2f}"
@@ -608,8 +662,8 @@ def _blur(im: Image.Image, rng: random.Random) -> tuple[Image.Image, str]:
 
 
 AESTHETIC_EDITS: dict[str, Callable[[Image.Image, random.Random], tuple[Image.Image, str]]] = {
-    "brightness": _enhance(ImageEnhance.Brightness, "brightness", 0.90, 1.10),
-    "contrast": _enhance(ImageEnhance.Contrast, "contrast", 0.88, 1.12),
+    "brightness": _brightness,
+    "contrast": _contrast,
     "saturation": _enhance(ImageEnhance.Color, "saturation", 0.85, 1.15),
     "sharpness": _sharpness,
     "gamma": _gamma,
@@ -649,7 +703,7 @@ def transform_image(im: Image.Image, rng: random.Random) -> Transformed:
     """One geometric edit plus 7–9 appearance edits (MM-JudgeBias's construction: 1 geometric
     + 7–9 aesthetic operations preserving the semantics); the size is unchanged and nothing is
     cut off."""
-    im = im.convert("RGB")
+    im = im if im.mode == "RGB" else im.convert("RGB")  # never changed in place
     geo_name = rng.choice(GEOMETRIC_EDITS)
     out, what = (_rotate_fit if geo_name == "rotate" else _zoom_out)(im, rng)
     edits, names = [what], [geo_name]
@@ -686,7 +740,7 @@ def structural_similarity(a: Image.Image, b: Image.Image, window: int = 7) -> fl
 
 
 def _visual_transformation(t: Triplet, ctx: PerturbContext) -> Triplet:
-    res = transform_image(_need_image(t, "visual_transformation"), ctx.rng)
+    res = transform_image(_need_image(t, ctx, "visual_transformation"), ctx.rng)
     ctx.notes["edits"] = "; ".join(res.edits)
     return replace(t, image=ctx.store.put(res.image, {SHOWS_KEY: ctx.shows}))
 
@@ -715,6 +769,18 @@ def _edges(g: np.ndarray) -> np.ndarray:
     e[:, 1:] |= np.abs(np.diff(g, axis=1)) > 60
     e[1:, :] |= np.abs(np.diff(g, axis=0)) > 60
     return e
+
+
+def _integral(mask: np.ndarray) -> np.ndarray:
+    """The integral image of a boolean ``mask`` (h x w): ``out[y, x]`` counts the set pixels
+    above and left of (y, x), one row and column of zeros first. Rows are summed first, along
+    memory, then added down in place; 32 bits hold any count of a smaller image's pixels."""
+    h, w = mask.shape
+    count = np.int32 if h * w < 2**31 else np.int64
+    out = np.zeros((h + 1, w + 1), dtype=count)
+    np.cumsum(mask, axis=1, dtype=count, out=out[1:, 1:])
+    np.cumsum(out, axis=0, out=out)
+    return out
 
 
 def text_regions(im: Image.Image) -> list[Box]:
@@ -779,13 +845,13 @@ def insert_text(
     """``text`` drawn into the image as a translucent label covering at most ``max_cover`` of
     the area, placed off the meme's caption/text regions (``text_regions``) and where the image
     has least detail; the text is shortened to fit. DataError when no such place exists."""
-    im = im.convert("RGB")
+    im = im if im.mode == "RGB" else im.convert("RGB")  # never changed in place
     w, h = im.size
     g = _grey(im)
     edges = _edges(g)
     avoid = _text_regions(g, edges)
     # Edge counts summed over any box in O(1): the integral image, computed once.
-    detail = np.pad(edges.astype(np.int32), ((1, 0), (1, 0))).cumsum(0).cumsum(1)
+    detail = _integral(edges)
     words = " ".join(text.split()) or "(no query)"
     budget = max_cover * w * h
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
@@ -857,7 +923,7 @@ def _place(
 
 
 def _texture_insertion(t: Triplet, ctx: PerturbContext) -> Triplet:
-    im = _need_image(t, "texture_insertion")
+    im = _need_image(t, ctx, "texture_insertion")
     got = insert_text(im, t.query or "(no query)", max_cover=ctx.max_cover, rng=ctx.rng)
     ctx.notes["covered_share"] = f"{got.covered_share:.4f}"
     meta = {SHOWS_KEY: ctx.shows, INSERTED_KEY: got.text}
@@ -902,13 +968,20 @@ def image_variant(
     seed: str,
     shows: str,
     max_cover: float,
+    pixels: Image.Image | Callable[[], Image.Image] | None = None,
 ) -> tuple[AuditImage | None, dict[str, str]] | str:
     """The variant image of an ``IMAGE_VARIANTS`` type and the generator's notes, or why it
-    cannot be built (a DataError's message). Every argument is plain data and the image store is
+    cannot be built (a DataError's message). Every argument is plain data (``pixels``: the
+    image decoded, ``image.load()``'s pixels, when the caller has them, or a function giving
+    them) and the image store is
     content-addressed with atomic writes, so this runs in any worker thread or process and gives
     the very bytes ``perturb`` gives on the same item with ``random.Random(seed)``."""
     ctx = PerturbContext(
-        store=ImageStore(root), rng=random.Random(seed), shows=shows, max_cover=max_cover
+        store=ImageStore(root),
+        rng=random.Random(seed),
+        shows=shows,
+        max_cover=max_cover,
+        pixels=pixels() if callable(pixels) else pixels,
     )
     try:
         got = perturb(bias_type, Triplet(query, image, ""), ctx)

@@ -16,6 +16,7 @@ import hashlib
 import os
 import random
 import re
+import threading
 from collections import deque
 from collections.abc import (
     AsyncIterator,
@@ -28,6 +29,8 @@ from collections.abc import (
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+from PIL import Image
 
 from memearena.config import RunConfig
 from memearena.data import Meme
@@ -482,13 +485,15 @@ class JudgeAuditPipeline:
         if ex is None or image is None:
             return
         acfg = self.acfg
+        pixels = _Pixels(image)  # decoded once, by the first of these jobs to run
         for bias_type in acfg.bias_types:
             if bias_type not in IMAGE_VARIANTS:
                 continue
             if integrality_check(bias_type, query, meme.text) is not None:
                 continue
             self._variants[(meme.uid, bias_type)] = ex.submit(
-                image_variant,
+                _variant,
+                pixels,
                 bias_type,
                 query,
                 image,
@@ -498,7 +503,7 @@ class JudgeAuditPipeline:
                 acfg.texture_max_cover,
             )
         if DONOR_TYPES.intersection(acfg.bias_types) and image.sha256 not in self._scenes:
-            self._scenes[image.sha256] = ex.submit(_fingerprint, image)
+            self._scenes[image.sha256] = ex.submit(_scene, pixels)
 
     # ---------------------------------------------------------------- stage 2
     def _donor(self, uid: str, donors: _Donors, bias_type: str) -> Triplet | None:
@@ -716,15 +721,11 @@ class JudgeAuditPipeline:
             for judge, u_req, b_req, u_look, b_look in job[1]:
                 if self._stopped is not None:
                     break
-                # A judge's two triplets are asked side by side (neither depends on the other):
-                # the models' slots stay fuller than with one call per pair in flight.
-                got: list[dict[str, Any] | BaseException | None] = list(
-                    await asyncio.gather(
-                        self._score(judge, u_req, lookup=u_look),
-                        self._score(judge, b_req, lookup=b_look),
-                        return_exceptions=True,
-                    )
-                )
+                got = await self._side_by_side(judge, u_req, b_req, u_look, b_look)
+                u, b = got
+                if not isinstance(u, Exception) and not isinstance(b, Exception):
+                    done.append((judge, (u, b), (u_req.request, b_req.request)))
+                    continue
                 failed = [r for r in got if isinstance(r, BaseException)]
                 stop = next((r for r in failed if isinstance(r, BudgetExceeded)), None)
                 other = next((r for r in failed if not isinstance(r, BudgetExceeded)), None)
@@ -740,6 +741,34 @@ class JudgeAuditPipeline:
 
         async for (pair, _steps), done in self._window(one, jobs(), self.acfg.window):
             yield pair, done
+
+    async def _side_by_side(
+        self, judge: str, u_req: _Request, b_req: _Request, u_look: bool, b_look: bool
+    ) -> tuple[dict[str, Any] | Exception | None, dict[str, Any] | Exception | None]:
+        """A judge's scores of a pair's two triplets, each failure as its exception (as
+        ``gather(..., return_exceptions=True)``). They are asked side by side (neither depends
+        on the other: the models' slots stay fuller than with one call per pair in flight):
+        the biased in a task of its own while the unbiased is awaited here, so one task is made
+        instead of gather's two and its future; none when the unbiased was answered a moment
+        ago (answered from memory, nothing to wait for beside it)."""
+        first: dict[str, Any] | Exception | None
+        second: dict[str, Any] | Exception | None
+        task = None
+        if ("ja_score", self._key(u_req)) not in self._recent:
+            task = asyncio.get_running_loop().create_task(self._score(judge, b_req, lookup=b_look))
+        try:
+            first = await self._score(judge, u_req, lookup=u_look)
+        except Exception as e:
+            first = e
+        except BaseException:
+            if task is not None:
+                task.cancel()  # cancelled: the biased step goes with it, as under gather
+            raise
+        try:
+            second = await (task or self._score(judge, b_req, lookup=b_look))
+        except Exception as e:
+            second = e
+        return first, second
 
     def _requests(self, triplet: Triplet) -> dict[str, _Request]:
         """Every judge's pointwise request of ``triplet`` (one rendering for all of them)."""
@@ -1022,8 +1051,45 @@ class _Donors:
         return None
 
 
-def _fingerprint(image: AuditImage) -> SceneFingerprint:
-    return scene_fingerprint(image.load())
+class _Pixels:
+    """An image's pixels, decoded once for all the image work on it (its variants and its scene
+    fingerprint) by whichever job needs them first; freed with the last of those jobs (the
+    executor drops a job's arguments once it has run). Never changed: see ``_need_image``."""
+
+    __slots__ = ("_lock", "_pixels", "image")
+
+    def __init__(self, image: AuditImage) -> None:
+        self.image = image
+        self._lock = threading.Lock()
+        self._pixels: Image.Image | None = None
+
+    def get(self) -> Image.Image:
+        with self._lock:
+            if self._pixels is None:
+                self._pixels = self.image.load()
+            return self._pixels
+
+
+def _variant(
+    pixels: _Pixels,
+    bias_type: str,
+    query: str,
+    image: AuditImage | None,
+    root: Path,
+    seed: str,
+    shows: str,
+    max_cover: float,
+) -> _Variant:
+    """``image_variant`` on the item's shared decoded pixels (decoded inside it, if first)."""
+    return image_variant(bias_type, query, image, root, seed, shows, max_cover, pixels.get)
+
+
+def _scene(pixels: _Pixels) -> SceneFingerprint:
+    return _fingerprint(pixels.image, pixels)
+
+
+def _fingerprint(image: AuditImage, pixels: _Pixels | None = None) -> SceneFingerprint:
+    return scene_fingerprint(image.load() if pixels is None else pixels.get())
 
 
 def _example_key(pair: AuditPair) -> str:
