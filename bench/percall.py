@@ -231,4 +231,10 @@ def replay(
         await pool.aclose()
         return cpu
 
-    return asyncio.run(go())
+    # The model layer runs under the collection thresholds a method's run sets (the lifecycle's
+    # ``fewer_collections``, where the measured tree has it), as the pipeline did.
+    from memearena.engine import steps
+
+    held = getattr(steps, "fewer_collections", contextlib.nullcontext)
+    with held():
+        return asyncio.run(go())

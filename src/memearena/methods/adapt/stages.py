@@ -23,7 +23,7 @@ from typing import Any, cast
 from memearena.config import RunConfig
 from memearena.data import Meme
 from memearena.engine.progress import StageProgress
-from memearena.engine.steps import capped_map, fewer_collections
+from memearena.engine.steps import capped_map
 from memearena.errors import BudgetExceeded, ConfigError
 from memearena.methods.adapt.common import AdaptContext, Category
 from memearena.methods.adapt.erase import EraseFlagged, check_refine_images
@@ -159,8 +159,7 @@ class AdaptPipeline:
         out = AdaptOutcome(memes=len(self.memes))
         check_refine_images(self.ctx, self.memes)  # refused before any call
         try:
-            with fewer_collections():
-                await self._run(out)
+            await self._run(out)
         except BudgetExceeded as e:
             out.stopped = str(e)
         return out
