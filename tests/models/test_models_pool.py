@@ -713,6 +713,39 @@ def test_the_next_requests_sent_commit_overlaps_the_reply_in_flight(store):
     assert sorted(c.status for c in store.calls()) == ["ok", "ok"]
 
 
+def test_free_results_commit_within_a_few_turns_while_a_paid_call_is_under_way(
+    tmp_path, monkeypatch
+):
+    # A paid call's own commits (its sent row, then its settlement) come soon and would carry
+    # them anyway: free results put off meanwhile would only add commits.
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 60.0)
+    store = RunStore(tmp_path / "run.db")
+    gated = _GatedBackend()
+    pool = ModelPool(
+        {"free": sim_cfg(), "paid": sim_cfg(price=Price(input=1.0, output=1.0))},
+        store=store,
+        backends={"free": FakeBackend(), "paid": gated},
+    )
+    ok = "SELECT COUNT(*) FROM calls WHERE status='ok'"
+
+    async def go() -> tuple[int, int]:
+        paid = asyncio.create_task(pool.complete("paid", user("bill me"), role="t"))
+        await _until(lambda: gated.calls == 1)  # sent, waiting on its reply
+        await pool.complete("free", user("q"), role="t")
+        await _turns()
+        pool.wait_commit()
+        during = _on_disk(store.path, ok)
+        gated.gate.set()
+        await paid
+        await _turns()
+        pool.wait_commit()
+        return during, _on_disk(store.path, ok)
+
+    assert run(go()) == (1, 2)
+    run(pool.aclose())
+    store.close()
+
+
 def test_a_call_on_record_when_its_model_dies_is_withdrawn_unsent(store):
     from memearena.errors import EndpointError
 

@@ -27,9 +27,10 @@ for them again, from the cache file where it holds them), never the ``sent`` row
 that left, and never a step's outcome without the calls it came from. Failed and over-budget
 calls are committed at once, before their error is raised. While a commit would carry free
 results only (cache hits, replies of free in-process models, step outcomes: nothing a kill
-could make a re-run pay for again) and nobody waits on it, it waits for more to join it, up
-to ``FREE_GROUP_ROWS`` rows or ``FREE_GROUP_S`` seconds; a paid reply's settlement, a ``sent``
-row, a waiter or the store's own write makes it due at once, as above.
+could make a re-run pay for again), nobody waits on it and no call of a tracked model is under
+way, it waits for more to join it, up to ``FREE_GROUP_ROWS`` rows or ``FREE_GROUP_S`` seconds;
+a paid reply's settlement, a ``sent`` row, a waiter or the store's own write makes it due at
+once, as above.
 
 With ``commit_in_thread`` (off by default), a scheduled group commit runs in the pool's writer
 thread instead of on the loop (SQLite and Zstandard release the GIL for most of it), one at a
@@ -343,6 +344,7 @@ class ModelPool:
         self._halt = asyncio.Event()
         self._timeouts: set[asyncio.Timeout] = set()  # the calls waiting on a reply now
         self._in_flight = 0
+        self._tracked_in_flight = 0  # of those, calls of tracked models (see _may_defer)
         self._sending = 0  # calls waiting on a backend's reply (see _flush_after)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -631,9 +633,11 @@ class ModelPool:
         reply's settlement, withdrawn row or dropped reply is in it. A call of a tracked model
         (one that costs money or leaves this process) is settled in place, so its outcome is
         always among those; new rows are free calls (cache hits, free in-process models) and
-        ``sent`` rows, whose senders wait."""
+        ``sent`` rows, whose senders wait. While a tracked call is under way its own commits
+        come soon and carry these along: putting them off would only add commits."""
         return not (
-            self._waiters
+            self._tracked_in_flight
+            or self._waiters
             or self._pending_settle
             or self._pending_withdrawn
             or self._pending_dropped
@@ -1056,6 +1060,9 @@ class ModelPool:
         fut: asyncio.Future[Completion | None] = loop.create_future()
         self._flights[key] = fut
         self._in_flight += 1
+        tracked = m.tracked
+        if tracked:
+            self._tracked_in_flight += 1
         self._idle.clear()
         done = None
         try:
@@ -1066,6 +1073,8 @@ class ModelPool:
                 del self._flights[key]
             fut.set_result(done)
             self._in_flight -= 1
+            if tracked:
+                self._tracked_in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
 
