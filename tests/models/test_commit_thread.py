@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from models_helpers import FakeBackend, run, sim_cfg, user
 
+import memearena.models.pool as pool_module
 from memearena.config import Price
 from memearena.models import ModelPool, ResponseCache
 from memearena.models.pool import GROUP_TURNS
@@ -72,6 +73,7 @@ def test_what_a_running_commit_carries_is_served_until_it_ended(
     # readable from the files yet, and are served from memory; the store's own write (a
     # member view) waits for that commit, so it is never on record before the steps it names.
     monkeypatch.setattr(ModelPool, "commit_in_thread", True)
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 0.0)  # handed over within a few turns
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     backend = FakeBackend()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from models_helpers import FakeBackend, ScriptedResponder, openai_cfg, run, sim_cfg, user
 
+import memearena.models.pool as pool_module
 from memearena.config import Price
 from memearena.errors import BudgetExceeded, ModelError, StoreError, TransientModelError
 from memearena.models import GenParams, ModelPool, RawReply, ResponseCache, Usage
@@ -24,6 +25,9 @@ def commits_where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     writer's thread: the same guarantees either way."""
     in_thread = request.param != "on the loop"
     monkeypatch.setattr(ModelPool, "commit_in_thread", in_thread)
+    # A commit of free results waits this long for more (``FREE_GROUP_S``): short, so the
+    # tests that let it come (``_due_commits_ended``) stay fast.
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 0.02)
     return in_thread
 
 
@@ -355,11 +359,17 @@ def _on_disk(path: Path, sql: str, *args: object) -> int:
         other.close()
 
 
-async def _due_commits_ended(pool: ModelPool) -> None:
-    """Let the commit due a few turns from now start (in the writer's thread), then wait for
-    it to end there (as the store's own writes do): no caller of the pool waited for it."""
-    for _ in range(GROUP_TURNS + 2):
+async def _turns(n: int = GROUP_TURNS + 2) -> None:
+    for _ in range(n):
         await asyncio.sleep(0)
+
+
+async def _due_commits_ended(pool: ModelPool) -> None:
+    """Let the commit due from now start (a few turns; free results only: past
+    ``FREE_GROUP_S``), then wait for it to end in the writer's thread (as the store's own
+    writes do): no caller of the pool waited for it."""
+    await asyncio.sleep(pool_module.FREE_GROUP_S)
+    await _turns()
     pool.wait_commit()
 
 
@@ -372,25 +382,96 @@ async def _until(holds: Callable[[], bool]) -> None:
     raise AssertionError("never held")
 
 
-def test_calls_ending_together_share_one_commit_due_a_few_turns_after_they_return(
+def test_free_results_ending_apart_share_one_commit_due_once_free_group_s_passed(
     tmp_path, monkeypatch
 ):
+    # Free results only (cache hits, a free in-process model's replies, step outcomes): a kill
+    # before their commit loses nothing paid for, so they wait for more to join them.
     store = RunStore(tmp_path / "run.db")
     cache = ResponseCache(tmp_path / "cache.db")
     commits: list[int] = []
-    # one transaction each: requests, call records, settlements
     _hook_commits(store, monkeypatch, lambda rows: commits.append(len(rows)))
     pool = ModelPool({"m": sim_cfg()}, store=store, cache=cache, backends={"m": FakeBackend()})
     calls, responses = "SELECT COUNT(*) FROM calls", "SELECT COUNT(*) FROM responses"
 
-    async def go() -> tuple[int, int]:
-        await asyncio.gather(*(pool.complete("m", user(f"q{i}"), role="t") for i in range(20)))
-        # Returned once queued; the commit stays scheduled: nobody needs to wait for it.
+    async def go() -> tuple[tuple[int, int], ...]:
+        for burst in range(4):  # bursts a few turns apart, as a pipeline's steps end
+            await asyncio.gather(
+                *(pool.complete("m", user(f"q{burst}-{i}"), role="t") for i in range(5))
+            )
+            await store.commit_step("step", f"s{burst}", {"n": burst})
+            await _turns()
+        waiting = (_on_disk(store.path, calls), _on_disk(cache.path, responses))
         await _due_commits_ended(pool)
-        return _on_disk(store.path, calls), _on_disk(cache.path, responses)
+        return waiting, (_on_disk(store.path, calls), _on_disk(cache.path, responses))
 
-    assert run(go()) == (20, 20)
-    assert sum(commits) == 20 and len(commits) < 20  # grouped
+    waiting, committed = run(go())
+    assert waiting == (0, 0) and committed == (20, 20)
+    assert commits == [20]  # one commit for the four bursts
+    assert _on_disk(store.path, "SELECT COUNT(*) FROM artifacts") == 4
+    store.close()
+    cache.close()
+
+
+def test_free_results_commit_within_a_few_turns_once_free_group_rows_gathered(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(pool_module, "FREE_GROUP_ROWS", 8)
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 60.0)  # never reached here
+    store = RunStore(tmp_path / "run.db")
+    commits: list[int] = []
+    _hook_commits(store, monkeypatch, lambda rows: commits.append(len(rows)))
+    pool = ModelPool({"m": sim_cfg()}, store=store, backends={"m": FakeBackend()})
+
+    async def go() -> int:
+        for i in range(10):  # one at a time: the eighth row makes the commit due
+            await pool.complete("m", user(f"q{i}"), role="t")
+            await _turns(1)
+        await _turns()
+        pool.wait_commit()
+        return _on_disk(store.path, "SELECT COUNT(*) FROM calls")
+
+    assert run(go()) == 8  # the last two wait for more (or for aclose)
+    assert commits == [8]
+    run(pool.aclose())
+    assert _on_disk(store.path, "SELECT COUNT(*) FROM calls") == 10
+    store.close()
+
+
+def test_a_paid_reply_makes_the_commit_of_free_results_waiting_before_it_due_at_once(
+    tmp_path, monkeypatch
+):
+    # A reply paid for is on record a few turns after it returned (a kill then must not let a
+    # re-run pay for it again), and takes the free results waiting before it along.
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 60.0)
+    store = RunStore(tmp_path / "run.db")
+    cache = ResponseCache(tmp_path / "cache.db")
+    paid = sim_cfg(price=Price(input=1.0, output=1.0))  # tracked: settled in place
+    pool = ModelPool(
+        {"free": sim_cfg(), "paid": paid},
+        store=store,
+        cache=cache,
+        backends={"free": FakeBackend(), "paid": FakeBackend()},
+    )
+    ok = "SELECT COUNT(*) FROM calls WHERE status='ok'"
+
+    async def go() -> tuple[int, int, int]:
+        await asyncio.gather(*(pool.complete("free", user(f"q{i}"), role="t") for i in range(3)))
+        await store.commit_step("step", "s", {"n": 1})
+        await _turns()
+        free_only = _on_disk(store.path, ok)
+        await pool.complete("paid", user("bill me"), role="t")
+        await _turns()
+        pool.wait_commit()
+        return (
+            free_only,
+            _on_disk(store.path, ok),
+            _on_disk(cache.path, "SELECT COUNT(*) FROM responses"),
+        )
+
+    assert run(go()) == (0, 4, 4)
+    assert _on_disk(store.path, "SELECT COUNT(*) FROM artifacts") == 1
+    run(pool.aclose())
     store.close()
     cache.close()
 
@@ -630,6 +711,39 @@ def test_the_next_requests_sent_commit_overlaps_the_reply_in_flight(store):
 
     assert run(go()) == (2, 1, 1)  # both on record, one sent, never two in flight
     assert sorted(c.status for c in store.calls()) == ["ok", "ok"]
+
+
+def test_free_results_commit_within_a_few_turns_while_a_paid_call_is_under_way(
+    tmp_path, monkeypatch
+):
+    # A paid call's own commits (its sent row, then its settlement) come soon and would carry
+    # them anyway: free results put off meanwhile would only add commits.
+    monkeypatch.setattr(pool_module, "FREE_GROUP_S", 60.0)
+    store = RunStore(tmp_path / "run.db")
+    gated = _GatedBackend()
+    pool = ModelPool(
+        {"free": sim_cfg(), "paid": sim_cfg(price=Price(input=1.0, output=1.0))},
+        store=store,
+        backends={"free": FakeBackend(), "paid": gated},
+    )
+    ok = "SELECT COUNT(*) FROM calls WHERE status='ok'"
+
+    async def go() -> tuple[int, int]:
+        paid = asyncio.create_task(pool.complete("paid", user("bill me"), role="t"))
+        await _until(lambda: gated.calls == 1)  # sent, waiting on its reply
+        await pool.complete("free", user("q"), role="t")
+        await _turns()
+        pool.wait_commit()
+        during = _on_disk(store.path, ok)
+        gated.gate.set()
+        await paid
+        await _turns()
+        pool.wait_commit()
+        return during, _on_disk(store.path, ok)
+
+    assert run(go()) == (1, 2)
+    run(pool.aclose())
+    store.close()
 
 
 def test_a_call_on_record_when_its_model_dies_is_withdrawn_unsent(store):

@@ -77,6 +77,7 @@ def test_a_request_is_kept_once_however_often_it_is_called(tmp_path: Path, store
         for _ in range(3):
             await pool.complete("m", user("same"), role="target")
         await pool.complete("m", user("other"), role="target")
+        await pool.aclose()
 
     run(go())
     cache.close()

@@ -25,7 +25,12 @@ commits the queue before any write or read of its own, and ``aclose`` commits th
 crash (kill -9 included) can lose only results no request sent since depends on (a re-run asks
 for them again, from the cache file where it holds them), never the ``sent`` row of a request
 that left, and never a step's outcome without the calls it came from. Failed and over-budget
-calls are committed at once, before their error is raised.
+calls are committed at once, before their error is raised. While a commit would carry free
+results only (cache hits, replies of free in-process models, step outcomes: nothing a kill
+could make a re-run pay for again), nobody waits on it and no call of a tracked model is under
+way, it waits for more to join it, up to ``FREE_GROUP_ROWS`` rows or ``FREE_GROUP_S`` seconds;
+a paid reply's settlement, a ``sent`` row, a waiter or the store's own write makes it due at
+once, as above.
 
 With ``commit_in_thread`` (off by default), a scheduled group commit runs in the pool's writer
 thread instead of on the loop (SQLite and Zstandard release the GIL for most of it), one at a
@@ -131,6 +136,14 @@ is no secret, and replacing it everywhere would garble stored text)."""
 GROUP_TURNS = 4
 """Event-loop turns a group commit waits for more calls to join it while replies may still
 arrive (see ``ModelPool._flush_after``)."""
+
+FREE_GROUP_ROWS = 256
+"""Call rows a commit of free results only may gather before it is due (``FREE_GROUP_S``)."""
+
+FREE_GROUP_S = 0.25
+"""Seconds a commit of free results only may wait for more to join it: what a kill can lose
+that nothing paid for (replies of free in-process models, cache hits, step outcomes), each
+computed again for nothing by a re-run. Anything paid for, or waited on, commits at once."""
 
 REQUEST_MEMO_SIZE = 1024
 """Requests whose payload and key ``request_key`` keeps for the ``complete`` that follows it
@@ -331,6 +344,7 @@ class ModelPool:
         self._halt = asyncio.Event()
         self._timeouts: set[asyncio.Timeout] = set()  # the calls waiting on a reply now
         self._in_flight = 0
+        self._tracked_in_flight = 0  # of those, calls of tracked models (see _may_defer)
         self._sending = 0  # calls waiting on a backend's reply (see _flush_after)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -379,6 +393,9 @@ class ModelPool:
         self._flights: dict[str, asyncio.Future[Completion | None]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_loop: asyncio.AbstractEventLoop | None = None  # where a commit is scheduled
+        # A commit of free results put off (``_flush_after``), and since when it was due.
+        self._deferred: asyncio.TimerHandle | None = None
+        self._free_since: float | None = None
         self._embedders: dict[str, EmbeddingBackend] = {}  # per model, opened on first embed
         # What request_key computed, for the complete that sends the very same request: by
         # model, params and the identities of the message objects, with weak references that
@@ -598,11 +615,34 @@ class ModelPool:
 
     def schedule_flush(self) -> None:
         """Have everything pending committed within a few event-loop turns, nobody waiting for
-        it (``RunStore.GroupWriter``; a returning call's own rows)."""
+        it (``RunStore.GroupWriter``; a returning call's own rows), or, while it is all free
+        results, within ``FREE_GROUP_S`` (``_flush_after``)."""
         loop = asyncio.get_running_loop()
         if self._flush_loop is not loop:
             self._flush_loop = loop
             loop.call_soon(self._flush_after, GROUP_TURNS)
+        elif self._deferred is not None and not self._may_defer():
+            # Something paid for or waited on joined a commit put off: it is due now.
+            self._deferred.cancel()
+            self._deferred = None
+            loop.call_soon(self._flush_after, GROUP_TURNS)
+
+    def _may_defer(self) -> bool:
+        """Whether the pending commit carries free results only, few enough to wait for more:
+        nobody waits on it (a request's ``sent`` row, the store's own write), and no paid
+        reply's settlement, withdrawn row or dropped reply is in it. A call of a tracked model
+        (one that costs money or leaves this process) is settled in place, so its outcome is
+        always among those; new rows are free calls (cache hits, free in-process models) and
+        ``sent`` rows, whose senders wait. While a tracked call is under way its own commits
+        come soon and carry these along: putting them off would only add commits."""
+        return not (
+            self._tracked_in_flight
+            or self._waiters
+            or self._pending_settle
+            or self._pending_withdrawn
+            or self._pending_dropped
+            or len(self._pending_calls) >= FREE_GROUP_ROWS
+        )
 
     def flush_pending(self) -> None:
         """Commit everything pending now (``RunStore.GroupWriter``: before the store's own
@@ -622,9 +662,23 @@ class ModelPool:
         as a few calls' rows, so fewer, larger ones are cheaper per call; a turn adds
         microseconds of latency, and a pool whose calls all wait on the commit commits at once.
         The commit runs in the writer's thread (``_start_commit``), off the event loop."""
+        loop = asyncio.get_running_loop()
         if turns > 0 and self._sending:
-            asyncio.get_running_loop().call_soon(self._flush_after, turns - 1)
+            loop.call_soon(self._flush_after, turns - 1)
             return
+        self._deferred = None
+        if self._may_defer() and self._pending():
+            # Free results only: a kill before the commit loses nothing paid for, so let more
+            # join it (a commit's cost is mostly per commit and per page, not per row), up to
+            # FREE_GROUP_ROWS rows or FREE_GROUP_S seconds; what is paid for or waited on since
+            # makes it due at once (``schedule_flush``).
+            now = loop.time()
+            if self._free_since is None:
+                self._free_since = now
+            due = self._free_since + FREE_GROUP_S
+            if now < due:
+                self._deferred = loop.call_at(due, self._flush_after, 0)
+                return
         self._flush_loop = None
         c = self._commit
         if c is not None:
@@ -641,6 +695,10 @@ class ModelPool:
 
     def _take(self) -> tuple[Any, ...]:
         """Everything pending, taken for one commit (the queues left empty)."""
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
+        self._free_since = None
         taken = (
             self._pending_calls,
             self._pending_settle,
@@ -1002,6 +1060,9 @@ class ModelPool:
         fut: asyncio.Future[Completion | None] = loop.create_future()
         self._flights[key] = fut
         self._in_flight += 1
+        tracked = m.tracked
+        if tracked:
+            self._tracked_in_flight += 1
         self._idle.clear()
         done = None
         try:
@@ -1012,6 +1073,8 @@ class ModelPool:
                 del self._flights[key]
             fut.set_result(done)
             self._in_flight -= 1
+            if tracked:
+                self._tracked_in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
 
