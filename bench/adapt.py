@@ -21,9 +21,10 @@ whose calls end in smaller bursts commits more often).
 calls replayed with only the work the method cannot do without redone around them (its prompts
 rendered, its replies parsed, its step outcomes queued) plus the CPU of its image work as
 measured in the run, and no dependency between calls: the lowest ratio a pipeline on this model
-layer and store can reach for these calls.
+layer and store can reach for these calls. ``--priced`` prices every simulated model, so every
+call takes a paid call's path (``bench/percall.py``'s ``priced``); unpriced, they are free.
 
-    python bench/adapt.py [--scale 10] [--repeats 2] [--percall [--breakdown] [--floor]]
+    python bench/adapt.py [--scale 10] [--repeats 2] [--percall [--breakdown] [--floor] [--priced]]
 """
 
 from __future__ import annotations
@@ -175,10 +176,12 @@ def print_breakdown(runs: list[dict[str, Any]], indent: str = "      ") -> None:
         print(line)
 
 
-def child_percall(n: int, breakdown: bool = False, floor: bool = False) -> dict[str, Any]:
+def child_percall(
+    n: int, breakdown: bool = False, floor: bool = False, paid: bool = False
+) -> dict[str, Any]:
     """One Adapt run over ``n`` memes with its calls recorded, then those calls replayed (and,
     with ``floor``, replayed again with the run's essential work around them)."""
-    from percall import Essentials, Recorder, replay, timed_method
+    from percall import Essentials, Recorder, priced, replay, timed_method
     from scale import write_memes
 
     import memearena.methods.adapt.common as common
@@ -224,6 +227,8 @@ def child_percall(n: int, breakdown: bool = False, floor: bool = False) -> dict[
         root = Path(tmp)
         data = DatasetConfig(format="demo", path=write_memes(root / "data", n))
         cfg = adapt_demo_config(bootstrap=200).model_copy(update={"data": [data]})
+        if paid:
+            cfg = priced(cfg)
         rec = Recorder().install()
         res = run_method("adapt", cfg, root / "run", show_progress=False)
         rec.uninstall()
@@ -271,11 +276,14 @@ def child_percall(n: int, breakdown: bool = False, floor: bool = False) -> dict[
     }
 
 
-def percall(scale: int, repeats: int, breakdown: bool = False, floor: bool = False) -> None:
+def percall(
+    scale: int, repeats: int, breakdown: bool = False, floor: bool = False, paid: bool = False
+) -> None:
     print(
         "pipeline CPU per call (AdaptPipeline.run, analysis excluded) beside the model layer's "
         "on the same calls replayed (fresh ModelPool + simulated backend + store + cache, no "
         f"pipeline); median of {repeats}, each run in its own process"
+        + ("; every model priced" if paid else "")
     )
     for n in (24, 24 * scale):
         runs = []
@@ -283,7 +291,8 @@ def percall(scale: int, repeats: int, breakdown: bool = False, floor: bool = Fal
             out = subprocess.run(
                 [sys.executable, __file__, "--child", str(n)]
                 + (["--breakdown"] if breakdown else [])
-                + (["--floor"] if floor else []),
+                + (["--floor"] if floor else [])
+                + (["--priced"] if paid else []),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -327,13 +336,16 @@ def main() -> None:
     ap.add_argument(
         "--floor", action="store_true", help="with --percall: the ideal pipeline's ratio"
     )
+    ap.add_argument(
+        "--priced", action="store_true", help="with --percall: every model priced (paid calls)"
+    )
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child_percall(args.child, args.breakdown, args.floor)))
+        print(json.dumps(child_percall(args.child, args.breakdown, args.floor, args.priced)))
         return
     if args.percall:
-        percall(args.scale, args.repeats, args.breakdown, args.floor)
+        percall(args.scale, args.repeats, args.breakdown, args.floor, args.priced)
         return
     with tempfile.TemporaryDirectory(prefix="memearena-bench-data-") as tmp:
         small = (DatasetConfig(format="demo"), 24)

@@ -23,7 +23,7 @@ the image work's share of the pipeline's CPU (originals and perturbations). Targ
 1.3x at both sizes. ``--breakdown`` adds where the pipeline's CPU goes, in µs per call (as
 ``bench/adapt.py --breakdown``; the image work by its worker threads' own CPU).
 ``--floor`` adds the ideal pipeline's ratio, as ``bench/adapt.py --floor`` (the image work by
-its worker threads' own CPU).
+its worker threads' own CPU); ``--priced`` prices every simulated model, as there.
 
 Part 4 (``--rss``): peak RSS of the whole audit (analysis and report included) at 24, 144 and
 480 memes, each size in its own process, with the peak after each stage and after the analysis,
@@ -31,7 +31,7 @@ and SQLite's memory high-water mark (its page caches, bounded by the store's sof
 ``--tracemalloc`` adds the Python heap's peak per stage (slower). Target: growth at most 0.1 MB
 per meme (24 -> 480); the growth between the two largest sizes is printed too.
 
-    python bench/judge_audit.py [--seeds 3] [--percall [--breakdown] [--floor]] [--rss]
+    python bench/judge_audit.py [--seeds 3] [--percall [--breakdown] [--floor] [--priced]] [--rss]
         [--sizes 24,144,480]
 """
 
@@ -207,18 +207,20 @@ def generators(repeats: int) -> None:
             print(f"    {bias_type:<38}  {1000 * t:7.2f} ms/image  ({t / base:.2f}x baseline)")
 
 
-def _audit_config(root: Path, n: int, bootstrap: int) -> Any:
+def _audit_config(root: Path, n: int, bootstrap: int, paid: bool = False) -> Any:
+    from percall import priced
     from scale import write_memes
 
     from memearena.config import DatasetConfig
 
     data = write_memes(root / "data", n)
     cfg = demo_config(bootstrap=bootstrap)
-    return cfg.model_copy(update={"data": [DatasetConfig(format="demo", path=data)]})
+    cfg = cfg.model_copy(update={"data": [DatasetConfig(format="demo", path=data)]})
+    return priced(cfg) if paid else cfg
 
 
 def child_percall(
-    n: int, bootstrap: int, breakdown: bool = False, floor: bool = False
+    n: int, bootstrap: int, breakdown: bool = False, floor: bool = False, paid: bool = False
 ) -> dict[str, Any]:
     """One audit over ``n`` memes with its calls recorded, then those calls replayed (and,
     with ``floor``, replayed again with the run's essential work around them)."""
@@ -264,7 +266,7 @@ def child_percall(
             essentials.image_work(stages, name, time.thread_time)
     with tempfile.TemporaryDirectory(prefix="memearena-bench-ja-") as tmp:
         root = Path(tmp)
-        cfg = _audit_config(root, n, bootstrap)
+        cfg = _audit_config(root, n, bootstrap, paid)
         rec = Recorder().install()
         res = run_method(
             "judge_audit", cfg, root / "run", show_progress=False, console=Console(quiet=True)
@@ -424,7 +426,12 @@ def _child(args: list[str]) -> dict[str, Any]:
 
 
 def percall(
-    scale: int, repeats: int, bootstrap: int, breakdown: bool = False, floor: bool = False
+    scale: int,
+    repeats: int,
+    bootstrap: int,
+    breakdown: bool = False,
+    floor: bool = False,
+    paid: bool = False,
 ) -> None:
     from adapt import print_breakdown, print_floor
 
@@ -432,6 +439,7 @@ def percall(
         "Part 3: pipeline CPU per call (JudgeAuditPipeline.run, analysis excluded) beside the "
         "model layer's on the same calls replayed (fresh ModelPool + simulated backend + store "
         f"+ cache, no pipeline); median of {repeats}, each run in its own process"
+        + ("; every model priced" if paid else "")
     )
     for n in (24, 24 * scale):
         runs = [
@@ -439,6 +447,7 @@ def percall(
                 ["--child", "percall", "--n", str(n), "--bootstrap", str(bootstrap)]
                 + (["--breakdown"] if breakdown else [])
                 + (["--floor"] if floor else [])
+                + (["--priced"] if paid else [])
             )
             for _ in range(repeats)
         ]
@@ -508,20 +517,29 @@ def main() -> None:
     ap.add_argument(
         "--floor", action="store_true", help="with --percall: the ideal pipeline's ratio"
     )
+    ap.add_argument(
+        "--priced", action="store_true", help="with --percall: every model priced (paid calls)"
+    )
     ap.add_argument("--child", choices=["percall", "rss"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--twin", action="store_true", help="add a clean twin of the reference")
     ap.add_argument("--no-generators", action="store_true", help="part 1 only")
     args = ap.parse_args()
     if args.child == "percall":
-        print(json.dumps(child_percall(args.n, args.bootstrap, args.breakdown, args.floor)))
+        print(
+            json.dumps(
+                child_percall(args.n, args.bootstrap, args.breakdown, args.floor, args.priced)
+            )
+        )
         return
     if args.child == "rss":
         print(json.dumps(child_rss(args.n, args.bootstrap, args.tracemalloc)))
         return
     if args.percall or args.rss:
         if args.percall:
-            percall(args.scale, args.repeats, args.bootstrap, args.breakdown, args.floor)
+            percall(
+                args.scale, args.repeats, args.bootstrap, args.breakdown, args.floor, args.priced
+            )
         if args.rss:
             rss([int(s) for s in args.sizes.split(",")], args.bootstrap, args.tracemalloc)
         return

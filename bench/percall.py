@@ -153,6 +153,18 @@ class Essentials:
         self._saved.clear()
 
 
+def priced(cfg: Any) -> Any:
+    """``cfg`` with every model priced (a cent per million tokens): each call then takes a paid
+    call's path through the model layer (its ``sent`` row committed before the request leaves,
+    its reply settled at once), as in a run of paid endpoints. Unpriced simulated models are
+    free, and the pool lets free results wait to share a commit."""
+    from memearena.config import Price
+
+    price = Price(input=0.01, output=0.01)
+    models = {k: m.model_copy(update={"price": price}) for k, m in cfg.models.items()}
+    return cfg.model_copy(update={"models": models})
+
+
 def _share(items: Sequence[Any], i: int, n: int) -> Sequence[Any]:
     """The ``i``-th of ``n`` even shares of ``items``, in order."""
     return items[i * len(items) // n : (i + 1) * len(items) // n]
